@@ -1,0 +1,1 @@
+"""llm-training-eks infrastructure: one module per AWS concern, each a ComponentResource."""

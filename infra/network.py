@@ -1,0 +1,136 @@
+"""The VPC: private subnets for nodes and pods, public subnets for NAT and load balancers."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.config import StackConfig
+
+
+@dataclass(frozen=True)
+class SubnetPlan:
+    """The CIDRs of one AZ."""
+
+    az: str
+    private_cidr: str
+    public_cidr: str
+
+
+def subnet_plan(vpc_cidr: str, azs: list[str]) -> list[SubnetPlan]:
+    """Carve the VPC: a large private subnet per AZ (/19 of a /16: 8,187 addresses, since the
+    VPC CNI gives every pod a VPC IP and an accelerated node can hold hundreds of pods with
+    warm IPs), and a small public subnet per AZ for NAT gateways and internet-facing LBs.
+
+    Private subnets take the first half of the VPC, public subnets the start of the second.
+    """
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    private = list(vpc.subnets(new_prefix=vpc.prefixlen + 3))
+    public = list(vpc.subnets(new_prefix=vpc.prefixlen + 8))
+    half = len(public) // 2
+    return [
+        SubnetPlan(az=az, private_cidr=str(private[i]), public_cidr=str(public[half + i])) for i, az in enumerate(azs)
+    ]
+
+
+class Network(pulumi.ComponentResource):
+    """VPC over two or more AZs with NAT egress and an S3 gateway endpoint."""
+
+    vpc_id: pulumi.Output[str]
+    private_subnet_ids: dict[str, pulumi.Output[str]]
+    """AZ name -> private subnet id."""
+    public_subnet_ids: dict[str, pulumi.Output[str]]
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-training-eks:infra:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cluster = cfg.cluster.name
+        azs = cfg.availability_zones
+
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=cfg.network.cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags={"Name": f"{cluster}-vpc"},
+            opts=child,
+        )
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": f"{cluster}-igw"}, opts=child)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags={"Name": f"{cluster}-public"},
+            opts=child,
+        )
+
+        self.private_subnet_ids = {}
+        self.public_subnet_ids = {}
+        nat_ids: list[pulumi.Output[str]] = []
+        private_rts: list[pulumi.Output[str]] = []
+        for i, plan in enumerate(subnet_plan(cfg.network.cidr, azs)):
+            public = aws.ec2.Subnet(
+                f"{name}-public-{plan.az}",
+                vpc_id=vpc.id,
+                cidr_block=plan.public_cidr,
+                availability_zone=plan.az,
+                map_public_ip_on_launch=False,
+                tags={"Name": f"{cluster}-public-{plan.az}", "kubernetes.io/role/elb": "1"},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{plan.az}", subnet_id=public.id, route_table_id=public_rt.id, opts=child
+            )
+            self.public_subnet_ids[plan.az] = public.id
+
+            if i == 0 or cfg.network.nat_gateways == "per-az":
+                eip = aws.ec2.Eip(
+                    f"{name}-nat-{plan.az}", domain="vpc", tags={"Name": f"{cluster}-nat-{plan.az}"}, opts=child
+                )
+                nat = aws.ec2.NatGateway(
+                    f"{name}-nat-{plan.az}",
+                    allocation_id=eip.id,
+                    subnet_id=public.id,
+                    tags={"Name": f"{cluster}-nat-{plan.az}"},
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+                )
+                nat_ids.append(nat.id)
+
+            private = aws.ec2.Subnet(
+                f"{name}-private-{plan.az}",
+                vpc_id=vpc.id,
+                cidr_block=plan.private_cidr,
+                availability_zone=plan.az,
+                tags={"Name": f"{cluster}-private-{plan.az}", "kubernetes.io/role/internal-elb": "1"},
+                opts=child,
+            )
+            rt = aws.ec2.RouteTable(
+                f"{name}-private-{plan.az}",
+                vpc_id=vpc.id,
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat_ids[-1])],
+                tags={"Name": f"{cluster}-private-{plan.az}"},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{plan.az}", subnet_id=private.id, route_table_id=rt.id, opts=child
+            )
+            self.private_subnet_ids[plan.az] = private.id
+            private_rts.append(rt.id)
+
+        # Datasets and checkpoints move to and from S3 without paying NAT data charges.
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=vpc.id,
+            service_name=f"com.amazonaws.{cfg.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=private_rts,
+            tags={"Name": f"{cluster}-s3"},
+            opts=child,
+        )
+
+        self.vpc_id = vpc.id
+        self.vpc_cidr = cfg.network.cidr
+        self.register_outputs({"vpcId": vpc.id, "privateSubnetIds": self.private_subnet_ids})

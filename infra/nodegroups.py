@@ -1,0 +1,194 @@
+"""Accelerated EFA node groups: our own launch template on an EKS managed node group.
+
+pulumi-eks's `enable_efa_support` refuses a custom launch template and has no
+capacity-reservation input (DESIGN.md), so the launch template is built here, with
+everything derived from the instance catalog.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra import catalog
+from infra.cluster import Cluster, node_launch_template_args
+from infra.config import NodeGroupConfig, StackConfig
+from infra.network import Network
+
+EKS_CAPACITY_TYPE = {
+    "on-demand": "ON_DEMAND",
+    "reservation": "ON_DEMAND",
+    "capacity-block": "CAPACITY_BLOCK",
+    "spot": "SPOT",
+}
+
+
+@dataclass(frozen=True)
+class InterfaceSlot:
+    """One network interface of the launch template."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: str
+    """`interface` (ENA, takes an IP) or `efa-only` (EFA device, takes no IP)."""
+
+
+def efa_interface_layout(instance: catalog.InstanceType) -> list[InterfaceSlot]:
+    """The EC2 guide's layout for multi-card EFA instances ("Maximize network bandwidth on
+    Amazon EC2 instances with multiple network cards"): the primary ENA interface on card 0
+    device 0, an EFA-only interface on card 0 device 1, and an EFA-only interface at device 0
+    of every other card. That is exactly one EFA device per network card, and EFA-only
+    interfaces take no IP address, so a 32-card p5 uses one subnet IP per node, not 32.
+    """
+    if not instance.efa:
+        raise ValueError(f"{instance.name} does not support EFA")
+    slots = [InterfaceSlot(0, 0, "interface"), InterfaceSlot(0, 1, "efa-only")]
+    slots += [InterfaceSlot(card, 0, "efa-only") for card in range(1, instance.network_cards)]
+    return slots
+
+
+def nodeadm_user_data(instance: catalog.InstanceType) -> str:
+    """AL2023 nodeadm config (MIME part) that stripes the NVMe instance store as RAID0 and
+    mounts it for containerd and kubelet, so image layers and scratch data use the fast
+    local disks. EKS merges this part with its own bootstrap config."""
+    boundary = "==LLMTRAININGEKS=="
+    strategy = "RAID0" if instance.nvme_disks else "None"
+    node_config = (
+        "---\n"
+        "apiVersion: node.eks.aws/v1alpha1\n"
+        "kind: NodeConfig\n"
+        "spec:\n"
+        "  instance:\n"
+        "    localStorage:\n"
+        f"      strategy: {strategy}\n"
+    )
+    mime = (
+        "MIME-Version: 1.0\n"
+        f'Content-Type: multipart/mixed; boundary="{boundary}"\n\n'
+        f"--{boundary}\n"
+        "Content-Type: application/node.eks.aws\n\n"
+        f"{node_config}\n"
+        f"--{boundary}--\n"
+    )
+    return base64.b64encode(mime.encode()).decode()
+
+
+def node_labels(ng: NodeGroupConfig) -> dict[str, str]:
+    """Labels of a node group's nodes: hardware-derived ones, the node-group name, then extras."""
+    return {**ng.instance.labels, catalog.NODE_GROUP_LABEL: ng.name, **ng.labels}
+
+
+class AcceleratedNodeGroup(pulumi.ComponentResource):
+    """One EFA node group: security group, placement group, launch template and managed node group."""
+
+    security_group_id: pulumi.Output[str]
+    node_group: aws.eks.NodeGroup
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        ng: NodeGroupConfig,
+        network: Network,
+        cluster: Cluster,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("llm-training-eks:infra:AcceleratedNodeGroup", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        instance = ng.instance
+        az = cfg.node_group_az(ng)
+        full_name = f"{cfg.cluster.name}-{ng.name}"
+        self.config = ng
+        self.availability_zone = az
+
+        # EFA's OS-bypass traffic needs all traffic allowed to and from the group itself, in
+        # both directions; an egress rule to 0.0.0.0/0 does not cover it ("Error 4126").
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-efa",
+            vpc_id=network.vpc_id,
+            description=f"EFA traffic between {full_name} nodes",
+            tags={"Name": f"{full_name}-efa"},
+            opts=child,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-in",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description="EFA: all traffic from nodes of this group",
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-out",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description="EFA: all traffic to nodes of this group",
+            opts=child,
+        )
+        self.security_group_id = sg.id
+
+        placement = None
+        if ng.placement_group:
+            pg = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags={"Name": full_name}, opts=child)
+            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pg.name)
+
+        groups = [cluster.security_group_id, sg.id]
+        interfaces = [
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                network_card_index=slot.network_card_index,
+                device_index=slot.device_index,
+                interface_type=slot.interface_type,
+                security_groups=groups,
+                delete_on_termination="true",
+                associate_public_ip_address="false" if slot.interface_type == "interface" else None,
+                description=f"{full_name} card {slot.network_card_index} {slot.interface_type}",
+            )
+            for slot in efa_interface_layout(instance)
+        ]
+
+        reservation = None
+        market = None
+        if ng.capacity.targets_reservation:
+            reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=ng.capacity.reservation_id
+                )
+            )
+        if ng.capacity.type == "capacity-block":
+            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+
+        lt = aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            description=f"{full_name}: {instance.name}, {instance.efa_interfaces} EFA interfaces",
+            network_interfaces=interfaces,
+            placement=placement,
+            capacity_reservation_specification=reservation,
+            instance_market_options=market,
+            user_data=nodeadm_user_data(instance),
+            **node_launch_template_args(name=full_name, root_volume_size_gib=ng.root_volume_size_gib),
+            opts=child,
+        )
+
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=cluster.name,
+            node_group_name=ng.name,
+            node_role_arn=cluster.node_role.arn,
+            subnet_ids=[network.private_subnet_ids[az]],
+            instance_types=[instance.name],
+            ami_type=instance.ami_type,
+            capacity_type=EKS_CAPACITY_TYPE[ng.capacity.type],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                desired_size=ng.desired_size, min_size=ng.min, max_size=ng.max
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=ng.max_unavailable),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
+            labels=node_labels(ng),
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in instance.taints],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_policy_attachments),
+        )
+        self.register_outputs({"nodeGroup": self.node_group.node_group_name, "securityGroupId": sg.id})

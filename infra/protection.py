@@ -1,0 +1,16 @@
+"""One rule for stateful resources (KMS keys, FSx, buckets, ECR): protected from deletion.
+
+Every stateful resource takes its options from `stateful()`, so `protectStatefulResources`
+switches all of them together and a test can check the rule in one place.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+
+def stateful(protect: bool, opts: pulumi.ResourceOptions | None = None) -> pulumi.ResourceOptions:
+    """Options for a resource that holds data: `protect` so that `pulumi destroy` or a
+    replacing `pulumi up` stops instead of deleting it. Turning protection off is a
+    per-stack decision (`protectStatefulResources: false`), meant for throwaway stacks."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=protect))

@@ -1,0 +1,1 @@
+"""Training workloads as Kubernetes resources: pure builders plus a thin Pulumi layer."""
