@@ -191,7 +191,9 @@ class SystemNodeGroupConfig(_Model):
     desired_size: int = Field(2, ge=1, description="Nodes (at least one per AZ is recommended).")
     min_size: int | None = Field(None, ge=1, description="Default: desiredSize.")
     max_size: int | None = Field(None, ge=1, description="Default: desiredSize + 2.")
-    root_volume_size_gib: int = Field(100, ge=50, le=16384, description="Encrypted gp3 root volume, GiB.")
+    root_volume_size_gib: int = Field(
+        100, ge=50, le=16384, alias="rootVolumeSizeGiB", description="Encrypted gp3 root volume, GiB."
+    )
 
     @field_validator("instance_type")
     @classmethod
@@ -263,7 +265,11 @@ class NodeGroupConfig(_Model):
         description="Launch into a `cluster` placement group; turn off for ODCRs/Capacity Blocks made without one.",
     )
     root_volume_size_gib: int = Field(
-        500, ge=100, le=16384, description="Encrypted gp3 root volume, GiB (training images are many GB)."
+        500,
+        ge=100,
+        le=16384,
+        alias="rootVolumeSizeGiB",
+        description="Encrypted gp3 root volume, GiB (training images are many GB).",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra node labels.")
     max_unavailable: int = Field(1, ge=1, description="Nodes an update may replace at once.")
@@ -364,10 +370,10 @@ class _KeyError(ValueError):
 
 
 def _check_sizes(desired: int, min_size: int | None, max_size: int | None) -> None:
-    lo = min_size if min_size is not None else desired
-    hi = max_size if max_size is not None else max(desired, lo, 1)
-    if lo > hi:
-        raise _KeyError("minSize", f"{lo} is greater than maxSize {hi}")
+    hi = max_size if max_size is not None else max(desired, min_size or 0, 1)
+    if min_size is not None and min_size > hi:
+        raise _KeyError("minSize", f"{min_size} is greater than maxSize {hi}")
+    lo = min_size if min_size is not None else min(desired, hi)
     if not lo <= desired <= hi:
         raise _KeyError("desiredSize", f"{desired} must lie between minSize {lo} and maxSize {hi}")
     if hi < 1:
