@@ -248,6 +248,65 @@ class CapacityConfig(_Model):
         return self.type in ("reservation", "capacity-block")
 
 
+RepairCondition = Literal[
+    "AcceleratedHardwareReady", "ContainerRuntimeReady", "KernelReady", "NetworkingReady", "StorageReady", "Ready"
+]
+
+
+class RepairOverride(_Model):
+    """What EKS node auto repair does when the node monitoring agent reports one problem."""
+
+    condition: RepairCondition = Field(description="Node condition set by the EKS node monitoring agent.")
+    reason: str = Field(description="Reason of the condition, e.g. NeuronHBMUncorrectableError, NvidiaXID79Error.")
+    action: Literal["Replace", "Reboot", "NoAction"] = Field(description="Replace, Reboot or NoAction.")
+    wait_minutes: int = Field(10, ge=1, le=1440, description="Minutes the condition must last before repair.")
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{2,99}", v):
+            raise ValueError(f"{v!r} is not a node monitoring agent reason (CamelCase, e.g. NeuronDMAError)")
+        return v
+
+
+# Fatal accelerator errors the EKS node monitoring agent reports (aws/eks-node-monitoring-agent
+# reasons; EKS user guide, node-health). A node with one of them cannot finish a collective:
+# replace it rather than reboot it.
+DEFAULT_REPAIR_REASONS: dict[str, tuple[str, ...]] = {
+    "neuron": (
+        "NeuronDMAError",
+        "NeuronHBMUncorrectableError",
+        "NeuronNCUncorrectableError",
+        "NeuronSRAMUncorrectableError",
+    ),
+    "nvidia": ("NvidiaDoubleBitError", "NvidiaNVLinkError", "NvidiaXID79Error", "NvidiaXID48Error"),
+}
+
+
+class NodeRepairConfig(_Model):
+    """EKS managed node group auto repair (on by default for accelerated node groups)."""
+
+    enabled: bool = Field(True, description="Let EKS replace or reboot nodes the monitoring agent marks unhealthy.")
+    max_unhealthy_node_threshold_percentage: int | None = Field(
+        None, ge=1, le=100, description="Pause repair when more than this % of nodes are unhealthy (EKS default: 20%)."
+    )
+    max_parallel_nodes_repaired_count: int = Field(
+        1, ge=1, description="Nodes repaired at once (1: a job loses at most one node at a time to repair)."
+    )
+    overrides: list[RepairOverride] | None = Field(
+        None, description="Per-condition actions; default: replace on fatal Neuron/NVIDIA hardware errors."
+    )
+
+    def effective_overrides(self, accelerator: str | None) -> list[RepairOverride]:
+        """The configured overrides, or the defaults for the accelerator."""
+        if self.overrides is not None:
+            return list(self.overrides)
+        return [
+            RepairOverride(condition="AcceleratedHardwareReady", reason=r, action="Replace", wait_minutes=10)
+            for r in DEFAULT_REPAIR_REASONS.get(accelerator or "", ())
+        ]
+
+
 class NodeGroupConfig(_Model):
     """One accelerated EFA node group: one instance type, one AZ, one subnet."""
 
@@ -273,6 +332,7 @@ class NodeGroupConfig(_Model):
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra node labels.")
     max_unavailable: int = Field(1, ge=1, description="Nodes an update may replace at once.")
+    node_repair: NodeRepairConfig = Field(default_factory=NodeRepairConfig, description="EKS node auto repair.")
 
     @field_validator("name")
     @classmethod

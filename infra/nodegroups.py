@@ -81,6 +81,28 @@ def node_labels(ng: NodeGroupConfig) -> dict[str, str]:
     return {**ng.instance.labels, catalog.NODE_GROUP_LABEL: ng.name, **ng.labels}
 
 
+def node_repair_args(ng: NodeGroupConfig) -> aws.eks.NodeGroupNodeRepairConfigArgs:
+    """EKS node auto repair: on by default, replacing nodes with fatal accelerator errors."""
+    repair = ng.node_repair
+    if not repair.enabled:
+        return aws.eks.NodeGroupNodeRepairConfigArgs(enabled=False)
+    return aws.eks.NodeGroupNodeRepairConfigArgs(
+        enabled=True,
+        max_unhealthy_node_threshold_percentage=repair.max_unhealthy_node_threshold_percentage,
+        max_parallel_nodes_repaired_count=repair.max_parallel_nodes_repaired_count,
+        node_repair_config_overrides=[
+            aws.eks.NodeGroupNodeRepairConfigNodeRepairConfigOverrideArgs(
+                node_monitoring_condition=o.condition,
+                node_unhealthy_reason=o.reason,
+                repair_action=o.action,
+                min_repair_wait_time_mins=o.wait_minutes,
+            )
+            for o in repair.effective_overrides(ng.instance.accelerator)
+        ]
+        or None,
+    )
+
+
 class AcceleratedNodeGroup(pulumi.ComponentResource):
     """One EFA node group: security group, placement group, launch template and managed node group."""
 
@@ -188,6 +210,7 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=ng.max_unavailable),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
             labels=node_labels(ng),
+            node_repair_config=node_repair_args(ng),
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in instance.taints],
             opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_policy_attachments),
         )

@@ -149,6 +149,35 @@ BAD_CONFIGS = [
     ),
 ]
 
+BAD_CONFIGS += [
+    (
+        "repair-unknown-action",
+        _set_ng(
+            nodeRepair={
+                "overrides": [
+                    {"condition": "AcceleratedHardwareReady", "reason": "NeuronDMAError", "action": "Destroy"}
+                ]
+            }
+        ),
+        "nodeGroups[0].nodeRepair.overrides[0].action:",
+        "Replace",
+    ),
+    (
+        "repair-unknown-condition",
+        _set_ng(
+            nodeRepair={"overrides": [{"condition": "GpuReady", "reason": "NvidiaXID79Error", "action": "Replace"}]}
+        ),
+        "nodeGroups[0].nodeRepair.overrides[0].condition:",
+        "AcceleratedHardwareReady",
+    ),
+    (
+        "repair-threshold-over-100",
+        _set_ng(nodeRepair={"maxUnhealthyNodeThresholdPercentage": 150}),
+        "nodeGroups[0].nodeRepair.maxUnhealthyNodeThresholdPercentage:",
+        "100",
+    ),
+]
+
 
 @pytest.mark.parametrize(("mutate", "key", "word"), [c[1:] for c in BAD_CONFIGS], ids=[c[0] for c in BAD_CONFIGS])
 def test_bad_config_exits_2_naming_the_key(mutate: Any, key: str, word: str, tmp_path: Path) -> None:

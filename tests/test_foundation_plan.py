@@ -187,3 +187,47 @@ def test_nodeadm_user_data_asks_for_raid0() -> None:
 
     text = base64.b64decode(nodegroups.nodeadm_user_data(catalog.ACCELERATED["trn1.32xlarge"])).decode()
     assert "application/node.eks.aws" in text and "strategy: RAID0" in text
+
+
+def _repair(values: dict) -> dict:
+    (ng,) = _accelerated(run_plan(values))
+    return ng["inputs"]["nodeRepairConfig"]
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "reason"), [("trn1.32xlarge", "NeuronHBMUncorrectableError"), ("p5.48xlarge", "NvidiaXID79Error")]
+)
+def test_node_repair_replaces_nodes_with_fatal_accelerator_errors_by_default(instance_type: str, reason: str) -> None:
+    values = {
+        **MINIMAL,
+        "llm-training-eks:nodeGroups": [{**MINIMAL["llm-training-eks:nodeGroups"][0], "instanceType": instance_type}],
+    }
+    repair = _repair(values)
+    assert repair["enabled"] is True and repair["maxParallelNodesRepairedCount"] == 1
+    overrides = {o["nodeUnhealthyReason"]: o for o in repair["nodeRepairConfigOverrides"]}
+    assert overrides[reason]["repairAction"] == "Replace"
+    assert overrides[reason]["nodeMonitoringCondition"] == "AcceleratedHardwareReady"
+    other = "Nvidia" if instance_type.startswith("trn") else "Neuron"
+    assert not any(r.startswith(other) for r in overrides)
+
+
+def test_node_repair_overrides_and_switch_come_from_config() -> None:
+    ng = MINIMAL["llm-training-eks:nodeGroups"][0]
+    custom = {
+        "overrides": [
+            {"condition": "NetworkingReady", "reason": "IPAMDNotReady", "action": "Reboot", "waitMinutes": 30}
+        ],
+        "maxUnhealthyNodeThresholdPercentage": 50,
+    }
+    repair = _repair({**MINIMAL, "llm-training-eks:nodeGroups": [{**ng, "nodeRepair": custom}]})
+    assert repair["maxUnhealthyNodeThresholdPercentage"] == 50
+    assert repair["nodeRepairConfigOverrides"] == [
+        {
+            "nodeMonitoringCondition": "NetworkingReady",
+            "nodeUnhealthyReason": "IPAMDNotReady",
+            "repairAction": "Reboot",
+            "minRepairWaitTimeMins": 30,
+        }
+    ]
+    off = _repair({**MINIMAL, "llm-training-eks:nodeGroups": [{**ng, "nodeRepair": {"enabled": False}}]})
+    assert off == {"enabled": False}
