@@ -64,6 +64,7 @@ class NetworkConfig(_Model):
     nat_gateways: Literal["single", "per-az"] = Field(
         "single", description="One NAT gateway (cheaper) or one per AZ (survives an AZ outage)."
     )
+    flow_logs: bool = Field(True, description="VPC flow logs (rejected traffic) to CloudWatch Logs.")
 
     @field_validator("cidr")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import dataclass
 
 import pulumi
@@ -131,6 +132,66 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
 
+        if cfg.network.flow_logs:
+            self._flow_logs(name, cfg, vpc)
+
         self.vpc_id = vpc.id
         self.vpc_cidr = cfg.network.cidr
         self.register_outputs({"vpcId": vpc.id, "privateSubnetIds": self.private_subnet_ids})
+
+    def _flow_logs(self, name: str, cfg: StackConfig, vpc: aws.ec2.Vpc) -> None:
+        """Rejected traffic to CloudWatch Logs: the first place to look when a security group
+        blocks EFA, FSx or the control plane. The role may write to this log group only."""
+        child = pulumi.ResourceOptions(parent=self)
+        group = aws.cloudwatch.LogGroup(
+            f"{name}-flow-logs",
+            name=f"/vpc/{cfg.cluster.name}/flow-logs",
+            retention_in_days=cfg.cluster.log_retention_days,
+            opts=child,
+        )
+        role = aws.iam.Role(
+            f"{name}-flow-logs",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "vpc-flow-logs.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+            description=f"VPC flow logs of {cfg.cluster.name}",
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-flow-logs",
+            role=role.id,
+            policy=group.arn.apply(
+                lambda arn: json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Effect": "Allow",
+                                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                                "Resource": [arn, f"{arn}:*"],
+                            }
+                        ],
+                    }
+                )
+            ),
+            opts=child,
+        )
+        aws.ec2.FlowLog(
+            f"{name}-flow-logs",
+            vpc_id=vpc.id,
+            traffic_type="REJECT",
+            log_destination_type="cloud-watch-logs",
+            log_destination=group.arn,
+            iam_role_arn=role.arn,
+            max_aggregation_interval=600,
+            opts=child,
+        )

@@ -231,3 +231,16 @@ def test_node_repair_overrides_and_switch_come_from_config() -> None:
     ]
     off = _repair({**MINIMAL, "llm-training-eks:nodeGroups": [{**ng, "nodeRepair": {"enabled": False}}]})
     assert off == {"enabled": False}
+
+
+def test_flow_logs_record_rejected_traffic_with_a_role_scoped_to_its_log_group() -> None:
+    import json
+
+    plan = run_plan(MINIMAL)
+    (flow,) = resources(plan, "aws:ec2/flowLog:FlowLog")
+    assert flow["inputs"]["trafficType"] == "REJECT" and flow["inputs"]["logDestinationType"] == "cloud-watch-logs"
+    (policy,) = resources(plan, "aws:iam/rolePolicy:RolePolicy")
+    statement = json.loads(policy["inputs"]["policy"])["Statement"]
+    assert all(not r.endswith("*") or r.endswith(":*") for s in statement for r in s["Resource"])
+    off = run_plan({**MINIMAL, "llm-training-eks:network": {"flowLogs": False}})
+    assert not resources(off, "aws:ec2/flowLog:FlowLog")
