@@ -78,15 +78,15 @@ class PlanMocks(pulumi_mocks.Mocks):
             state["oidcProviderArn"] = f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{issuer}"
         return rid, state
 
-    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         tok = args.token
         if tok == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/plan", "userId": "plan"}, None
+            return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/plan", "userId": "plan"}, []
         if tok == "aws:index/getRegion:getRegion":
-            return {"name": self.region, "region": self.region, "id": self.region}, None
+            return {"name": self.region, "region": self.region, "id": self.region}, []
         if tok == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, None
-        return {}, None
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
+        return {}, []
 
 
 @dataclass
