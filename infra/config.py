@@ -13,9 +13,17 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from infra import catalog
@@ -375,6 +383,315 @@ class NodeGroupConfig(_Model):
         return self.max_size if self.max_size is not None else max(1, self.desired_size)
 
 
+# --------------------------------------------------------------------------- training workloads
+# `workloads` is a map of named runs. Each run names its recipe; the recipe picks the model
+# below (a union discriminated by `recipe`). Checks that need the node groups (unknown node
+# group, accelerator mismatch, node count, ranks and parallelism) run after parsing, in
+# `_workload_checks`, so each can name its key.
+
+Recipe = Literal["llama2-neuron", "nemo-gpu", "custom"]
+RECIPE_ACCELERATOR: dict[str, catalog.Accelerator | None] = {
+    "llama2-neuron": "neuron",
+    "nemo-gpu": "nvidia",
+    "custom": None,
+}
+RECIPE_REPOSITORY: dict[str, str | None] = {
+    "llama2-neuron": "neuronx-nemo-megatron",
+    "nemo-gpu": "nemo",
+    "custom": None,
+}
+
+# Llama2 shapes (Meta's model cards; FACTS.md for 7B) with parallelism and batch sizes that
+# fit trn1 nodes (32 NeuronCores each): 7B is the Data on EKS run; 13B and 70B add pipeline
+# stages so the weights fit in device memory. Any field can be overridden in the stack.
+LLAMA2_PRESETS: dict[str, dict[str, int]] = {
+    "7b": {
+        "seqLength": 4096,
+        "hiddenSize": 4096,
+        "ffnHiddenSize": 11008,
+        "numLayers": 32,
+        "numAttentionHeads": 32,
+        "numKvHeads": 32,
+        "tensorParallel": 8,
+        "pipelineParallel": 1,
+        "microBatchSize": 1,
+        "globalBatchSize": 256,
+    },
+    "13b": {
+        "seqLength": 4096,
+        "hiddenSize": 5120,
+        "ffnHiddenSize": 13824,
+        "numLayers": 40,
+        "numAttentionHeads": 40,
+        "numKvHeads": 40,
+        "tensorParallel": 8,
+        "pipelineParallel": 4,
+        "microBatchSize": 1,
+        "globalBatchSize": 1024,
+    },
+    "70b": {
+        "seqLength": 4096,
+        "hiddenSize": 8192,
+        "ffnHiddenSize": 28672,
+        "numLayers": 80,
+        "numAttentionHeads": 64,
+        "numKvHeads": 8,
+        "tensorParallel": 8,
+        "pipelineParallel": 8,
+        "microBatchSize": 1,
+        "globalBatchSize": 1024,
+    },
+}
+
+_RUN_ID_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?$")
+_IMAGE_RE = re.compile(r"^[a-z0-9][\w.\-/:]*(:[\w][\w.\-]{0,127}|@sha256:[0-9a-f]{64})$")
+
+
+def ranks_per_node(it: catalog.InstanceType) -> int:
+    """Training processes per node: one per NeuronCore (trn2 runs two physical cores as one
+    logical core by default, LNC=2) or one per GPU."""
+    if it.accelerator == "neuron":
+        return it.neuron_cores // 2 if it.family == "trn2" else it.neuron_cores
+    return it.accelerator_count
+
+
+class HealthCheckConfig(_Model):
+    """The collective test that must pass on the run's nodes before training starts."""
+
+    enabled: bool = Field(True, description="Run nccom-test (Neuron) or nccl-tests all-reduce before training.")
+    min_bus_bandwidth_gbps: float | None = Field(
+        None, gt=0, description="Fail below this all-reduce bus bandwidth, GB/s; default per instance type."
+    )
+    message_size: str | None = Field(None, description="All-reduce size, e.g. 2G; default per instance type.")
+    image: str | None = Field(None, description="Image with nccom-test / nccl-tests; default: the workload's image.")
+
+    @field_validator("message_size")
+    @classmethod
+    def _size(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[1-9]\d*[KMG]?", v):
+            raise ValueError(f"{v!r} is not a size like 512M or 2G")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        return _check_image(v)
+
+
+class ModelConfig(_Model):
+    """Transformer shape, parallelism and batch sizes; unset fields come from the preset."""
+
+    preset: Literal["7b", "13b", "70b"] = Field("7b", description="Llama2 size whose values are the defaults.")
+    seq_length: int = Field(ge=128, description="Sequence length (tokens).")
+    hidden_size: int = Field(ge=64, description="Hidden size.")
+    ffn_hidden_size: int = Field(ge=64, description="Feed-forward hidden size.")
+    num_layers: int = Field(ge=1, description="Transformer layers.")
+    num_attention_heads: int = Field(ge=1, description="Attention heads.")
+    num_kv_heads: int = Field(ge=1, description="Key/value heads (grouped-query attention when fewer).")
+    tensor_parallel: int = Field(ge=1, description="Tensor-parallel degree (TP).")
+    pipeline_parallel: int = Field(ge=1, description="Pipeline-parallel degree (PP).")
+    sequence_parallel: bool = Field(True, description="Sequence parallelism (with TP > 1).")
+    micro_batch_size: int = Field(ge=1, description="Sequences per rank per micro step.")
+    global_batch_size: int = Field(ge=1, description="Sequences per optimizer step.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        preset = data.get("preset", "7b")
+        defaults = LLAMA2_PRESETS.get(preset, LLAMA2_PRESETS["7b"]) if isinstance(preset, str) else {}
+        return {**defaults, **data}
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelConfig:
+        if self.hidden_size % self.num_attention_heads:
+            raise _KeyError(
+                "hiddenSize", f"{self.hidden_size} is not divisible by numAttentionHeads {self.num_attention_heads}"
+            )
+        if self.num_attention_heads % self.num_kv_heads:
+            raise _KeyError(
+                "numKvHeads", f"{self.num_kv_heads} does not divide numAttentionHeads {self.num_attention_heads}"
+            )
+        if self.num_attention_heads % self.tensor_parallel:
+            raise _KeyError(
+                "tensorParallel",
+                f"{self.tensor_parallel} does not divide numAttentionHeads {self.num_attention_heads}",
+            )
+        if self.num_layers % self.pipeline_parallel:
+            raise _KeyError("pipelineParallel", f"{self.pipeline_parallel} does not divide numLayers {self.num_layers}")
+        if self.global_batch_size % self.micro_batch_size:
+            raise _KeyError(
+                "globalBatchSize",
+                f"{self.global_batch_size} is not a multiple of microBatchSize {self.micro_batch_size}",
+            )
+        return self
+
+
+class TrainingConfig(_Model):
+    """Steps, optimizer and learning-rate schedule (AdamW, warmup then cosine decay)."""
+
+    max_steps: int = Field(10000, ge=1, description="Optimizer steps of the run.")
+    learning_rate: float = Field(3e-4, gt=0, description="Peak learning rate.")
+    min_learning_rate: float = Field(3e-5, ge=0, description="Learning rate at the end of the cosine decay.")
+    warmup_steps: int = Field(2000, ge=0, description="Linear warmup steps.")
+    constant_steps: int = Field(0, ge=0, description="Steps held at the minimum learning rate at the end.")
+    weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay.")
+    adam_beta1: float = Field(0.9, gt=0, lt=1, description="AdamW beta1.")
+    adam_beta2: float = Field(0.95, gt=0, lt=1, description="AdamW beta2.")
+    checkpoint_every_steps: int = Field(500, ge=1, description="Save a checkpoint every N steps.")
+
+    @model_validator(mode="after")
+    def _schedule(self) -> TrainingConfig:
+        if self.min_learning_rate > self.learning_rate:
+            raise _KeyError("minLearningRate", f"{self.min_learning_rate} is above learningRate {self.learning_rate}")
+        if self.warmup_steps + self.constant_steps >= self.max_steps:
+            raise _KeyError(
+                "warmupSteps",
+                f"warmupSteps + constantSteps ({self.warmup_steps + self.constant_steps}) must be below"
+                f" maxSteps {self.max_steps}",
+            )
+        return self
+
+
+class Llama2DataConfig(_Model):
+    """Where the tokenizer and the pretraining corpus come from (Hugging Face Hub)."""
+
+    tokenizer: str = Field("meta-llama/Llama-2-7b-hf", description="Hugging Face model repo of the tokenizer.")
+    dataset: str = Field(
+        "togethercomputer/RedPajama-Data-1T-Sample", description="Hugging Face dataset repo of JSONL files."
+    )
+    include: str = Field("*.jsonl", description="Files of the dataset to download and tokenize (glob).")
+
+    @field_validator("tokenizer", "dataset")
+    @classmethod
+    def _repo(cls, v: str) -> str:
+        if not re.fullmatch(r"[\w.\-]+/[\w.\-]+", v):
+            raise ValueError(f"{v!r} is not a Hugging Face repo id like owner/name")
+        return v
+
+
+class _WorkloadBase(_Model):
+    node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
+    nodes: int = Field(ge=1, description="Nodes of the run (one worker pod per node).")
+    run_id: str = Field(description="Run id; a new value starts a new run. Lowercase letters, digits, hyphens.")
+    image: str | None = Field(None, description="Container image with an explicit tag or digest.")
+    image_tag: str | None = Field(
+        None, description="Tag in the stack's ECR repository of the recipe, used when image is not given."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment of every process.")
+    health_check: HealthCheckConfig = Field(default_factory=HealthCheckConfig, description="Pre-training gate.")
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, v: str) -> str:
+        if not _RUN_ID_RE.match(v):
+            raise ValueError(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        return _check_image(v)
+
+    @field_validator("image_tag")
+    @classmethod
+    def _tag(cls, v: str | None) -> str | None:
+        if v is not None and (v == "latest" or not re.fullmatch(r"[\w][\w.\-]{0,127}", v)):
+            raise ValueError(f"{v!r} is not an immutable image tag (ECR tags are immutable; 'latest' is not allowed)")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+                raise ValueError(f"{k!r} is not an environment variable name")
+        return v
+
+    @model_validator(mode="after")
+    def _image_source(self) -> _WorkloadBase:
+        if self.image is None and self.image_tag is None:
+            raise _KeyError("imageTag", "required unless image is given (the tag in the recipe's ECR repository)")
+        if self.image is not None and self.image_tag is not None:
+            raise _KeyError("imageTag", "give image or imageTag, not both")
+        return self
+
+
+class Llama2NeuronWorkload(_WorkloadBase):
+    """Llama2 pretraining on Trainium with neuronx-nemo-megatron (Data on EKS, seed 000)."""
+
+    recipe: Literal["llama2-neuron"] = Field(description="llama2-neuron")
+    model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}), description="Model shape.")
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Steps and schedule.")
+    data: Llama2DataConfig = Field(default_factory=Llama2DataConfig, description="Tokenizer and dataset.")
+    code_dir: str = Field(
+        "/workspace/neuronx-nemo-megatron/nemo/examples/nlp/language_modeling",
+        description="Directory of megatron_gpt_pretraining.py in the image.",
+    )
+    precompile_steps: int = Field(10, ge=1, description="Steps neuron_parallel_compile traces.")
+    tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
+    shell: bool = Field(False, description="A shell pod with /shared mounted.")
+
+
+class NemoGpuWorkload(_WorkloadBase):
+    """NVIDIA NeMo pretraining on GPU nodes (p4de, p5; seed 002)."""
+
+    recipe: Literal["nemo-gpu"] = Field(description="nemo-gpu")
+    model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}), description="Model shape.")
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Steps and schedule.")
+    data_prefix: str | None = Field(
+        None, description="Megatron data prefix under /shared (tokenized .bin/.idx); default: NeMo mock data."
+    )
+    config_name: str = Field("megatron_llama_config", description="NeMo Hydra config of megatron_gpt_pretraining.py.")
+    code_dir: str = Field(
+        "/opt/NeMo/examples/nlp/language_modeling", description="Directory of megatron_gpt_pretraining.py."
+    )
+    overrides: dict[str, str] = Field(default_factory=dict, description="Extra Hydra overrides (key: value).")
+    tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
+
+    @field_validator("data_prefix")
+    @classmethod
+    def _prefix(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/shared/"):
+            raise ValueError(f"{v!r} must be a path under /shared/ (the FSx file system every worker mounts)")
+        return v
+
+
+class CustomWorkload(_WorkloadBase):
+    """Bring your own training code: any image and command, run once per node."""
+
+    recipe: Literal["custom"] = Field(description="custom")
+    command: list[str] = Field(min_length=1, description="Command run on every node (e.g. torchrun ...).")
+    processes_per_node: int = Field(1, ge=1, description="Processes mpirun starts per node (1 for torchrun).")
+    working_dir: str | None = Field(None, description="Working directory of the command.")
+    tensorboard: bool = Field(False, description="TensorBoard over /shared/<workload>.")
+
+    @model_validator(mode="after")
+    def _needs_image(self) -> CustomWorkload:
+        if self.image is None:
+            raise _KeyError("image", "required for recipe custom (there is no default repository)")
+        return self
+
+
+WorkloadConfig = Annotated[Llama2NeuronWorkload | NemoGpuWorkload | CustomWorkload, Field(discriminator="recipe")]
+WORKLOAD_MODELS: dict[str, type[BaseModel]] = {
+    "llama2-neuron": Llama2NeuronWorkload,
+    "nemo-gpu": NemoGpuWorkload,
+    "custom": CustomWorkload,
+}
+
+
+def _check_image(v: str | None) -> str | None:
+    if v is None:
+        return v
+    if v.endswith(":latest") or not _IMAGE_RE.match(v):
+        raise ValueError(
+            f"{v!r} needs an explicit tag or digest other than latest (e.g. repo/name:1.2.3), so a run is repeatable"
+        )
+    return v
+
+
 class StackConfig(_Model):
     """The whole stack config (`llm-training-eks:*` keys plus `aws:region`)."""
 
@@ -389,6 +706,10 @@ class StackConfig(_Model):
         True, description="Protect KMS keys, FSx, buckets and ECR from deletion by `pulumi destroy`/`up`."
     )
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on every AWS resource.")
+    workloads: dict[str, WorkloadConfig] = Field(default_factory=dict, description="Training runs by name.")
+    hugging_face_token: SecretStr | None = Field(
+        None, description="Hugging Face token (a secret config value) for gated tokenizers and datasets."
+    )
 
     @field_validator("region")
     @classmethod
@@ -460,8 +781,8 @@ def _fields_of(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
     return out
 
 
-def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = StackConfig
+def _model_at(path: tuple[Any, ...], root: type[BaseModel] | None = None) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = root or StackConfig
     for part in path:
         if model is None:
             return None
@@ -490,6 +811,16 @@ def _messages(err: ValidationError) -> list[str]:
         loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         msg = e["msg"]
         kind = e["type"]
+        parent_path: tuple[Any, ...] = loc[:-1]
+        root: type[BaseModel] | None = None
+        if loc[:1] == ("workloads",) and len(loc) >= 3 and loc[2] in WORKLOAD_MODELS:
+            # A discriminated union puts the recipe in the location; the stack file has no such level.
+            root, parent_path, loc = WORKLOAD_MODELS[loc[2]], loc[3:-1], (*loc[:2], *loc[3:])
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
+            loc = (*loc, "recipe")
+            msg = f"{e['input'].get('recipe')!r} is not a recipe; valid: {', '.join(WORKLOAD_MODELS)}"
+            if kind == "union_tag_not_found":
+                msg = f"required key is missing; valid: {', '.join(WORKLOAD_MODELS)}"
         if kind == "value_error":
             msg = msg.removeprefix("Value error, ")
             exc = (e.get("ctx") or {}).get("error")
@@ -497,7 +828,7 @@ def _messages(err: ValidationError) -> list[str]:
                 loc = (*loc, exc.key)
                 msg = msg.removeprefix(f"{exc.key}: ")
         elif kind == "extra_forbidden":
-            parent = _model_at(loc[:-1])
+            parent = _model_at(parent_path, root)
             valid = sorted(_fields_of(parent)) if parent else []
             hint = _did_you_mean(str(loc[-1]), valid)
             msg = f"unknown key{hint}; valid keys here: {', '.join(valid)}"
@@ -567,6 +898,68 @@ def _cross_checks(raw: Mapping[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- loading
 
 
+def _workload_checks(cfg: StackConfig) -> list[str]:
+    """Checks of each workload against the node groups: every problem, each naming its key."""
+    problems: list[str] = []
+    groups = {ng.name: (i, ng) for i, ng in enumerate(cfg.node_groups)}
+    for name, w in cfg.workloads.items():
+        key = f"workloads.{name}"
+        if not _RUN_ID_RE.match(name):
+            problems.append(f"{key}: the workload name must be 1-20 lowercase letters, digits and hyphens")
+        if name and w.recipe == "llama2-neuron" and cfg.hugging_face_token is None:
+            problems.append(
+                f"huggingFaceToken: required by {key} (llama2-neuron downloads the gated Llama tokenizer);"
+                " set it with `pulumi config set --secret huggingFaceToken hf_...`"
+            )
+        if w.node_group not in groups:
+            known = ", ".join(groups) or "none are defined"
+            hint = _did_you_mean(w.node_group, groups)
+            problems.append(f"{key}.nodeGroup: unknown node group {w.node_group!r}{hint}; node groups: {known}")
+            continue
+        i, ng = groups[w.node_group]
+        it = ng.instance
+        wanted = RECIPE_ACCELERATOR[w.recipe]
+        if wanted is not None and it.accelerator != wanted:
+            kind = {"neuron": "a Neuron (Trainium)", "nvidia": "an NVIDIA GPU"}[wanted]
+            problems.append(
+                f"{key}.nodeGroup: recipe {w.recipe} needs {kind} node group; {ng.name!r} runs {it.name}"
+                f" ({it.accelerator_name})"
+            )
+            continue
+        if w.nodes > ng.desired_size:
+            problems.append(
+                f"{key}.nodes: {w.nodes} nodes, but node group {ng.name!r} runs {ng.desired_size}"
+                f" (nodeGroups[{i}].desiredSize); use at most {ng.desired_size} or grow the node group"
+            )
+        if isinstance(w, CustomWorkload) and w.processes_per_node > ranks_per_node(it):
+            problems.append(
+                f"{key}.processesPerNode: {w.processes_per_node} is more than the {ranks_per_node(it)}"
+                f" accelerator ranks of a {it.name}"
+            )
+        if isinstance(w, Llama2NeuronWorkload | NemoGpuWorkload):
+            m = w.model
+            ranks = w.nodes * ranks_per_node(it)
+            model_parallel = m.tensor_parallel * m.pipeline_parallel
+            if ranks % model_parallel:
+                problems.append(
+                    f"{key}.model.tensorParallel: TP {m.tensor_parallel} x PP {m.pipeline_parallel} = {model_parallel}"
+                    f" does not divide the {ranks} ranks ({w.nodes} nodes x {ranks_per_node(it)})"
+                )
+                continue
+            dp = ranks // model_parallel
+            if m.global_batch_size % (dp * m.micro_batch_size):
+                problems.append(
+                    f"{key}.model.globalBatchSize: {m.global_batch_size} is not divisible by data-parallel size {dp}"
+                    f" x microBatchSize {m.micro_batch_size} = {dp * m.micro_batch_size}"
+                )
+            if m.tensor_parallel > ranks_per_node(it):
+                problems.append(
+                    f"{key}.model.tensorParallel: {m.tensor_parallel} spans nodes; keep it at most"
+                    f" {ranks_per_node(it)} (the ranks of one {it.name})"
+                )
+    return problems
+
+
 def parse(raw: Mapping[str, Any]) -> StackConfig:
     """Validate a config dict (camelCase keys, `region` for aws:region) into a StackConfig.
 
@@ -581,6 +974,8 @@ def parse(raw: Mapping[str, Any]) -> StackConfig:
     for p in _cross_checks(raw):
         if p not in problems:
             problems.append(p)
+    if cfg is not None:
+        problems.extend(_workload_checks(cfg))
     if problems or cfg is None:
         raise ConfigError(problems)
     return cfg

@@ -16,6 +16,7 @@ from infra.config import NodeGroupConfig, StackConfig
 
 SHARED_MOUNT = "/shared"
 WORKLOADS_NAMESPACE = "training"
+STORAGE_CLAIM = "shared-fsx"
 
 
 @dataclass(frozen=True)

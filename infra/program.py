@@ -14,6 +14,7 @@ from infra.cluster import Cluster
 from infra.config import StackConfig
 from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
+from infra.platform import STORAGE_CLAIM, WORKLOADS_NAMESPACE, NodeGroupFacts, Platform
 
 
 @dataclass
@@ -31,6 +32,24 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Input[object]]:
     cluster = Cluster("cluster", cfg, network)
     node_groups = {ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", cfg, ng, network, cluster) for ng in cfg.node_groups}
     infra = Infrastructure(network=network, cluster=cluster, node_groups=node_groups)
+
+    # Workloads (issue 4). The integrator replaces the registry URLs with the ECR
+    # repositories' and adds the namespace, storage claim and MPI operator to depends_on.
+    if cfg.workloads:
+        from workloads import deploy
+
+        account = cluster.oidc_provider_arn.apply(lambda arn: arn.split(":")[4])
+        platform = Platform(
+            provider=cluster.provider,
+            namespace=WORKLOADS_NAMESPACE,
+            storage_claim=STORAGE_CLAIM,
+            node_groups={ng.name: NodeGroupFacts.from_config(cfg, ng) for ng in cfg.node_groups},
+            registry_urls={
+                repo: pulumi.Output.concat(account, f".dkr.ecr.{cfg.region}.amazonaws.com/{repo}")
+                for repo in ("neuronx-nemo-megatron", "nemo")
+            },
+        )
+        deploy.deploy(cfg, platform)
 
     return {
         "clusterName": infra.cluster.name,
