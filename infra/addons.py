@@ -111,6 +111,9 @@ def fsx_csi_values(groups: Sequence[NodeGroupFacts], controller_role_arn: str) -
     return {
         "controller": {
             "replicaCount": 2,
+            # The chart's own PDB (maxUnavailable 1 at two replicas). A second PDB over the same
+            # pods would make every eviction fail, so none is added beside it.
+            "podDisruptionBudget": {"enabled": True},
             "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
             "serviceAccount": {
                 "create": True,
@@ -326,17 +329,6 @@ class ClusterAddons(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[fsx_policy])),
         )
         self.releases[FSX_CSI_DRIVER.release] = fsx
-        self.pod_disruption_budgets = [
-            k8s.policy.v1.PodDisruptionBudget(
-                f"{name}-fsx-csi-controller",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name="fsx-csi-controller", namespace=SYSTEM_NAMESPACE),
-                spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
-                    max_unavailable=1,
-                    selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"app": "fsx-csi-controller"}),
-                ),
-                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[fsx])),
-            )
-        ]
 
         # ---- MPI operator: the upstream release manifest, applied server-side (the MPIJob CRD
         # is over 256 KB, too big for client-side apply's annotation; the provider has
