@@ -692,6 +692,154 @@ def _check_image(v: str | None) -> str | None:
     return v
 
 
+_CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+$")
+_EKS_ADDON_VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+_ECR_NAME_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
+_HH_MM_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+
+# FSx for Lustre PERSISTENT_2 throughput tiers, MB/s per TiB of storage (FACTS.md; FSx API
+# CreateFileSystemLustreConfiguration.PerUnitStorageThroughput).
+LUSTRE_THROUGHPUT_TIERS = (125, 250, 500, 1000)
+
+
+class StorageConfig(_Model):
+    """The shared FSx for Lustre file system (`/shared`) and its S3 bucket for datasets and checkpoints."""
+
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = Field(
+        "PERSISTENT_2",
+        description="PERSISTENT_2 (replicated, backed up, exported to S3) or SCRATCH_2 (nothing durable: no backups,"
+        " no export; for throwaway experiments only).",
+    )
+    storage_capacity_gib: int = Field(1200, description="Capacity in GiB: 1200 or a multiple of 2400.")
+    throughput_per_tib: int = Field(250, description="PERSISTENT_2 throughput, MB/s per TiB: 125, 250, 500 or 1000.")
+    data_compression: Literal["LZ4", "NONE"] = Field("LZ4", description="LZ4 (default) or NONE.")
+    lustre_version: Literal["2.15", "2.12"] = Field("2.15", description="Lustre version: 2.15 or 2.12.")
+    backup_retention_days: int = Field(7, description="Days of automatic daily backups kept (1-90); PERSISTENT_2 only.")
+    daily_backup_start_time: str = Field("05:00", description="UTC start of the daily backup window, HH:MM.")
+    sync_deletes: bool = Field(
+        False,
+        description="Also import and export DELETED: deleting a file on /shared then deletes it in S3 too.",
+    )
+
+    @field_validator("storage_capacity_gib")
+    @classmethod
+    def _capacity(cls, v: int) -> int:
+        if v != 1200 and (v <= 0 or v % 2400):
+            raise ValueError(
+                f"{v} GiB is not a valid Lustre capacity; use 1200 or a multiple of 2400 (2400, 4800, ...)"
+            )
+        return v
+
+    @field_validator("throughput_per_tib")
+    @classmethod
+    def _throughput(cls, v: int) -> int:
+        if v not in LUSTRE_THROUGHPUT_TIERS:
+            raise ValueError(
+                f"{v} MB/s/TiB is not a PERSISTENT_2 tier; valid: {', '.join(map(str, LUSTRE_THROUGHPUT_TIERS))}"
+            )
+        return v
+
+    @field_validator("backup_retention_days")
+    @classmethod
+    def _retention(cls, v: int) -> int:
+        if not 1 <= v <= 90:
+            raise ValueError(f"{v} is outside 1..90 days (0 would turn daily backups off; FSx keeps at most 90)")
+        return v
+
+    @field_validator("daily_backup_start_time")
+    @classmethod
+    def _start(cls, v: str) -> str:
+        if not _HH_MM_RE.match(v):
+            raise ValueError(f"{v!r} is not a UTC time HH:MM such as 05:00")
+        return v
+
+    @property
+    def persistent(self) -> bool:
+        return self.deployment_type == "PERSISTENT_2"
+
+
+class RepositoryConfig(_Model):
+    """One ECR repository. Tags are always immutable and images always KMS-encrypted."""
+
+    scan_on_push: bool = Field(True, description="Scan each pushed image for vulnerabilities.")
+    untagged_expiry_days: int = Field(7, ge=1, le=3650, description="Delete untagged images after this many days.")
+
+
+def _default_repositories() -> dict[str, RepositoryConfig]:
+    # The example workloads' images: neuronx-nemo-megatron (Trainium, seed 000) and NeMo (GPU, seed 002).
+    return {"neuronx-nemo-megatron": RepositoryConfig(), "nemo": RepositoryConfig()}
+
+
+class RegistryConfig(_Model):
+    """ECR repositories for the training images."""
+
+    repositories: dict[str, RepositoryConfig] = Field(
+        default_factory=_default_repositories,
+        description="Repository key -> options; created as <cluster.name>/<key>. Replaces the defaults"
+        " (neuronx-nemo-megatron, nemo) when given.",
+    )
+
+    @field_validator("repositories")
+    @classmethod
+    def _names(cls, v: dict[str, RepositoryConfig]) -> dict[str, RepositoryConfig]:
+        for key in v:
+            if len(key) > 128 or not _ECR_NAME_RE.match(key):
+                raise ValueError(
+                    f"{key!r} is not an ECR repository name: lowercase letters and digits, separated by . _ or -"
+                )
+        return v
+
+
+class EksAddonVersions(_Model):
+    """Versions of the EKS managed add-ons; null lets EKS install its default for the cluster version."""
+
+    vpc_cni: str | None = Field(None, description="vpc-cni, e.g. v1.20.1-eksbuild.3.")
+    coredns: str | None = Field(None, description="coredns.")
+    kube_proxy: str | None = Field(None, description="kube-proxy.")
+    pod_identity_agent: str | None = Field(None, description="eks-pod-identity-agent.")
+    cloudwatch_observability: str | None = Field(None, description="amazon-cloudwatch-observability.")
+
+    @field_validator("*")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        if v is not None and not _EKS_ADDON_VERSION_RE.match(v):
+            raise ValueError(f"{v!r} is not an EKS add-on version like v1.20.1-eksbuild.3")
+        return v
+
+
+class AddonsConfig(_Model):
+    """Cluster add-ons. Helm chart versions are pinned here; bump them deliberately."""
+
+    # https://aws.github.io/eks-charts; v0.5.7 as pinned by terraform-aws-eks-blueprints (patterns/targeted-odcr).
+    efa_device_plugin_chart: str = Field("v0.5.7", description="aws-efa-k8s-device-plugin chart version.")
+    # https://nvidia.github.io/k8s-device-plugin; 0.17.1 as pinned by terraform-aws-eks-blueprints.
+    nvidia_device_plugin_chart: str = Field("0.17.1", description="nvidia-device-plugin chart version.")
+    # oci://public.ecr.aws/neuron/neuron-helm-chart; aws-neuron/neuron-helm-charts Chart.yaml.
+    neuron_chart: str = Field("1.1.2", description="neuron-helm-chart version.")
+    # https://kubernetes-sigs.github.io/aws-fsx-csi-driver (chart 1.11.0).
+    fsx_csi_driver_chart: str = Field("1.11.0", description="aws-fsx-csi-driver chart version.")
+    # kubeflow/mpi-operator releases; v0.8.0 is the release its README installs.
+    mpi_operator_version: str = Field("v0.8.0", description="kubeflow/mpi-operator release (v0.8.x).")
+    neuron_scheduler: bool = Field(True, description="Install the Neuron scheduler extension (Neuron stacks).")
+    eks_addon_versions: EksAddonVersions = Field(
+        default_factory=EksAddonVersions, description="EKS managed add-on versions."
+    )
+
+    @field_validator("efa_device_plugin_chart", "nvidia_device_plugin_chart", "neuron_chart", "fsx_csi_driver_chart")
+    @classmethod
+    def _chart(cls, v: str) -> str:
+        if not _CHART_VERSION_RE.match(v):
+            raise ValueError(f"{v!r} is not an exact chart version like 1.2.3 (ranges are not pins)")
+        return v
+
+    @field_validator("mpi_operator_version")
+    @classmethod
+    def _mpi(cls, v: str) -> str:
+        if not re.fullmatch(r"v0\.8\.\d+", v):
+            raise ValueError(f"{v!r} is not a v0.8.x release (kubeflow.org/v2beta1 with Kueue support), e.g. v0.8.0")
+        return v
+
+
 class StackConfig(_Model):
     """The whole stack config (`llm-training-eks:*` keys plus `aws:region`)."""
 
@@ -702,6 +850,9 @@ class StackConfig(_Model):
         default_factory=SystemNodeGroupConfig, description="Nodes for controllers and add-ons."
     )
     node_groups: list[NodeGroupConfig] = Field(default_factory=list, description="Accelerated EFA node groups.")
+    storage: StorageConfig = Field(default_factory=StorageConfig, description="Shared FSx for Lustre and S3.")
+    registry: RegistryConfig = Field(default_factory=RegistryConfig, description="ECR repositories.")
+    addons: AddonsConfig = Field(default_factory=AddonsConfig, description="Cluster add-ons.")
     protect_stateful_resources: bool = Field(
         True, description="Protect KMS keys, FSx, buckets and ECR from deletion by `pulumi destroy`/`up`."
     )
@@ -781,13 +932,24 @@ def _fields_of(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
     return out
 
 
+def _is_map_field(model: type[BaseModel], key: str) -> bool:
+    for name, info in model.model_fields.items():
+        if (info.alias or name) == key:
+            return getattr(info.annotation, "__origin__", None) is dict
+    return False
+
+
 def _model_at(path: tuple[Any, ...], root: type[BaseModel] | None = None) -> type[BaseModel] | None:
     model: type[BaseModel] | None = root or StackConfig
+    skip_key = False
     for part in path:
         if model is None:
             return None
-        if isinstance(part, int):
+        if isinstance(part, int) or skip_key:
+            # A list index, or the user's key of a map of models (registry.repositories.<key>).
+            skip_key = False
             continue
+        skip_key = _is_map_field(model, part)
         model = _fields_of(model).get(part)
     return model
 

@@ -63,6 +63,19 @@ class PlanMocks(pulumi_mocks.Mocks):
             state.setdefault(
                 "arn", f"arn:aws:{_service(t)}:{self.region}:{ACCOUNT_ID}:{t.split(':')[-1].lower()}/{state['name']}"
             )
+        if t == "aws:s3/bucket:Bucket":
+            bucket = (
+                args.inputs.get("bucket") or f"{args.inputs.get('bucketPrefix', args.name)}{_fake_hex(args.name, 12)}"
+            )
+            state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")
+            rid = bucket
+        elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            state["dnsName"] = f"{rid}.fsx.{self.region}.amazonaws.com"
+            state["mountName"] = _fake_hex(rid, 8)
+            state["arn"] = f"arn:aws:fsx:{self.region}:{ACCOUNT_ID}:file-system/{rid}"
+        elif t == "aws:ecr/repository:Repository":
+            state["repositoryUrl"] = f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{state['name']}"
+            state["arn"] = f"arn:aws:ecr:{self.region}:{ACCOUNT_ID}:repository/{state['name']}"
         if t == "aws:kms/key:Key":
             state["keyId"] = rid
         elif t == "aws:ec2/launchTemplate:LaunchTemplate":

@@ -80,7 +80,9 @@ def _plain(v: Any) -> Any:
 
     if isinstance(v, dict):
         if v.get(rpc._special_sig_key) == rpc._special_secret_sig:
-            return SECRET
+            inner = v.get("value")
+            # A secret map keeps its keys (a Secret's stringData stays a valid object).
+            return {k: SECRET for k in sorted(inner)} if isinstance(inner, dict) else SECRET
         return {k: _plain(x) for k, x in sorted(v.items())}
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
@@ -215,7 +217,58 @@ def _node_group_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     return facts
 
 
+def _storage_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+    kids = _children(plan, comp["urn"])
+    facts = []
+    for fs in _of_type(kids, "aws:fsx/lustreFileSystem:LustreFileSystem"):
+        i = fs["inputs"]
+        facts.append(
+            f"FSx for Lustre {i.get('deploymentType')} {i.get('storageCapacity')} GiB,"
+            f" {i.get('perUnitStorageThroughput', '-')} MB/s/TiB, {i.get('dataCompressionType')},"
+            f" Lustre {i.get('fileSystemTypeVersion')}"
+        )
+        facts.append(
+            f"backups: {i.get('automaticBackupRetentionDays', 0)} days;"
+            f" final backup on delete: {'yes' if i.get('skipFinalBackup') is False else 'NO'}"
+        )
+    for dra in _of_type(kids, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"):
+        s3 = dra["inputs"].get("s3", {})
+        facts.append(
+            f"S3 link {dra['inputs'].get('fileSystemPath')} <-> {dra['inputs'].get('dataRepositoryPath')}:"
+            f" import {','.join(s3.get('autoImportPolicy', {}).get('events', []))},"
+            f" export {','.join(s3.get('autoExportPolicy', {}).get('events', []))}"
+        )
+    rules = _of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    facts.append(f"security-group rules: {len(rules)} ingress (TCP 988, 1018-1023)")
+    return facts
+
+
+def _registry_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+    kids = _children(plan, comp["urn"])
+    return [
+        f"ECR {r['inputs'].get('name')}: tags {r['inputs'].get('imageTagMutability')},"
+        f" scan on push {r['inputs'].get('imageScanningConfiguration', {}).get('scanOnPush')}"
+        for r in _of_type(kids, "aws:ecr/repository:Repository")
+    ]
+
+
+def _addons_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+    kids = _children(plan, comp["urn"])
+    facts = []
+    for r in _of_type(kids, "aws:eks/addon:Addon"):
+        facts.append(f"EKS add-on {r['inputs'].get('addonName')} {r['inputs'].get('addonVersion', '(EKS default)')}")
+    for r in _of_type(kids, "kubernetes:helm.sh/v3:Release"):
+        i = r["inputs"]
+        facts.append(f"Helm {i.get('name')} {i.get('version')} ({i.get('chart')})")
+    for r in _of_type(kids, "kubernetes:yaml/v2:ConfigFile"):
+        facts.append(f"manifest {r['inputs'].get('file')}")
+    return facts
+
+
 FACTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
+    "llm-training-eks:infra:SharedStorage": _storage_facts,
+    "llm-training-eks:infra:Registry": _registry_facts,
+    "llm-training-eks:infra:ClusterAddons": _addons_facts,
     "llm-training-eks:infra:Network": _network_facts,
     "llm-training-eks:infra:Cluster": _cluster_facts,
     "llm-training-eks:infra:AcceleratedNodeGroup": _node_group_facts,

@@ -17,6 +17,7 @@ from infra.config import NodeGroupConfig, StackConfig
 SHARED_MOUNT = "/shared"
 WORKLOADS_NAMESPACE = "training"
 STORAGE_CLAIM = "shared-fsx"
+"""Name of the ReadWriteMany claim of the shared FSx for Lustre file system in the workloads namespace."""
 
 
 @dataclass(frozen=True)

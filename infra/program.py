@@ -1,7 +1,8 @@
 """The whole program: config in, resources declared, stack outputs out.
 
 `__main__.py` calls `build` under the Pulumi engine; `infra.plan` and the tests call it
-under mocks. Data flows one way: config -> network -> cluster -> node groups.
+under mocks. Data flows one way: config -> network -> shared storage (beside, not after,
+the cluster) -> cluster -> node groups -> registry and add-ons -> the `Platform` value.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from dataclasses import dataclass
 
 import pulumi
 
+from infra.addons import ClusterAddons
 from infra.cluster import Cluster
 from infra.config import StackConfig
 from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import STORAGE_CLAIM, WORKLOADS_NAMESPACE, NodeGroupFacts, Platform
+from infra.registry import Registry
+from infra.storage import SharedStorage, SharedVolume
 
 
 @dataclass
@@ -24,32 +28,63 @@ class Infrastructure:
     network: Network
     cluster: Cluster
     node_groups: dict[str, AcceleratedNodeGroup]
+    storage: SharedStorage
+    registry: Registry
+    addons: ClusterAddons
+    volume: SharedVolume
+    platform: Platform
+
+
+def build_infrastructure(cfg: StackConfig) -> Infrastructure:
+    """Declare the platform's resources; return the components and the `Platform` value."""
+    network = Network("network", cfg)
+    # Takes nothing from the cluster, so FSx and EKS are created in parallel.
+    storage = SharedStorage("storage", cfg, network)
+    cluster = Cluster("cluster", cfg, network)
+    node_groups = {ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", cfg, ng, network, cluster) for ng in cfg.node_groups}
+    storage.allow_clients(
+        {"cluster": cluster.security_group_id, **{name: ng.security_group_id for name, ng in node_groups.items()}}
+    )
+    registry = Registry("registry", cfg, cluster.node_role.arn)
+    facts = {ng.name: NodeGroupFacts.from_config(cfg, ng) for ng in cfg.node_groups}
+    addons = ClusterAddons("addons", cfg, cluster, list(facts.values()), storage.file_system.arn)
+    volume = SharedVolume(
+        "shared-volume",
+        cfg,
+        storage,
+        addons.namespace,
+        STORAGE_CLAIM,
+        cluster.provider,
+        # The claim binds only once the file system's data repository is linked.
+        depends_on=[storage.association] if storage.association else None,
+    )
+    platform = Platform(
+        provider=cluster.provider,
+        namespace=WORKLOADS_NAMESPACE,
+        storage_claim=STORAGE_CLAIM,
+        node_groups=facts,
+        registry_urls=dict(registry.urls),
+        depends_on=[addons.namespace, volume.claim, addons.mpi_operator, *addons.releases.values()],
+    )
+    return Infrastructure(
+        network=network,
+        cluster=cluster,
+        node_groups=node_groups,
+        storage=storage,
+        registry=registry,
+        addons=addons,
+        volume=volume,
+        platform=platform,
+    )
 
 
 def build(cfg: StackConfig) -> dict[str, pulumi.Input[object]]:
     """Declare every resource of the stack; return the stack outputs."""
-    network = Network("network", cfg)
-    cluster = Cluster("cluster", cfg, network)
-    node_groups = {ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", cfg, ng, network, cluster) for ng in cfg.node_groups}
-    infra = Infrastructure(network=network, cluster=cluster, node_groups=node_groups)
-
-    # Workloads (issue 4). The integrator replaces the registry URLs with the ECR
-    # repositories' and adds the namespace, storage claim and MPI operator to depends_on.
+    infra = build_infrastructure(cfg)
     if cfg.workloads:
         from workloads import deploy
 
-        account = cluster.oidc_provider_arn.apply(lambda arn: arn.split(":")[4])
-        platform = Platform(
-            provider=cluster.provider,
-            namespace=WORKLOADS_NAMESPACE,
-            storage_claim=STORAGE_CLAIM,
-            node_groups={ng.name: NodeGroupFacts.from_config(cfg, ng) for ng in cfg.node_groups},
-            registry_urls={
-                repo: pulumi.Output.concat(account, f".dkr.ecr.{cfg.region}.amazonaws.com/{repo}")
-                for repo in ("neuronx-nemo-megatron", "nemo")
-            },
-        )
-        deploy.deploy(cfg, platform)
+        deploy.deploy(cfg, infra.platform)
 
     return {
         "clusterName": infra.cluster.name,
@@ -63,6 +98,10 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Input[object]]:
                 "availabilityZone": ng.availability_zone,
                 "capacity": ng.config.capacity.type,
             }
-            for name, ng in node_groups.items()
+            for name, ng in infra.node_groups.items()
         },
+        "fileSystemId": infra.storage.file_system.id,
+        "fileSystemAvailabilityZone": infra.storage.availability_zone,
+        "dataBucket": infra.storage.bucket.bucket,
+        "registryUrls": infra.registry.urls,
     }

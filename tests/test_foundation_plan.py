@@ -239,7 +239,7 @@ def test_flow_logs_record_rejected_traffic_with_a_role_scoped_to_its_log_group()
     plan = run_plan(MINIMAL)
     (flow,) = resources(plan, "aws:ec2/flowLog:FlowLog")
     assert flow["inputs"]["trafficType"] == "REJECT" and flow["inputs"]["logDestinationType"] == "cloud-watch-logs"
-    (policy,) = resources(plan, "aws:iam/rolePolicy:RolePolicy")
+    (policy,) = [r for r in resources(plan, "aws:iam/rolePolicy:RolePolicy") if r["name"] == "network-flow-logs"]
     statement = json.loads(policy["inputs"]["policy"])["Statement"]
     assert all(not r.endswith("*") or r.endswith(":*") for s in statement for r in s["Resource"])
     off = run_plan({**MINIMAL, "llm-training-eks:network": {"flowLogs": False}})

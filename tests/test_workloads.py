@@ -126,7 +126,7 @@ def test_health_check_precedes_training(stack: str, workload: str) -> None:
 def test_hugging_face_token_is_a_secret() -> None:
     plan = stack_plan("trn1-llama2")
     secret = named(plan, "llama2-hf-token")
-    assert secret["inputs"]["stringData"] == plan_mod.SECRET
+    assert secret["inputs"]["stringData"] == {"HF_TOKEN": plan_mod.SECRET}
     assert "AAABAJ0" not in json.dumps(plan)
 
 
