@@ -139,6 +139,7 @@ def run(values: dict[str, Any], stack: str) -> dict[str, Any]:
         }
         for r in sorted(monitor.registrations.values(), key=lambda r: r.urn)
     ]
+    from infra import cost
     from policy import rules
 
     violations = rules.check(resources, rules.Context(protect_stateful_resources=cfg.protect_stateful_resources))
@@ -146,7 +147,7 @@ def run(values: dict[str, Any], stack: str) -> dict[str, Any]:
         "stack": stack,
         "resources": resources,
         "outputs": outputs,
-        "cost": None,
+        "cost": cost.summary(cost.items_from_plan(resources, cfg.region, cost.Prices()), cost.Prices()),
         "policy": [v.as_dict() for v in violations],
     }
 
@@ -270,6 +271,9 @@ def render_table(plan: dict[str, Any]) -> str:
     if plan.get("cost"):
         cost = plan["cost"]
         lines.append(f"Cost: ${cost.get('totalHourly', 0):,.2f}/hour, ${cost.get('totalMonthly', 0):,.0f}/month")
+        for item in cost.get("items", []):
+            lines.append(f"    {item['name']}: {item['quantity']:g} x {item['unit']} = ${item['hourly']:,.3f}/hour")
+        lines.append(f"    prices: {cost.get('priceSource')}")
         lines.append("")
     violations = plan.get("policy") or []
     if violations:

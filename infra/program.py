@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from infra import cost
 from infra.cluster import Cluster
 from infra.config import StackConfig
 from infra.network import Network
@@ -46,4 +47,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Input[object]]:
             }
             for name, ng in node_groups.items()
         },
+        # USD from the dated price table (infra/prices.py); see `python -m infra.cost --live`.
+        **cost.stack_outputs(cfg),
     }
