@@ -581,6 +581,11 @@ class _WorkloadBase(_Model):
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment of every process.")
     health_check: HealthCheckConfig = Field(default_factory=HealthCheckConfig, description="Pre-training gate.")
+    step_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Measured seconds per optimizer step, for the run's cost; default: an estimate where one exists.",
+    )
 
     @field_validator("run_id")
     @classmethod
@@ -666,6 +671,7 @@ class CustomWorkload(_WorkloadBase):
     processes_per_node: int = Field(1, ge=1, description="Processes mpirun starts per node (1 for torchrun).")
     working_dir: str | None = Field(None, description="Working directory of the command.")
     tensorboard: bool = Field(False, description="TensorBoard over /shared/<workload>.")
+    steps: int | None = Field(None, ge=1, description="Optimizer steps of the run, for its cost estimate.")
 
     @model_validator(mode="after")
     def _needs_image(self) -> CustomWorkload:

@@ -2,8 +2,10 @@
 
     python -m infra.plan (--stack NAME | --config-file PATH) [--format table|json] [--out DIR]
 
-No AWS account and no Pulumi CLI needed. Exit 0 on success, 2 on invalid config (one line
-per problem on stderr, naming the key), 1 on any other failure. See DESIGN.md.
+No AWS account and no Pulumi CLI needed. The policy pack's rules (`policy.rules`) run over
+the planned resources. Exit 0 on success, 2 on invalid config (one line per problem on
+stderr, naming the key), 1 on a mandatory policy violation (one line per violation on
+stderr, after the plan) or any other failure. See DESIGN.md.
 """
 
 from __future__ import annotations
@@ -139,7 +141,21 @@ def run(values: dict[str, Any], stack: str) -> dict[str, Any]:
         }
         for r in sorted(monitor.registrations.values(), key=lambda r: r.urn)
     ]
-    return {"stack": stack, "resources": resources, "outputs": outputs, "cost": None}
+    from infra import cost
+    from policy import rules
+
+    violations = rules.check(resources, rules.Context(protect_stateful_resources=cfg.protect_stateful_resources))
+    return {
+        "stack": stack,
+        "resources": resources,
+        "outputs": outputs,
+        "cost": cost.summary(
+            cost.items_from_plan(resources, cfg.region, cost.Prices()),
+            cost.Prices(),
+            cost.runs_from_config(cfg, cost.Prices()),
+        ),
+        "policy": [v.as_dict() for v in violations],
+    }
 
 
 # --------------------------------------------------------------------------- table
@@ -312,9 +328,33 @@ def render_table(plan: dict[str, Any]) -> str:
     if plan.get("cost"):
         cost = plan["cost"]
         lines.append(f"Cost: ${cost.get('totalHourly', 0):,.2f}/hour, ${cost.get('totalMonthly', 0):,.0f}/month")
+        for item in cost.get("items", []):
+            lines.append(f"    {item['name']}: {item['quantity']:g} x {item['unit']} = ${item['hourly']:,.3f}/hour")
+        for run in cost.get("trainingRuns", []):
+            if run.get("total") is not None:
+                lines.append(
+                    f"    training run {run['name']}: {run['nodes']} x {run['instanceType']} for {run['hours']:,.1f} h"
+                    f" ({run['steps']} steps x {run['stepSeconds']:g} s, {run['stepTimeBasis']}) = ${run['total']:,.0f}"
+                )
+            else:
+                lines.append(
+                    f"    training run {run['name']}: ${run['hourly']:,.2f}/hour; length {run['stepTimeBasis']}"
+                )
+        lines.append(f"    prices: {cost.get('priceSource')}")
         lines.append("")
+    violations = plan.get("policy") or []
+    if violations:
+        lines.append(f"Policy: {len(violations)} violation(s)")
+        lines.extend(f"    {_violation_line(v)}" for v in violations)
+    else:
+        lines.append("Policy: every rule passes")
+    lines.append("")
     lines.append("Outputs: " + ", ".join(sorted(plan["outputs"])))
     return "\n".join(lines) + "\n"
+
+
+def _violation_line(v: dict[str, Any]) -> str:
+    return f"policy {v['enforcement']} [{v['rule']}] {v['name']}: {v['message']}"
 
 
 # --------------------------------------------------------------------------- output files
@@ -386,7 +426,10 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     stdout.write(to_json(plan) if args.format == "json" else render_table(plan))
     if args.out:
         write_out(plan, args.out)
-    return 0
+    blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
+    for v in blocking:
+        print(_violation_line(v), file=stderr)
+    return 1 if blocking else 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from infra import cost
 from infra.addons import ClusterAddons
 from infra.cluster import Cluster
 from infra.config import StackConfig
@@ -104,4 +105,6 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Input[object]]:
         "fileSystemAvailabilityZone": infra.storage.availability_zone,
         "dataBucket": infra.storage.bucket.bucket,
         "registryUrls": infra.registry.urls,
+        # USD from the dated price table (infra/prices.py); see `python -m infra.cost --live`.
+        **cost.stack_outputs(cfg),
     }

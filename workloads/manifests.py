@@ -223,7 +223,8 @@ def mpijob(
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", "-c", f"set -euo pipefail\nexport MPIRUN={shlex.quote(mpirun)}\n{launch}"],
         "env": _env(environment),
-        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+        # The launcher only runs mpirun (and parses a health check's output) on a system node.
+        "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
         "volumeMounts": [_shared_mount(ctx)],
     }
     return {

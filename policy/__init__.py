@@ -1,0 +1,1 @@
+"""CrossGuard policy pack of llm-training-eks; the rules live in `policy.rules`."""
