@@ -322,6 +322,11 @@ class StackConfig(_Model):
         True, description="Protect KMS keys, FSx, buckets and ECR from deletion by `pulumi destroy`/`up`."
     )
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on every AWS resource.")
+    hugging_face_token: str | None = Field(
+        None,
+        repr=False,
+        description="Hugging Face token for gated tokenizers and datasets; a Pulumi secret (config set --secret).",
+    )
 
     @field_validator("region")
     @classmethod
