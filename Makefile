@@ -1,15 +1,17 @@
 # Two entry points, each working on a fresh machine: they create .venv and install
 # the pinned requirements first (only when the requirements changed).
 #   make plan STACK=dev      offline plan of a stack (no AWS account, no Pulumi CLI)
-#   make test                lint, type check and the test suite
+#   make test                lint (code and CI workflows), type check and the test suite
+#   make diagram             regenerate the README's architecture diagram from the dev plan
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STACK  ?= dev
 FORMAT ?= table
+WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
-.PHONY: plan test lint typecheck pytest venv clean
+.PHONY: plan test lint typecheck pytest venv diagram clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,9 +23,16 @@ venv: $(VENV)/.installed
 plan: venv
 	$(PY) -m infra.plan --stack $(STACK) --format $(FORMAT)
 
+# Workflows: structure against the GitHub workflow schema (vendored in check-jsonschema, no
+# network), security with zizmor's offline audits (unpinned actions, injection, permissions...).
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
+	$(VENV)/bin/zizmor --offline --no-progress --quiet .github/workflows
+
+diagram: venv
+	$(PY) -m infra.diagram --stack dev --update-readme
 
 typecheck: venv
 	$(VENV)/bin/mypy

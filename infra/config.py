@@ -865,7 +865,8 @@ class StackConfig(_Model):
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on every AWS resource.")
     workloads: dict[str, WorkloadConfig] = Field(default_factory=dict, description="Training runs by name.")
     hugging_face_token: SecretStr | None = Field(
-        None, description="Hugging Face token (a secret config value) for gated tokenizers and datasets."
+        None,
+        description="Hugging Face token for gated tokenizers and datasets; a Pulumi secret (config set --secret).",
     )
 
     @field_validator("region")
@@ -1128,12 +1129,24 @@ def _workload_checks(cfg: StackConfig) -> list[str]:
     return problems
 
 
-def parse(raw: Mapping[str, Any]) -> StackConfig:
+# Keys that may only be stored encrypted (`pulumi config set --secret`).
+SECRET_KEYS = ("huggingFaceToken",)
+
+
+def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> StackConfig:
     """Validate a config dict (camelCase keys, `region` for aws:region) into a StackConfig.
 
-    Raises ConfigError with every problem found.
+    `secret_keys` are the keys stored encrypted in the stack; when given, a key of
+    SECRET_KEYS stored in plain text is a problem. Raises ConfigError with every problem found.
     """
     problems: list[str] = []
+    if secret_keys is not None:
+        stored_secret = set(secret_keys)
+        problems.extend(
+            f"{key}: must be stored encrypted, not in plain text: pulumi config set --secret {key} <value>"
+            for key in SECRET_KEYS
+            if raw.get(key) not in (None, "") and key not in stored_secret
+        )
     cfg: StackConfig | None = None
     try:
         cfg = StackConfig.model_validate(dict(raw))
@@ -1181,8 +1194,9 @@ def load() -> StackConfig:
     import pulumi.runtime.config as runtime_config
 
     values = dict(runtime_config.CONFIG.get())
+    secret = [k.rpartition(":")[2] for k in values if runtime_config.is_config_secret(k)]
     try:
-        return parse(from_stack_values(values))
+        return parse(from_stack_values(values), secret_keys=secret)
     except ConfigError as e:
         for line in e.problems:
             pulumi.log.error(line)

@@ -102,7 +102,8 @@ def run(values: dict[str, Any], stack: str) -> dict[str, Any]:
 
     Raises config.ConfigError on invalid config (before anything is declared).
     """
-    cfg = config.parse(config.from_stack_values(values))
+    secret_keys = [k for k, v in values.items() if v == SECRET]
+    cfg = config.parse(config.from_stack_values(values), secret_keys=[k.rpartition(":")[2] for k in secret_keys])
 
     import pulumi
     from pulumi.runtime import config as runtime_config
@@ -110,7 +111,7 @@ def run(values: dict[str, Any], stack: str) -> dict[str, Any]:
     from infra import mocks, program
 
     monitor = mocks.install(cfg.region, config.PROJECT, stack)
-    runtime_config.set_all_config({k: engine_value(v) for k, v in values.items()}, [])
+    runtime_config.set_all_config({k: engine_value(v) for k, v in values.items()}, secret_keys)
     outputs: dict[str, Any] = {}
 
     @pulumi.runtime.test
