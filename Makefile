@@ -38,7 +38,7 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 pytest: venv
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n auto
 
 test: lint typecheck pytest
 

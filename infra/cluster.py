@@ -184,6 +184,7 @@ class Cluster(pulumi.ComponentResource):
             subnet_ids=list(network.private_subnet_ids.values()),
             instance_types=[s.instance_type],
             ami_type=catalog.GENERAL_PURPOSE[s.instance_type].ami_type,
+            version=c.kubernetes_version,
             capacity_type="ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=s.desired_size, min_size=s.min, max_size=s.max

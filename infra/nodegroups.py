@@ -203,6 +203,9 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             subnet_ids=[network.private_subnet_ids[az]],
             instance_types=[instance.name],
             ami_type=instance.ami_type,
+            # Follows the control plane: raising cluster.kubernetesVersion upgrades the cluster
+            # first (the node group depends on it), then rolls these nodes maxUnavailable at a time.
+            version=cfg.cluster.kubernetes_version,
             capacity_type=EKS_CAPACITY_TYPE[ng.capacity.type],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=ng.desired_size, min_size=ng.min, max_size=ng.max

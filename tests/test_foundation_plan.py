@@ -244,3 +244,9 @@ def test_flow_logs_record_rejected_traffic_with_a_role_scoped_to_its_log_group()
     assert all(not r.endswith("*") or r.endswith(":*") for s in statement for r in s["Resource"])
     off = run_plan({**MINIMAL, "llm-training-eks:network": {"flowLogs": False}})
     assert not resources(off, "aws:ec2/flowLog:FlowLog")
+
+
+def test_node_groups_follow_the_control_plane_version(example_stack: str) -> None:
+    plan = stack_plan(example_stack)
+    version = _cfg(example_stack).cluster.kubernetes_version
+    assert {g["inputs"]["version"] for g in resources(plan, NODE_GROUP)} == {version}

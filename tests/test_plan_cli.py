@@ -26,8 +26,9 @@ def _main(*argv: str) -> tuple[int, str, str]:
 def test_same_stack_twice_gives_byte_identical_json() -> None:
     """Two separate processes, as a reviewer would run them."""
     cmd = [sys.executable, "-m", "infra.plan", "--stack", "trn1-llama2", "--format", "json"]
-    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True).stdout
-    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True).stdout
+    procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    first, second = (p.communicate()[0] for p in procs)
+    assert [p.returncode for p in procs] == [0, 0]
     assert first == second
     doc = json.loads(first)
     assert set(doc) >= {"stack", "resources", "outputs", "cost"}

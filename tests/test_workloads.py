@@ -19,7 +19,7 @@ from tests.conftest import ROOT, stack_plan, stack_values
 
 WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2"]
 GOLDEN = Path(__file__).parent / "golden"
-MPIJOB_SCHEMA = json.loads((ROOT.parent / "shared" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
+MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 
 
