@@ -1,4 +1,5 @@
-"""Cluster add-ons: EKS managed add-ons, device plugins, the FSx CSI driver and the MPI operator.
+"""Cluster add-ons: EKS managed add-ons (node monitoring agent included), device plugins, GPU
+health metrics, the FSx CSI driver, the MPI operator and Kueue.
 
 Every Helm release goes only where it belongs. Node selectors and tolerations come from the
 node-group catalog (`NodeGroupFacts`), never typed by hand, and a release is declared only
@@ -20,6 +21,7 @@ from infra import catalog
 from infra.cluster import Cluster
 from infra.config import StackConfig
 from infra.platform import WORKLOADS_NAMESPACE, NodeGroupFacts
+from infra.queues import kueue_manager_config
 
 SYSTEM_NAMESPACE = "kube-system"
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
@@ -48,6 +50,9 @@ NEURON = HelmChart("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart")
 FSX_CSI_DRIVER = HelmChart(
     "aws-fsx-csi-driver", "aws-fsx-csi-driver", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
 )
+KUEUE = HelmChart("kueue", "oci://registry.k8s.io/kueue/charts/kueue")
+KUEUE_NAMESPACE = "kueue-system"
+DCGM_EXPORTER = HelmChart("dcgm-exporter", "dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts")
 
 
 def mpi_operator_manifest_url(version: str) -> str:
@@ -102,6 +107,26 @@ def neuron_values(groups: Sequence[NodeGroupFacts], scheduler: bool) -> dict[str
             "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
             "customScheduler": {"nodeSelector": dict(SYSTEM_NODE_SELECTOR)},
         },
+    }
+
+
+def dcgm_exporter_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
+    """GPU health metrics (XIDs, ECC, NVLink, thermals) on GPU nodes only. It only exports:
+    EKS node auto repair, fed by the node monitoring agent, is the one component that
+    remediates. No ServiceMonitor: the stack installs no Prometheus operator."""
+    return {
+        "nodeSelector": {catalog.ACCELERATOR_LABEL: "nvidia"},
+        "tolerations": tolerations_for(groups),
+        "serviceMonitor": {"enabled": False},
+    }
+
+
+def kueue_values(manager_config: str) -> dict[str, Any]:
+    """The Kueue controller on system nodes with our configuration (MPIJob integration,
+    all-or-nothing admission)."""
+    return {
+        "controllerManager": {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "replicas": 1},
+        "managerConfig": {"controllerManagerConfigYaml": manager_config},
     }
 
 
@@ -199,6 +224,7 @@ class ClusterAddons(pulumi.ComponentResource):
     releases: dict[str, k8s.helm.v3.Release]
     mpi_operator: pulumi.Resource
     eks_addons: dict[str, aws.eks.Addon]
+    kueue: k8s.helm.v3.Release
 
     def __init__(
         self,
@@ -241,6 +267,9 @@ class ClusterAddons(pulumi.ComponentResource):
         addon("kube-proxy", v.kube_proxy, opts=child)
         pod_identity = addon("eks-pod-identity-agent", v.pod_identity_agent, opts=child)
         addon("coredns", v.coredns, configuration_values=COREDNS_CONFIGURATION, opts=on_nodes)
+        # Node health: sets AcceleratedHardwareReady, NetworkingReady, KernelReady, ... on every
+        # node, which EKS node auto repair acts on (the one component that remediates).
+        addon("eks-node-monitoring-agent", v.node_monitoring_agent, opts=on_nodes)
 
         cw_role = aws.iam.Role(
             f"{name}-cloudwatch",
@@ -276,14 +305,17 @@ class ClusterAddons(pulumi.ComponentResource):
         # ---- Helm releases, only where a node group needs them
         self.releases = {}
 
-        def release(chart: HelmChart, version: str, values: pulumi.Input[dict[str, Any]]) -> k8s.helm.v3.Release:
+        def release(
+            chart: HelmChart, version: str, values: pulumi.Input[dict[str, Any]], namespace: str = SYSTEM_NAMESPACE
+        ) -> k8s.helm.v3.Release:
             res = k8s.helm.v3.Release(
                 f"{name}-{chart.release}",
                 name=chart.release,
                 chart=chart.chart,
                 version=version,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo) if chart.repo else None,
-                namespace=SYSTEM_NAMESPACE,
+                namespace=namespace,
+                create_namespace=True if namespace != SYSTEM_NAMESPACE else None,
                 values=values,
                 atomic=True,
                 cleanup_on_fail=True,
@@ -298,9 +330,14 @@ class ClusterAddons(pulumi.ComponentResource):
         nvidia = accelerator_groups(groups, "nvidia")
         if nvidia:
             release(NVIDIA_DEVICE_PLUGIN, a.nvidia_device_plugin_chart, nvidia_device_plugin_values(nvidia))
+            release(DCGM_EXPORTER, a.dcgm_exporter_chart, dcgm_exporter_values(nvidia))
         neuron = accelerator_groups(groups, "neuron")
         if neuron:
             release(NEURON, a.neuron_chart, neuron_values(neuron, a.neuron_scheduler))
+
+        # Queues: the Kueue controller and webhook (MPIJob integration). Its CRDs come with the
+        # chart, so the queue objects (infra.queues) are created after it is ready.
+        self.kueue = release(KUEUE, a.kueue_chart, kueue_values(kueue_manager_config(cfg)), KUEUE_NAMESPACE)
 
         fsx_role = aws.iam.Role(
             f"{name}-fsx-csi",

@@ -125,6 +125,12 @@ class InstanceType:
         reserve = max(16, self.memory_gib * 8 // 100)
         return self.memory_gib - reserve
 
+    @property
+    def allocatable_vcpus(self) -> int:
+        """vCPUs a single pod may request on an otherwise empty node: about 6% (at least 4) is left
+        for kube-reserved and the daemonsets (device plugins, CNI, CSI, monitoring agents)."""
+        return self.vcpus - max(4, self.vcpus * 6 // 100)
+
 
 def _neuron(name: str, vcpus: int, mem: int, cards: int, chip: str, cores: int, gbps: int) -> InstanceType:
     return InstanceType(

@@ -586,6 +586,16 @@ class _WorkloadBase(_Model):
         gt=0,
         description="Measured seconds per optimizer step, for the run's cost; default: an estimate where one exists.",
     )
+    team: str | None = Field(
+        None, description="Team (teams.<name>) whose Kueue queue the run goes through; required when teams exist."
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="Restarts of the launcher (runPolicy.backoffLimit) after a failure, each resuming from the"
+        " latest checkpoint.",
+    )
 
     @field_validator("run_id")
     @classmethod
@@ -672,6 +682,9 @@ class CustomWorkload(_WorkloadBase):
     working_dir: str | None = Field(None, description="Working directory of the command.")
     tensorboard: bool = Field(False, description="TensorBoard over /shared/<workload>.")
     steps: int | None = Field(None, ge=1, description="Optimizer steps of the run, for its cost estimate.")
+    checkpoint_every_steps: int = Field(
+        500, ge=1, description="Exported as CHECKPOINT_EVERY_STEPS; the command saves to $CHECKPOINT_DIR that often."
+    )
 
     @model_validator(mode="after")
     def _needs_image(self) -> CustomWorkload:
@@ -804,6 +817,7 @@ class EksAddonVersions(_Model):
     kube_proxy: str | None = Field(None, description="kube-proxy.")
     pod_identity_agent: str | None = Field(None, description="eks-pod-identity-agent.")
     cloudwatch_observability: str | None = Field(None, description="amazon-cloudwatch-observability.")
+    node_monitoring_agent: str | None = Field(None, description="eks-node-monitoring-agent.")
 
     @field_validator("*")
     @classmethod
@@ -826,12 +840,23 @@ class AddonsConfig(_Model):
     fsx_csi_driver_chart: str = Field("1.11.0", description="aws-fsx-csi-driver chart version.")
     # kubeflow/mpi-operator releases; v0.8.0 is the release its README installs.
     mpi_operator_version: str = Field("v0.8.0", description="kubeflow/mpi-operator release (v0.8.x).")
+    # oci://registry.k8s.io/kueue/charts/kueue; v0.19.7 is the latest v0.19 patch in kueue's CHANGELOG-0.19.
+    kueue_chart: str = Field("0.19.7", description="Kueue chart version (v0.19.x: kueue.x-k8s.io/v1beta2).")
+    # https://nvidia.github.io/dcgm-exporter/helm-charts (GPU stacks only).
+    dcgm_exporter_chart: str = Field("4.1.1", description="dcgm-exporter chart version (GPU stacks only).")
     neuron_scheduler: bool = Field(True, description="Install the Neuron scheduler extension (Neuron stacks).")
     eks_addon_versions: EksAddonVersions = Field(
         default_factory=EksAddonVersions, description="EKS managed add-on versions."
     )
 
-    @field_validator("efa_device_plugin_chart", "nvidia_device_plugin_chart", "neuron_chart", "fsx_csi_driver_chart")
+    @field_validator(
+        "efa_device_plugin_chart",
+        "nvidia_device_plugin_chart",
+        "neuron_chart",
+        "fsx_csi_driver_chart",
+        "kueue_chart",
+        "dcgm_exporter_chart",
+    )
     @classmethod
     def _chart(cls, v: str) -> str:
         if not _CHART_VERSION_RE.match(v):
@@ -844,6 +869,42 @@ class AddonsConfig(_Model):
         if not re.fullmatch(r"v0\.8\.\d+", v):
             raise ValueError(f"{v!r} is not a v0.8.x release (kubeflow.org/v2beta1 with Kueue support), e.g. v0.8.0")
         return v
+
+
+class TeamConfig(_Model):
+    """One team sharing the cluster: a Kueue ClusterQueue with a quota in whole nodes of one node group."""
+
+    node_group: str = Field(description="Node group (nodeGroups[].name) the team's quota is on.")
+    nodes: int = Field(ge=0, description="Nodes of the node group the team is guaranteed (nominal quota).")
+    borrowing_limit_nodes: int | None = Field(
+        0,
+        ge=0,
+        description="Nodes the team may borrow from other teams' unused quota; null: no limit.",
+    )
+    priority: int = Field(
+        0, ge=-1_000_000, le=1_000_000, description="Priority of the team's runs (a WorkloadPriorityClass)."
+    )
+
+
+class QueueingConfig(_Model):
+    """Kueue admission: all-or-nothing (waitForPodsReady) and how often an evicted run is requeued."""
+
+    pods_ready_timeout_minutes: int = Field(
+        30,
+        ge=1,
+        le=1440,
+        description="Minutes an admitted run has to get every pod ready (image pulls included) before it is"
+        " evicted and requeued, so no run holds half a placement.",
+    )
+    recovery_timeout_minutes: int = Field(
+        15,
+        ge=1,
+        le=1440,
+        description="Minutes a running run may miss a pod (a lost node being replaced) before it is requeued.",
+    )
+    requeue_limit: int = Field(
+        5, ge=0, le=100, description="Requeues after a readiness timeout before Kueue deactivates the run."
+    )
 
 
 class StackConfig(_Model):
@@ -864,6 +925,11 @@ class StackConfig(_Model):
     )
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on every AWS resource.")
     workloads: dict[str, WorkloadConfig] = Field(default_factory=dict, description="Training runs by name.")
+    teams: dict[str, TeamConfig] = Field(
+        default_factory=dict,
+        description="Teams sharing the cluster (Kueue queues); empty: one `default` queue over every node group.",
+    )
+    queueing: QueueingConfig = Field(default_factory=QueueingConfig, description="Kueue admission settings.")
     hugging_face_token: SecretStr | None = Field(
         None,
         description="Hugging Face token for gated tokenizers and datasets; a Pulumi secret (config set --secret).",
@@ -1129,6 +1195,74 @@ def _workload_checks(cfg: StackConfig) -> list[str]:
     return problems
 
 
+def _team_checks(cfg: StackConfig) -> list[str]:
+    """Teams against the node groups, and each workload against its team: quotas never exceed
+    a node group's capacity, and every run can be admitted by its team's queue."""
+    problems: list[str] = []
+    groups = {ng.name: (i, ng) for i, ng in enumerate(cfg.node_groups)}
+    used: dict[str, list[tuple[str, int]]] = {}
+    for name, team in cfg.teams.items():
+        key = f"teams.{name}"
+        if len(name) > 40 or not _DNS_LABEL_RE.match(name):
+            problems.append(f"{key}: the team name must be 1-40 lowercase letters, digits and hyphens")
+        if team.node_group not in groups:
+            known = ", ".join(groups) or "none are defined"
+            hint = _did_you_mean(team.node_group, groups)
+            problems.append(f"{key}.nodeGroup: unknown node group {team.node_group!r}{hint}; node groups: {known}")
+            continue
+        i, ng = groups[team.node_group]
+        used.setdefault(ng.name, []).append((name, team.nodes))
+        total = sum(n for _, n in used[ng.name])
+        if total > ng.desired_size and total - team.nodes <= ng.desired_size:
+            shares = ", ".join(f"{t}: {n}" for t, n in used[ng.name])
+            problems.append(
+                f"{key}.nodes: the teams on node group {ng.name!r} ask for {total} nodes ({shares}), but it runs"
+                f" {ng.desired_size} (nodeGroups[{i}].desiredSize); quotas must not exceed the nodes that exist"
+            )
+        room = ng.desired_size - team.nodes
+        if team.borrowing_limit_nodes is not None and team.borrowing_limit_nodes > max(room, 0):
+            problems.append(
+                f"{key}.borrowingLimitNodes: {team.borrowing_limit_nodes} is more than the {max(room, 0)} nodes of"
+                f" {ng.name!r} outside the team's own quota"
+            )
+    for name, w in cfg.workloads.items():
+        key = f"workloads.{name}.team"
+        if not cfg.teams:
+            if w.team is not None:
+                problems.append(
+                    f"{key}: {w.team!r} is not a team (no teams are defined; runs without teams use the default queue)"
+                )
+            continue
+        if w.team is None:
+            problems.append(f"{key}: required when teams are defined; teams: {', '.join(cfg.teams)}")
+            continue
+        wteam = cfg.teams.get(w.team)
+        if wteam is None:
+            hint = _did_you_mean(w.team, cfg.teams)
+            problems.append(f"{key}: unknown team {w.team!r}{hint}; teams: {', '.join(cfg.teams)}")
+            continue
+        team = wteam
+        if team.node_group != w.node_group:
+            problems.append(
+                f"{key}: team {w.team!r} has its quota on node group {team.node_group!r}, not {w.node_group!r}"
+                f" (workloads.{name}.nodeGroup)"
+            )
+            continue
+        reach = team.nodes + team.borrowing_limit_nodes if team.borrowing_limit_nodes is not None else None
+        if reach is not None and w.nodes > reach:
+            problems.append(
+                f"workloads.{name}.nodes: {w.nodes} nodes can never be admitted: team {w.team!r} has {team.nodes}"
+                f" nodes and may borrow {team.borrowing_limit_nodes} (teams.{w.team})"
+            )
+    for i, ng in enumerate(cfg.node_groups):
+        if ng.name == SYSTEM_FLAVOR:
+            problems.append(f"nodeGroups[{i}].name: {SYSTEM_FLAVOR!r} is the system node group's name; choose another")
+    return problems
+
+
+# The system node group's name (its label value and its Kueue ResourceFlavor).
+SYSTEM_FLAVOR = "system"
+
 # Keys that may only be stored encrypted (`pulumi config set --secret`).
 SECRET_KEYS = ("huggingFaceToken",)
 
@@ -1157,6 +1291,7 @@ def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> S
             problems.append(p)
     if cfg is not None:
         problems.extend(_workload_checks(cfg))
+        problems.extend(_team_checks(cfg))
     if problems or cfg is None:
         raise ConfigError(problems)
     return cfg

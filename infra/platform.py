@@ -18,6 +18,15 @@ SHARED_MOUNT = "/shared"
 WORKLOADS_NAMESPACE = "training"
 STORAGE_CLAIM = "shared-fsx"
 """Name of the ReadWriteMany claim of the shared FSx for Lustre file system in the workloads namespace."""
+SYSTEM_NODE_GROUP = "system"
+"""Label value (catalog.NODE_GROUP_LABEL) of the system node group, where MPI launchers run."""
+LAUNCHER_REQUESTS = {"cpu": "1", "memory": "4Gi"}
+"""What an MPI launcher requests (it only runs mpirun); Kueue quotas count it on the system nodes."""
+LAUNCHER_LIMITS = {"cpu": "2", "memory": "4Gi"}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""The label that sends a job to a Kueue LocalQueue."""
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+"""The label that gives a job a Kueue WorkloadPriorityClass."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class NodeGroupFacts:
     vcpus: int
     memory_gib: int
     allocatable_memory_gib: int
+    allocatable_vcpus: int
     nodes: int
     max_nodes: int
     availability_zone: str
@@ -59,6 +69,7 @@ class NodeGroupFacts:
             vcpus=it.vcpus,
             memory_gib=it.memory_gib,
             allocatable_memory_gib=it.allocatable_memory_gib,
+            allocatable_vcpus=it.allocatable_vcpus,
             nodes=ng.desired_size,
             max_nodes=ng.max,
             availability_zone=cfg.node_group_az(ng),
@@ -73,6 +84,17 @@ class NodeGroupFacts:
     def node_selector(self) -> dict[str, str]:
         """Selects the nodes of this node group and no other."""
         return {catalog.NODE_GROUP_LABEL: self.name}
+
+    def worker_requests(self) -> dict[str, str]:
+        """What one MPI worker requests: the whole node (every accelerator and EFA device, the
+        allocatable CPU and memory). MPIJobs and Kueue quotas both use it, so a quota of N nodes
+        covers exactly N workers."""
+        return {
+            self.device_resource: str(self.device_count),
+            self.efa_resource: str(self.efa_count),
+            "cpu": str(self.allocatable_vcpus),
+            "memory": f"{self.allocatable_memory_gib}Gi",
+        }
 
 
 @dataclass
@@ -89,4 +111,8 @@ class Platform:
     """Repository name -> repository URL (a Pulumi Output in a real program)."""
     shared_mount: str = SHARED_MOUNT
     depends_on: list[Any] = field(default_factory=list)
-    """Resources workloads must be created after (the MPI operator, the storage claim)."""
+    """Resources workloads must be created after (the MPI operator, the storage claim, the queues)."""
+    queues: Mapping[str, str] = field(default_factory=dict)
+    """Team -> the name of its Kueue LocalQueue in the workloads namespace (`""` is the default queue)."""
+    priority_classes: Mapping[str, str] = field(default_factory=dict)
+    """Team -> the name of its Kueue WorkloadPriorityClass."""

@@ -2,7 +2,7 @@
 
 `__main__.py` calls `build` under the Pulumi engine; `infra.plan` and the tests call it
 under mocks. Data flows one way: config -> network -> shared storage (beside, not after,
-the cluster) -> cluster -> node groups -> registry and add-ons -> the `Platform` value.
+the cluster) -> cluster -> node groups -> registry and add-ons -> Kueue queues -> the `Platform` value.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from infra.config import StackConfig
 from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import STORAGE_CLAIM, WORKLOADS_NAMESPACE, NodeGroupFacts, Platform
+from infra.queues import TeamQueues
 from infra.registry import Registry
 from infra.storage import SharedStorage, SharedVolume
 
@@ -32,6 +33,7 @@ class Infrastructure:
     storage: SharedStorage
     registry: Registry
     addons: ClusterAddons
+    queues: TeamQueues
     volume: SharedVolume
     platform: Platform
 
@@ -49,6 +51,8 @@ def build_infrastructure(cfg: StackConfig) -> Infrastructure:
     registry = Registry("registry", cfg, cluster.node_role.arn)
     facts = {ng.name: NodeGroupFacts.from_config(cfg, ng) for ng in cfg.node_groups}
     addons = ClusterAddons("addons", cfg, cluster, list(facts.values()), storage.file_system.arn)
+    # Flavors and queues once Kueue runs; the LocalQueues need the workloads namespace.
+    queues = TeamQueues("queues", cfg, facts, cluster.provider, depends_on=[addons.kueue, addons.namespace])
     volume = SharedVolume(
         "shared-volume",
         cfg,
@@ -65,7 +69,9 @@ def build_infrastructure(cfg: StackConfig) -> Infrastructure:
         storage_claim=STORAGE_CLAIM,
         node_groups=facts,
         registry_urls=dict(registry.urls),
-        depends_on=[addons.namespace, volume.claim, addons.mpi_operator, *addons.releases.values()],
+        depends_on=[addons.namespace, volume.claim, addons.mpi_operator, *addons.releases.values(), *queues.objects],
+        queues=queues.queues,
+        priority_classes=queues.priority_classes,
     )
     return Infrastructure(
         network=network,
@@ -74,6 +80,7 @@ def build_infrastructure(cfg: StackConfig) -> Infrastructure:
         storage=storage,
         registry=registry,
         addons=addons,
+        queues=queues,
         volume=volume,
         platform=platform,
     )

@@ -63,7 +63,7 @@ def test_releases_only_where_node_groups_need_them(stack: str, present: set[str]
 
 def test_no_device_plugins_without_accelerated_node_groups() -> None:
     plan = run_plan({"aws:region": "us-west-2"})
-    assert set(releases(plan)) == {"aws-fsx-csi-driver"}
+    assert set(releases(plan)) == {"aws-fsx-csi-driver", "kueue"}
 
 
 def test_tolerations_equal_the_taints_of_the_node_groups_served(example_stack: str) -> None:
@@ -130,6 +130,7 @@ def test_eks_managed_addons(example_stack: str) -> None:
         "kube-proxy",
         "eks-pod-identity-agent",
         "amazon-cloudwatch-observability",
+        "eks-node-monitoring-agent",
     }
     (association,) = addons["amazon-cloudwatch-observability"]["podIdentityAssociations"]
     assert association["serviceAccount"] == "cloudwatch-agent"

@@ -21,6 +21,7 @@ import pulumi_kubernetes as k8s
 
 from infra.config import RECIPE_REPOSITORY, StackConfig
 from infra.platform import Platform
+from infra.queues import DEFAULT_QUEUE
 from workloads import manifests
 
 IMAGE_PLACEHOLDER = "registry.invalid/placeholder:0"
@@ -44,6 +45,8 @@ def context(platform: Platform, w: manifests.Workload, image: str) -> manifests.
         node_group=platform.node_groups[w.node_group],
         image=image,
         health_check_image=w.health_check.image,
+        queue=platform.queues.get(w.team or DEFAULT_QUEUE) if platform.queues else None,
+        priority_class=platform.priority_classes.get(w.team or DEFAULT_QUEUE),
     )
 
 

@@ -27,7 +27,14 @@ from infra.config import (
     TrainingConfig,
     ranks_per_node,
 )
-from infra.platform import NodeGroupFacts
+from infra.platform import (
+    LAUNCHER_LIMITS,
+    LAUNCHER_REQUESTS,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    SYSTEM_NODE_GROUP,
+    NodeGroupFacts,
+)
 
 Workload = Llama2NeuronWorkload | NemoGpuWorkload | CustomWorkload
 Obj = dict[str, Any]
@@ -36,6 +43,10 @@ MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
 HOSTFILE = "/etc/mpi/hostfile"  # where mpi-operator v2 mounts the hostfile in the launcher
 MASTER_PORT = 41000
 TENSORBOARD_PORT = 6006
+# How long a launcher waits for every worker to answer over SSH before it gives up: long
+# enough for a lost node to be replaced (EKS node auto repair, then image pull) and its
+# worker pod recreated.
+WORKER_WAIT_SECONDS = 1800
 
 # Health-check defaults per instance type: (all-reduce size, minimum bus bandwidth GB/s).
 # GPU: 90% of the 2-node nccl-tests figures in FACTS.md (p4de 78 GB/s at 2 GiB, p5 487 GB/s
@@ -74,6 +85,10 @@ class Context:
     image: str
     health_check_image: str | None = None
     secret_name: str | None = None
+    queue: str | None = None
+    """Kueue LocalQueue of the run (`kueue.x-k8s.io/queue-name`); None: not queued."""
+    priority_class: str | None = None
+    """Kueue WorkloadPriorityClass of the run."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,17 @@ def run_dir(ctx: Context, workload: str, run_id: str) -> str:
     return f"{ctx.shared_mount}/{workload}/{run_id}"
 
 
+def checkpoint_dir(ctx: Context, workload: str, run_id: str) -> str:
+    """Where a run saves its checkpoints and resumes from: `/shared/<workload>/<runId>/checkpoints`."""
+    return f"{run_dir(ctx, workload, run_id)}/checkpoints"
+
+
+def checkpoint_every_steps(w: Workload) -> int:
+    if isinstance(w, CustomWorkload):
+        return w.checkpoint_every_steps
+    return w.training.checkpoint_every_steps
+
+
 def data_dir(ctx: Context, workload: str) -> str:
     """Data shared by every run of a workload."""
     return f"{ctx.shared_mount}/{workload}/data"
@@ -162,12 +188,36 @@ def base_env(workload: str, w: Workload, ctx: Context, job: str) -> dict[str, st
         "MASTER_PORT": str(MASTER_PORT),
         "RUN_ID": w.run_id,
         "RUN_DIR": run_dir(ctx, workload, w.run_id),
+        "CHECKPOINT_DIR": checkpoint_dir(ctx, workload, w.run_id),
+        "CHECKPOINT_EVERY_STEPS": str(checkpoint_every_steps(w)),
         "SHARED_DIR": ctx.shared_mount,
     }
     return {**env, **w.env}
 
 
 # --------------------------------------------------------------------------- MPIJob
+
+
+def wait_for_workers(timeout_seconds: int = WORKER_WAIT_SECONDS) -> str:
+    """Launcher preamble: wait until every host of the hostfile answers over SSH.
+
+    mpi-operator's `launcherCreationPolicy: WaitForWorkersReady` is not honoured again after
+    a suspend/resume (Kueue eviction and readmission; mpi-operator PR #868), and a restarted
+    launcher finds a recreated worker still starting. So the launcher waits itself, every
+    time it starts, then mpirun runs and training resumes from the latest checkpoint.
+    """
+    return (
+        f"deadline=$((SECONDS + {timeout_seconds}))\n"
+        f'for host in $(cut -d" " -f1 {HOSTFILE}); do\n'
+        '  until ssh -o ConnectTimeout=5 -o BatchMode=yes -o StrictHostKeyChecking=no "$host" true 2>/dev/null; do\n'
+        "    if [ $SECONDS -ge $deadline ]; then\n"
+        f'      echo "FAIL: worker $host did not answer within {timeout_seconds}s" >&2; exit 1\n'
+        "    fi\n"
+        '    echo "waiting for worker $host"; sleep 10\n'
+        "  done\n"
+        "done\n"
+        f'echo "all $(wc -l < {HOSTFILE}) workers answer"\n'
+    )
 
 
 def mpijob(
@@ -183,12 +233,17 @@ def mpijob(
     timeout_seconds: int | None = None,
     env: dict[str, str] | None = None,
     processes_per_node: int = 1,
+    backoff_limit: int = 0,
 ) -> Obj:
     """An MPIJob over `w.nodes` whole nodes of the node group.
 
-    Each worker takes every accelerator and EFA device of its node, memory sized for the
-    node and a memory-backed /dev/shm; the launcher starts only when every worker is ready
-    and runs `launch` (a shell script that calls mpirun) with the same environment.
+    Each worker takes its whole node (every accelerator and EFA device, the allocatable CPU
+    and memory, requests = limits so it is the last pod evicted) and a memory-backed
+    /dev/shm. The launcher runs on a system node, waits for every worker itself, then runs
+    `launch` (a shell script that calls mpirun) with the same environment; it is restarted
+    up to `backoff_limit` times. With a queue, the job is labelled for Kueue, which admits
+    it all or nothing (its webhook suspends the job until then; we never set `suspend`, so
+    `pulumi up` and Kueue do not fight over it).
     """
     ng = ctx.node_group
     image = image or ctx.image
@@ -198,9 +253,13 @@ def mpijob(
         f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{processes_per_node}:node"
         f" -np {w.nodes * processes_per_node} {exported}"
     )
-    memory = f"{ng.allocatable_memory_gib}Gi"
-    devices = {ng.device_resource: str(ng.device_count), ng.efa_resource: str(ng.efa_count)}
+    requests = ng.worker_requests()
     labels = _labels(workload, component, w.run_id)
+    job_labels = dict(labels)
+    if ctx.queue:
+        job_labels[QUEUE_LABEL] = ctx.queue
+    if ctx.priority_class:
+        job_labels[PRIORITY_LABEL] = ctx.priority_class
     annotations = {"pulumi.com/waitFor": "condition=Succeeded"} if awaited else {"pulumi.com/skipAwait": "true"}
     if awaited and timeout_seconds:
         annotations["pulumi.com/timeoutSeconds"] = str(timeout_seconds)
@@ -211,30 +270,31 @@ def mpijob(
         # mpi-operator v2 mounts the SSH keys; the image brings sshd (host keys made here).
         "command": ["/bin/bash", "-c", "mkdir -p /run/sshd && ssh-keygen -A && exec /usr/sbin/sshd -De"],
         "env": _env(environment),
-        "resources": {
-            "requests": {**devices, "memory": memory},
-            "limits": {**devices, "memory": memory},
-        },
+        "resources": {"requests": dict(requests), "limits": dict(requests)},
         "volumeMounts": [_shared_mount(ctx), {"name": "dshm", "mountPath": "/dev/shm"}],
     }
     launcher_container = {
         "name": "launcher",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/bash", "-c", f"set -euo pipefail\nexport MPIRUN={shlex.quote(mpirun)}\n{launch}"],
+        "command": [
+            "/bin/bash",
+            "-c",
+            f"set -euo pipefail\n{wait_for_workers()}export MPIRUN={shlex.quote(mpirun)}\n{launch}",
+        ],
         "env": _env(environment),
         # The launcher only runs mpirun (and parses a health check's output) on a system node.
-        "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+        "resources": {"requests": dict(LAUNCHER_REQUESTS), "limits": dict(LAUNCHER_LIMITS)},
         "volumeMounts": [_shared_mount(ctx)],
     }
     return {
         "apiVersion": MPIJOB_API_VERSION,
         "kind": "MPIJob",
-        "metadata": _meta(name, ctx, labels, annotations),
+        "metadata": _meta(name, ctx, job_labels, annotations),
         "spec": {
             "slotsPerWorker": _ranks_per_node(ng),
             "launcherCreationPolicy": "WaitForWorkersReady",
-            "runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "Running"},
+            "runPolicy": {"backoffLimit": backoff_limit, "cleanPodPolicy": "Running"},
             "sshAuthMountPath": "/root/.ssh",
             "mpiReplicaSpecs": {
                 "Launcher": {
@@ -243,6 +303,7 @@ def mpijob(
                     "template": {
                         "metadata": {"labels": {**labels, "llm-training-eks/role": "launcher"}},
                         "spec": {
+                            "nodeSelector": {catalog.NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
                             "containers": [launcher_container],
                             "volumes": [_shared_volume(ctx)],
                         },
@@ -250,7 +311,9 @@ def mpijob(
                 },
                 "Worker": {
                     "replicas": w.nodes,
-                    "restartPolicy": "Never",
+                    # A worker whose sshd dies is restarted in place; a worker whose node is
+                    # gone is recreated by the operator once its pod is deleted.
+                    "restartPolicy": "OnFailure",
                     "template": {
                         "metadata": {"labels": {**labels, "llm-training-eks/role": "worker"}},
                         "spec": {
@@ -274,8 +337,55 @@ def mpijob(
     }
 
 
+def node_check(ng: NodeGroupFacts) -> str:
+    """Per-node checks, run once on every node before the collective test: the device count
+    and the EFA device count the pod was given (against the catalog), then a short
+    accelerator self-test. Prints `FAIL <host>: ...` and exits 1 on the first problem.
+
+    Device counts are read from /dev, where the device plugins put exactly what the pod
+    was allocated. Self-test: Neuron, a single-node nccom-test all-reduce over every
+    NeuronCore (Amazon Search M5's "tensor ops on each device"; HyperPod's nccom local
+    test); NVIDIA, DCGM diagnostics level 1 when the image has dcgmi, else a check that no
+    GPU reports uncorrectable ECC errors. Not run on hardware in this repository: the
+    commands follow the Neuron and DCGM documentation.
+    """
+    want_dev, want_efa = ng.device_count, ng.efa_count
+    if ng.accelerator == "neuron":
+        count = "ls /dev/neuron* 2>/dev/null | wc -l"
+        kind = "Neuron devices"
+        ranks = ranks_per_node(catalog.ACCELERATED[ng.instance_type])
+        selftest = (
+            f"nccom-test -r {ranks} -b 64M -e 64M -d fp32 allr > /tmp/selftest.out 2>&1"
+            ' || { echo "FAIL $h: single-node nccom-test all-reduce failed"; tail -20 /tmp/selftest.out; exit 1; }'
+        )
+    else:
+        count = "nvidia-smi -L | grep -c '^GPU '"
+        kind = "GPUs"
+        selftest = (
+            "if command -v dcgmi >/dev/null; then\n"
+            "  nv-hostengine >/dev/null 2>&1 || true\n"
+            '  dcgmi diag -r 1 > /tmp/selftest.out 2>&1 || { echo "FAIL $h: dcgmi diag -r 1 failed";'
+            " cat /tmp/selftest.out; exit 1; }\n"
+            "else\n"
+            "  nvidia-smi --query-gpu=ecc.errors.uncorrected.volatile.total --format=csv,noheader,nounits"
+            " | awk '$1 + 0 > 0 { bad = 1 } END { exit bad }'"
+            ' || { echo "FAIL $h: a GPU reports uncorrectable ECC errors"; exit 1; }\n'
+            "fi"
+        )
+    return (
+        "h=$(hostname)\n"
+        f"dev=$({count})\n"
+        f'[ "$dev" -eq {want_dev} ] || {{ echo "FAIL $h: $dev of {want_dev} {kind}"; exit 1; }}\n'
+        "efa=$(ls /dev/infiniband/uverbs* 2>/dev/null | wc -l)\n"
+        f'[ "$efa" -eq {want_efa} ] || {{ echo "FAIL $h: $efa of {want_efa} EFA devices"; exit 1; }}\n'
+        f"{selftest}\n"
+        f'echo "OK $h: {want_dev} {kind}, {want_efa} EFA devices, self-test passed"'
+    )
+
+
 def health_check(workload: str, name: str, w: Workload, ctx: Context) -> Obj:
-    """An MPIJob over the run's nodes that fails below the bus-bandwidth threshold."""
+    """An MPIJob over the run's nodes: per-node checks on every node (devices, EFA, a short
+    self-test), then the collective test, which fails below the bus-bandwidth threshold."""
     ng = ctx.node_group
     size, floor = HEALTH_CHECK_DEFAULTS[ng.instance_type]
     size = w.health_check.message_size or size
@@ -306,7 +416,7 @@ def health_check(workload: str, name: str, w: Workload, ctx: Context) -> Obj:
         w,
         ctx,
         component="health-check",
-        launch=f"{test}\n{gate}",
+        launch=f"$MPIRUN bash -c {shlex.quote(node_check(ng))}\n{test}\n{gate}",
         image=ctx.health_check_image,
         timeout_seconds=1800,
     )
@@ -440,7 +550,9 @@ def _nemo_overrides(
         f"trainer.num_nodes={w.nodes}",
         f"trainer.max_steps={steps}",
         "trainer.log_every_n_steps=1",
-        f"exp_manager.exp_dir={run_dir(ctx, workload, w.run_id)}",
+        # Logs in the run directory, checkpoints in <run dir>/checkpoints; a restarted launcher
+        # resumes from the latest one there (none yet: start from scratch).
+        f"exp_manager.explicit_log_dir={run_dir(ctx, workload, w.run_id)}",
         "exp_manager.create_tensorboard_logger=True",
         "exp_manager.resume_if_exists=True",
         "exp_manager.resume_ignore_no_checkpoint=True",
@@ -567,6 +679,7 @@ def llama2_steps(workload: str, w: Llama2NeuronWorkload, ctx: Context) -> list[S
         launch=_torchrun(w.code_dir, script, overrides(w.precompile_steps), prefix="neuron_parallel_compile "),
         env=neuron_env,
         timeout_seconds=4 * 3600,
+        backoff_limit=w.max_retries,
     )
     train = mpijob(
         workload,
@@ -577,6 +690,7 @@ def llama2_steps(workload: str, w: Llama2NeuronWorkload, ctx: Context) -> list[S
         launch=_torchrun(w.code_dir, script, overrides(t.max_steps)),
         env=neuron_env,
         awaited=False,
+        backoff_limit=w.max_retries,
     )
     steps = [
         Step(secret, secret_obj, secret_data={"HF_TOKEN": ""}),
@@ -611,7 +725,14 @@ def nemo_steps(workload: str, w: NemoGpuWorkload, ctx: Context) -> list[Step]:
     ]
     script = f"megatron_gpt_pretraining.py --config-path=conf --config-name={w.config_name}"
     train = mpijob(
-        workload, train_name, w, ctx, component="train", launch=_torchrun(w.code_dir, script, args), awaited=False
+        workload,
+        train_name,
+        w,
+        ctx,
+        component="train",
+        launch=_torchrun(w.code_dir, script, args),
+        awaited=False,
+        backoff_limit=w.max_retries,
     )
     steps: list[Step] = []
     after: tuple[str, ...] = ()
@@ -630,7 +751,9 @@ def custom_steps(workload: str, w: CustomWorkload, ctx: Context) -> list[Step]:
     command = shlex.join(w.command)
     if w.working_dir:
         command = f"cd {shlex.quote(w.working_dir)} && {command}"
-    per_node = f"export NODE_RANK=$OMPI_COMM_WORLD_RANK; mkdir -p $RUN_DIR; {command}"
+    # The command must save to $CHECKPOINT_DIR every $CHECKPOINT_EVERY_STEPS steps and resume
+    # from the latest checkpoint there when it starts (README: Bring your own model).
+    per_node = f"export NODE_RANK=$OMPI_COMM_WORLD_RANK; mkdir -p $RUN_DIR $CHECKPOINT_DIR; {command}"
     launch = f"$MPIRUN bash -c {shlex.quote(per_node)}"
     train = mpijob(
         workload,
@@ -641,6 +764,7 @@ def custom_steps(workload: str, w: CustomWorkload, ctx: Context) -> list[Step]:
         launch=launch,
         awaited=False,
         processes_per_node=w.processes_per_node,
+        backoff_limit=w.max_retries,
     )
     steps: list[Step] = []
     after: tuple[str, ...] = ()

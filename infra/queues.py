@@ -1,0 +1,274 @@
+"""Sharing the cluster with Kueue: flavors, team queues, priorities (pure builders) and the
+component that applies them.
+
+Every accelerated node group is a ResourceFlavor; the system node group is one more, for
+the MPI launchers. Each team of `teams` becomes a ClusterQueue (all in one cohort, so unused
+quota can be borrowed and reclaimed) with a LocalQueue of the same name in the workloads
+namespace, and a WorkloadPriorityClass. Without teams, one `default` queue owns every node
+group, so every MPIJob of every stack goes through a queue.
+
+All queues live in the one workloads namespace (`training`): the shared FSx claim is
+namespaced, and one namespace keeps one claim. Teams are told apart by queue, not namespace.
+
+Quotas are whole nodes times what one worker requests (`NodeGroupFacts.worker_requests`,
+the same function the MPIJob builder uses), so a quota of N nodes admits exactly N workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from infra import catalog
+from infra.config import SYSTEM_FLAVOR, StackConfig
+from infra.platform import LAUNCHER_REQUESTS, SYSTEM_NODE_GROUP, WORKLOADS_NAMESPACE, NodeGroupFacts
+
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+COHORT = "llm-training"
+DEFAULT_QUEUE = "default"
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Nodes of one node group a queue is guaranteed, and how many more it may borrow (None: any)."""
+
+    nodes: int
+    borrowing_limit_nodes: int | None = 0
+
+
+@dataclass(frozen=True)
+class Team:
+    """One ClusterQueue, its LocalQueue and its priority."""
+
+    name: str
+    quotas: Mapping[str, Quota]
+    """Node group name -> quota."""
+    priority: int = 0
+
+    @property
+    def priority_class(self) -> str:
+        return f"team-{self.name}"
+
+    def max_launchers(self, groups: Mapping[str, NodeGroupFacts]) -> int:
+        """Runs the queue can have admitted at once (each takes at least one node), so the
+        launchers' quota on the system nodes never holds a run back."""
+        total = 0
+        for ng, q in self.quotas.items():
+            borrow = q.borrowing_limit_nodes
+            total += q.nodes + (borrow if borrow is not None else groups[ng].nodes - q.nodes)
+        return max(total, 1)
+
+
+def teams_of(cfg: StackConfig) -> list[Team]:
+    """The configured teams, or the `default` team over every accelerated node group."""
+    if not cfg.teams:
+        return [Team(DEFAULT_QUEUE, {ng.name: Quota(ng.desired_size, None) for ng in cfg.node_groups}, priority=0)]
+    return [
+        Team(name, {t.node_group: Quota(t.nodes, t.borrowing_limit_nodes)}, t.priority) for name, t in cfg.teams.items()
+    ]
+
+
+def queue_of(cfg: StackConfig, team: str | None) -> str:
+    """The LocalQueue a run of `team` is labelled with."""
+    return team if cfg.teams and team else DEFAULT_QUEUE
+
+
+# --------------------------------------------------------------------------- builders (pure)
+
+
+def _labels() -> dict[str, str]:
+    return {"app.kubernetes.io/part-of": "llm-training-eks", "app.kubernetes.io/component": "queueing"}
+
+
+def resource_flavor(g: NodeGroupFacts) -> Obj:
+    """The flavor of one accelerated node group.
+
+    `nodeLabels` makes Kueue pin admitted pods to the group (and match our own selectors);
+    `nodeTaints` (not `tolerations`) lets only pods that already tolerate the group's taints
+    take this flavor, so an MPI launcher (which tolerates nothing) lands in the system flavor
+    and never on accelerated quota.
+    """
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": g.name, "labels": _labels()},
+        "spec": {
+            "nodeLabels": g.node_selector(),
+            "nodeTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in g.taints],
+        },
+    }
+
+
+def system_flavor() -> Obj:
+    """The flavor of the system node group, where the MPI launchers run."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": SYSTEM_FLAVOR, "labels": _labels()},
+        "spec": {"nodeLabels": {catalog.NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}},
+    }
+
+
+def _quantity(value: str, times: int) -> str:
+    """`times` x a request like "16", "121" or "471Gi"."""
+    for unit in ("Gi", "Mi"):
+        if value.endswith(unit):
+            return f"{int(value[: -len(unit)]) * times}{unit}"
+    return str(int(value) * times)
+
+
+def covered_resources(groups: Sequence[NodeGroupFacts]) -> list[str]:
+    """Every resource an MPIJob on these node groups requests: accelerators, EFA, CPU, memory."""
+    devices = sorted({g.device_resource for g in groups})
+    return [*devices, catalog.EFA_RESOURCE, "cpu", "memory"]
+
+
+def cluster_queue(team: Team, groups: Mapping[str, NodeGroupFacts]) -> Obj:
+    """A team's ClusterQueue: per node group, nodes x one worker's requests; on the system
+    flavor, room for the team's launchers. One resource group, so every flavor lists every
+    covered resource (0 where a flavor has none of it)."""
+    served = [groups[name] for name in team.quotas]
+    covered = covered_resources(served)
+    flavors = []
+    for g in served:
+        q = team.quotas[g.name]
+        per_node = g.worker_requests()
+        resources = []
+        for res in covered:
+            amount = per_node.get(res, "0")
+            entry: Obj = {"name": res, "nominalQuota": _quantity(amount, q.nodes)}
+            if q.borrowing_limit_nodes is not None:
+                entry["borrowingLimit"] = _quantity(amount, q.borrowing_limit_nodes)
+            resources.append(entry)
+        flavors.append({"name": g.name, "resources": resources})
+    launchers = team.max_launchers(groups)
+    flavors.append(
+        {
+            "name": SYSTEM_FLAVOR,
+            "resources": [
+                {"name": res, "nominalQuota": _quantity(LAUNCHER_REQUESTS.get(res, "0"), launchers)} for res in covered
+            ],
+        }
+    )
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": team.name, "labels": _labels()},
+        "spec": {
+            "cohortName": COHORT,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": WORKLOADS_NAMESPACE}},
+            "queueingStrategy": "BestEffortFIFO",
+            # A lender gets its quota back by evicting borrowers (they resume from their last
+            # checkpoint when readmitted); within a team, higher priority goes first.
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        },
+    }
+
+
+def local_queue(team: Team) -> Obj:
+    """The team's queue in the workloads namespace; MPIJobs name it in `kueue.x-k8s.io/queue-name`."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": team.name, "namespace": WORKLOADS_NAMESPACE, "labels": _labels()},
+        "spec": {"clusterQueue": team.name},
+    }
+
+
+def priority_class(team: Team) -> Obj:
+    """The team's WorkloadPriorityClass (queue order and preemption within its ClusterQueue)."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": team.priority_class, "labels": _labels()},
+        "value": team.priority,
+        "description": f"Training runs of team {team.name}",
+    }
+
+
+def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -> list[Obj]:
+    """Every Kueue object of the stack: flavors first, then each team's queues and priority."""
+    objs = [resource_flavor(g) for g in groups.values()]
+    objs.append(system_flavor())
+    for team in teams:
+        objs += [priority_class(team), cluster_queue(team, groups), local_queue(team)]
+    return objs
+
+
+def kueue_manager_config(cfg: StackConfig) -> str:
+    """Kueue's controller configuration (chart value `managerConfig.controllerManagerConfigYaml`).
+
+    Only MPIJobs are managed (data-preparation Jobs and TensorBoard are CPU-only helpers).
+    `waitForPodsReady` makes admission all-or-nothing: a run whose pods are not all ready in
+    time is evicted and requeued with backoff, so it never holds half a placement group.
+    """
+    q = cfg.queueing
+    return (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+        "kind: Configuration\n"
+        "health:\n  healthProbeBindAddress: :8081\n"
+        "metrics:\n  bindAddress: :8443\n"
+        "webhook:\n  port: 9443\n"
+        "leaderElection:\n  leaderElect: true\n  resourceName: c1f6bfd2.kueue.x-k8s.io\n"
+        "manageJobsWithoutQueueName: false\n"
+        "waitForPodsReady:\n"
+        f"  timeout: {q.pods_ready_timeout_minutes}m\n"
+        f"  recoveryTimeout: {q.recovery_timeout_minutes}m\n"
+        "  blockAdmission: false\n"
+        "  requeuingStrategy:\n"
+        "    timestamp: Eviction\n"
+        f"    backoffLimitCount: {q.requeue_limit}\n"
+        "    backoffBaseSeconds: 60\n"
+        "    backoffMaxSeconds: 3600\n"
+        "integrations:\n  frameworks:\n  - kubeflow.org/mpijob\n"
+    )
+
+
+# --------------------------------------------------------------------------- component
+
+
+class _KueueObject(pulumi.CustomResource):
+    """A Kueue object as the Kubernetes provider takes it: the whole object as inputs.
+
+    `apiextensions.CustomResource` only carries `spec`; a WorkloadPriorityClass has top-level
+    `value` and `description`, so every Kueue object goes through this one class.
+    """
+
+    def __init__(self, name: str, obj: Obj, opts: pulumi.ResourceOptions):
+        from pulumi_kubernetes import _utilities
+
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version()))
+        super().__init__(f"kubernetes:{obj['apiVersion']}:{obj['kind']}", name, dict(obj), opts)
+
+
+class TeamQueues(pulumi.ComponentResource):
+    """Kueue flavors, team queues and priorities, created once the Kueue release is ready."""
+
+    objects: list[pulumi.Resource]
+    queues: dict[str, str]
+    priority_classes: dict[str, str]
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        groups: Mapping[str, NodeGroupFacts],
+        provider: Any,
+        depends_on: Sequence[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("llm-training-eks:infra:TeamQueues", name, None, opts)
+        teams = teams_of(cfg)
+        child = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
+        self.objects = []
+        for obj in queue_objects(teams, groups):
+            kind = obj["kind"].lower()
+            self.objects.append(_KueueObject(f"{name}-{kind}-{obj['metadata']['name']}", obj, child))
+        self.queues = {t.name: t.name for t in teams}
+        self.priority_classes = {t.name: t.priority_class for t in teams}
+        self.register_outputs({"queues": self.queues})
