@@ -282,7 +282,37 @@ def _addons_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     return facts
 
 
+def _training_run_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+    i = comp["inputs"]
+    facts = [f"recipe {i.get('recipe')}, run {i.get('runId')}, steps in order:"]
+    kids = {r["urn"]: r for r in _children(plan, comp["urn"])}
+    depth: dict[str, int] = {}
+
+    def _depth(urn: str) -> int:
+        if urn not in depth:
+            depth[urn] = 1 + max((_depth(d) for d in kids[urn]["dependencies"] if d in kids), default=0)
+        return depth[urn]
+
+    for r in sorted(kids.values(), key=lambda r: (_depth(r["urn"]), r["urn"])):
+        obj = r["inputs"]
+        kind = obj.get("kind", r["type"].split(":")[-1])
+        name = obj.get("metadata", {}).get("name", r["name"])
+        line = f"{kind} {name}"
+        if kind == "MPIJob":
+            workers = obj.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker", {})
+            req = workers.get("template", {}).get("spec", {}).get("containers", [{}])[0].get("resources", {})
+            devices = ", ".join(f"{k}: {v}" for k, v in sorted(req.get("requests", {}).items()) if "/" in k)
+            queue = obj.get("metadata", {}).get("labels", {}).get("kueue.x-k8s.io/queue-name")
+            awaited = (
+                "awaited" if "pulumi.com/waitFor" in obj.get("metadata", {}).get("annotations", {}) else "not awaited"
+            )
+            line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
+        facts.append(line)
+    return facts
+
+
 FACTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
+    "llm-training-eks:workloads:TrainingRun": _training_run_facts,
     "llm-training-eks:infra:SharedStorage": _storage_facts,
     "llm-training-eks:infra:Registry": _registry_facts,
     "llm-training-eks:infra:ClusterAddons": _addons_facts,

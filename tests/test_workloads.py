@@ -346,3 +346,12 @@ def test_presets_fit_their_documented_parallelism() -> None:
         assert m.hidden_size == values["hiddenSize"]
         assert m.num_attention_heads % m.tensor_parallel == 0
         assert m.num_layers % m.pipeline_parallel == 0
+
+
+def test_each_workload_is_one_component_holding_its_steps() -> None:
+    plan = stack_plan("trn1-llama2")
+    (run,) = [r for r in plan["resources"] if r["type"] == "llm-training-eks:workloads:TrainingRun"]
+    assert run["inputs"] == {"recipe": "llama2-neuron", "runId": "run-001"}
+    kids = [r for r in plan["resources"] if r["parent"] == run["urn"]]
+    assert {r["inputs"]["kind"] for r in kids} >= {"Job", "MPIJob", "Secret", "Deployment", "Service"}
+    assert all(r["type"].startswith("kubernetes:") for r in kids)

@@ -50,10 +50,18 @@ def context(platform: Platform, w: manifests.Workload, image: str) -> manifests.
     )
 
 
+class TrainingRun(pulumi.ComponentResource):
+    """One configured workload: its steps (data Jobs, MPIJobs, TensorBoard...) in order."""
+
+    def __init__(self, name: str, recipe: str, run_id: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-training-eks:workloads:TrainingRun", name, {"recipe": recipe, "runId": run_id}, opts)
+
+
 def deploy(cfg: StackConfig, platform: Platform) -> dict[str, list[pulumi.Resource]]:
     """Declare every workload of the stack; return its resources by workload name."""
     out: dict[str, list[pulumi.Resource]] = {}
     for name, w in sorted(cfg.workloads.items()):
+        run = TrainingRun(name, w.recipe, w.run_id)
         image = pulumi.Output.from_input(image_of(w, platform.registry_urls))
         # The structure (names, order) never depends on the image; build it once with a
         # placeholder, then fill each object's spec from the real image when it is known.
@@ -65,11 +73,13 @@ def deploy(cfg: StackConfig, platform: Platform) -> dict[str, list[pulumi.Resour
                 return manifests.steps(name, w, context(platform, w, img))[i].obj.get("spec")
 
             opts = pulumi.ResourceOptions(
+                parent=run,
                 provider=platform.provider,
                 depends_on=[*platform.depends_on, *(created[a] for a in step.after)],
             )
             created[step.name] = _apply(step, image.apply(spec), cfg, opts)
         out[name] = list(created.values())
+        run.register_outputs({})
     return out
 
 
