@@ -304,23 +304,16 @@ def live_prices() -> Prices:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from infra import config
-    from infra.plan import ROOT, UsageError, read_stack_file
+    from infra.plan import UsageError, add_stack_arguments, bad_input, parse_values, read_stack_file, stack_file
 
     parser = argparse.ArgumentParser(prog="python -m infra.cost", description="Hourly and monthly cost of a stack.")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack")
-    source.add_argument("--config-file")
+    add_stack_arguments(parser)
     parser.add_argument("--live", action="store_true", help="ask the AWS Price List API (needs credentials)")
     args = parser.parse_args(argv)
-    path = ROOT / f"Pulumi.{args.stack}.yaml" if args.stack else __import__("pathlib").Path(args.config_file)
     try:
-        cfg = config.parse(config.from_stack_values(read_stack_file(path)))
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except config.ConfigError as e:
-        print("\n".join(e.problems), file=sys.stderr)
-        return 2
+        cfg = parse_values(read_stack_file(stack_file(args)))
+    except (UsageError, config.ConfigError) as e:
+        return bad_input(e, sys.stderr)
     prices = live_prices() if args.live else Prices()
     print(
         json.dumps(

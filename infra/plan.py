@@ -72,6 +72,37 @@ def engine_value(v: Any) -> str:
     return str(v)
 
 
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--stack NAME | --config-file PATH`, the same for every command of the project."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="stack name: reads Pulumi.NAME.yaml")
+    source.add_argument("--config-file", type=Path, help="any file in the stack-file format")
+
+
+def stack_file(args: argparse.Namespace) -> Path:
+    return Path(args.config_file) if args.config_file else ROOT / f"Pulumi.{args.stack}.yaml"
+
+
+def secret_keys(values: dict[str, Any]) -> list[str]:
+    """The stack file's keys whose values were stored encrypted."""
+    return [k for k, v in values.items() if v == SECRET]
+
+
+def parse_values(values: dict[str, Any]) -> config.StackConfig:
+    """Validate stack-file values (raises config.ConfigError)."""
+    return config.parse(
+        config.from_stack_values(values), secret_keys=[k.rpartition(":")[2] for k in secret_keys(values)]
+    )
+
+
+def bad_input(e: Exception, stderr: Any) -> int:
+    """Report an unusable stack file or invalid config, one line per problem; exit code 2."""
+    lines = e.problems if isinstance(e, config.ConfigError) else [f"error: {e}"]
+    for line in lines:
+        print(line, file=stderr)
+    return 2
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -102,8 +133,7 @@ def run(values: dict[str, Any], stack: str) -> dict[str, Any]:
 
     Raises config.ConfigError on invalid config (before anything is declared).
     """
-    secret_keys = [k for k, v in values.items() if v == SECRET]
-    cfg = config.parse(config.from_stack_values(values), secret_keys=[k.rpartition(":")[2] for k in secret_keys])
+    cfg = parse_values(values)
 
     import pulumi
     from pulumi.runtime import config as runtime_config
@@ -111,7 +141,7 @@ def run(values: dict[str, Any], stack: str) -> dict[str, Any]:
     from infra import mocks, program
 
     monitor = mocks.install(cfg.region, config.PROJECT, stack)
-    runtime_config.set_all_config({k: engine_value(v) for k, v in values.items()}, secret_keys)
+    runtime_config.set_all_config({k: engine_value(v) for k, v in values.items()}, secret_keys(values))
     outputs: dict[str, Any] = {}
 
     @pulumi.runtime.test
@@ -428,9 +458,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     parser = argparse.ArgumentParser(
         prog="python -m infra.plan", description=__doc__.split("\n")[0] if __doc__ else None
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="stack name: reads Pulumi.NAME.yaml")
-    source.add_argument("--config-file", type=Path, help="any file in the stack-file format")
+    add_stack_arguments(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--out", type=Path, help="also write plan.json and every Kubernetes object as YAML here")
     try:
@@ -438,18 +466,13 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     except SystemExit as e:
         return int(e.code or 0)
 
-    path = args.config_file if args.config_file else ROOT / f"Pulumi.{args.stack}.yaml"
+    path = stack_file(args)
     stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
     try:
         values = read_stack_file(path)
         plan = run(values, stack)
-    except UsageError as e:
-        print(f"error: {e}", file=stderr)
-        return 2
-    except config.ConfigError as e:
-        for line in e.problems:
-            print(line, file=stderr)
-        return 2
+    except (UsageError, config.ConfigError) as e:
+        return bad_input(e, stderr)
     except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
         print(f"error: the program failed under mocks: {type(e).__name__}: {e}", file=stderr)
         return 1

@@ -21,7 +21,6 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from infra.config import NodeGroupConfig, StackConfig
@@ -258,31 +257,23 @@ def gate(cfg: StackConfig) -> None:
 
 def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None, session: Any = None) -> int:
     from infra import config
-    from infra.plan import ROOT, UsageError, read_stack_file
+    from infra.plan import UsageError, add_stack_arguments, bad_input, parse_values, read_stack_file, stack_file
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     parser = argparse.ArgumentParser(
         prog="python -m infra.preflight", description=__doc__.split("\n")[0] if __doc__ else None
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="stack name: reads Pulumi.NAME.yaml")
-    source.add_argument("--config-file", type=Path, help="any file in the stack-file format")
+    add_stack_arguments(parser)
     parser.add_argument("--margin-hours", type=float, default=DEFAULT_MARGIN_HOURS, help="reservation end margin")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    path = args.config_file if args.config_file else ROOT / f"Pulumi.{args.stack}.yaml"
     try:
-        cfg = config.parse(config.from_stack_values(read_stack_file(path)))
-    except UsageError as e:
-        print(f"error: {e}", file=stderr)
-        return 2
-    except config.ConfigError as e:
-        for line in e.problems:
-            print(line, file=stderr)
-        return 2
+        cfg = parse_values(read_stack_file(stack_file(args)))
+    except (UsageError, config.ConfigError) as e:
+        return bad_input(e, stderr)
     try:
         findings = run_checks(session or session_with_credentials(), cfg, margin_hours=args.margin_hours)
     except NoCredentials as e:
