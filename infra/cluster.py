@@ -133,6 +133,53 @@ class Cluster(pulumi.ComponentResource):
             for i, arn in enumerate(c.admin_principal_arns)
         }
 
+        # Our own control-plane role (pulumi-eks would make one without the key): EKS needs to
+        # use the secrets key for envelope encryption, and only this key.
+        service_role = aws.iam.Role(
+            f"{name}-control-plane",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "eks.amazonaws.com"},
+                            "Action": ["sts:AssumeRole", "sts:TagSession"],
+                        }
+                    ],
+                }
+            ),
+            description=f"EKS control plane of {c.name}",
+            opts=child,
+        )
+        control_plane_attachments: list[pulumi.Resource] = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-control-plane",
+                role=service_role.name,
+                policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
+                opts=child,
+            ),
+            aws.iam.RolePolicy(
+                f"{name}-control-plane-kms",
+                role=service_role.id,
+                policy=self.secrets_key.arn.apply(
+                    lambda arn: json.dumps(
+                        {
+                            "Version": "2012-10-17",
+                            "Statement": [
+                                {
+                                    "Effect": "Allow",
+                                    "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"],
+                                    "Resource": arn,
+                                }
+                            ],
+                        }
+                    )
+                ),
+                opts=child,
+            ),
+        ]
+
         public = bool(c.public_access_cidrs)
         self.eks = eks.Cluster(
             f"{name}-eks",
@@ -146,6 +193,7 @@ class Cluster(pulumi.ComponentResource):
             public_access_cidrs=c.public_access_cidrs if public else None,
             enabled_cluster_log_types=CONTROL_PLANE_LOG_TYPES,
             encryption_config_key_arn=self.secrets_key.arn,
+            service_role=service_role,
             authentication_mode=eks.AuthenticationMode.API,
             access_entries=access_entries or None,
             create_oidc_provider=True,
@@ -153,7 +201,7 @@ class Cluster(pulumi.ComponentResource):
             skip_default_security_groups=True,
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
             tags=cfg.tags or None,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group, *control_plane_attachments]),
         )
         self.name = self.eks.eks_cluster.name
         self.security_group_id = self.eks.eks_cluster.vpc_config.cluster_security_group_id

@@ -133,6 +133,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.region = mocks.region
 
     def RegisterResource(self, request: Any) -> Any:
+        request = _without_resource_references(request)
         urn = self.make_urn(request.parent, request.type, request.name)
         if request.type != "pulumi:pulumi:Stack":
             inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
@@ -170,6 +171,45 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         }
         self.resources[child_urn] = pulumi_mocks.MockMonitor.ResourceRegistration(child_urn, name, state)
         return {rpc._special_sig_key: rpc._special_resource_sig, "urn": child_urn, "id": name}
+
+
+def _without_resource_references(request: Any) -> Any:
+    """A copy of a registration whose resource-reference inputs (a Role handed to the pulumi-eks
+    component, say) are replaced by the referenced URN. The engine resolves such references
+    itself; the mock monitor would rebuild the resource on its own event loop and fail."""
+    from google.protobuf import struct_pb2
+
+    def has_ref(value: struct_pb2.Value) -> bool:
+        kind = value.WhichOneof("kind")
+        if kind == "struct_value":
+            fields = value.struct_value.fields
+            if fields.get(rpc._special_sig_key, struct_pb2.Value()).string_value == rpc._special_resource_sig:
+                return True
+            return any(has_ref(v) for v in fields.values())
+        if kind == "list_value":
+            return any(has_ref(v) for v in value.list_value.values)
+        return False
+
+    def strip(value: struct_pb2.Value) -> None:
+        kind = value.WhichOneof("kind")
+        if kind == "struct_value":
+            fields = value.struct_value.fields
+            if fields.get(rpc._special_sig_key, struct_pb2.Value()).string_value == rpc._special_resource_sig:
+                value.string_value = fields["urn"].string_value
+                return
+            for v in fields.values():
+                strip(v)
+        elif kind == "list_value":
+            for v in value.list_value.values:
+                strip(v)
+
+    if not any(has_ref(v) for v in request.object.fields.values()):
+        return request
+    copy = type(request)()
+    copy.CopyFrom(request)
+    for v in copy.object.fields.values():
+        strip(v)
+    return copy
 
 
 def install(region: str, project: str, stack: str) -> RecordingMonitor:

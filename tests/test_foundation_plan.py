@@ -250,3 +250,19 @@ def test_node_groups_follow_the_control_plane_version(example_stack: str) -> Non
     plan = stack_plan(example_stack)
     version = _cfg(example_stack).cluster.kubernetes_version
     assert {g["inputs"]["version"] for g in resources(plan, NODE_GROUP)} == {version}
+
+
+def test_control_plane_role_may_use_the_secrets_key_and_nothing_else() -> None:
+    import json
+
+    plan = stack_plan("dev")
+    (eks,) = resources(plan, "eks:index:Cluster")
+    urns = by_urn(plan)
+    role = urns[eks["inputs"]["serviceRole"]]
+    assert json.loads(role["inputs"]["assumeRolePolicy"])["Statement"][0]["Principal"] == {
+        "Service": "eks.amazonaws.com"
+    }
+    (kms,) = [r for r in resources(plan, "aws:iam/rolePolicy:RolePolicy") if r["name"] == "cluster-control-plane-kms"]
+    statement = json.loads(kms["inputs"]["policy"])["Statement"]
+    assert [s["Resource"] for s in statement] == [eks["inputs"]["encryptionConfigKeyArn"]]
+    assert kms["urn"] in eks["dependencies"]
