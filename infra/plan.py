@@ -245,6 +245,9 @@ def _node_group_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             f" (min {s.get('minSize')}, max {s.get('maxSize')}),"
             f" {i.get('amiType')}, capacity {i.get('capacityType')}"
         )
+        subnets = {r["id"]: r for r in plan["resources"] if r["type"] == "aws:ec2/subnet:Subnet"}
+        azs = [subnets[sid]["inputs"].get("availabilityZone", "?") for sid in i.get("subnetIds", []) if sid in subnets]
+        facts.append(f"AZ {', '.join(azs)} ({len(i.get('subnetIds', []))} subnet)")
     for lt in lts:
         li = lt["inputs"]
         nics = li.get("networkInterfaces", [])

@@ -42,6 +42,7 @@ def test_table_shows_components_and_key_facts() -> None:
     assert "AcceleratedNodeGroup ng-p5" in out
     assert "p5.48xlarge x 2" in out and "CAPACITY_BLOCK" in out
     assert "EFA interfaces: 32 on 32 network cards" in out
+    assert "AZ us-east-2b (1 subnet)" in out
     assert "capacity target: cr-0a1b2c3d4e5f60718 (capacity-block)" in out
     assert "endpoint: private only" in out
 
