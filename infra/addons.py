@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from infra import catalog
 from infra.cluster import Cluster
 from infra.config import StackConfig
+from infra.iam import service_trust_policy
 from infra.platform import WORKLOADS_NAMESPACE, NodeGroupFacts
 from infra.queues import kueue_manager_config
 
@@ -194,19 +195,7 @@ def irsa_trust_policy(oidc_provider_arn: str, oidc_provider_url: str, namespace:
     )
 
 
-POD_IDENTITY_TRUST = json.dumps(
-    {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "pods.eks.amazonaws.com"},
-                "Action": ["sts:AssumeRole", "sts:TagSession"],
-            }
-        ],
-    },
-    sort_keys=True,
-)
+POD_IDENTITY_TRUST = service_trust_policy("pods.eks.amazonaws.com", tag_session=True)
 
 # CoreDNS runs two replicas; keep one up through node drains and upgrades.
 COREDNS_CONFIGURATION = json.dumps(

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 
 from infra import catalog
 from infra.config import StackConfig
+from infra.iam import service_trust_policy
 from infra.network import Network
 from infra.protection import stateful
 
@@ -104,14 +105,7 @@ class Cluster(pulumi.ComponentResource):
 
         self.node_role = aws.iam.Role(
             f"{name}-node",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
-                    ],
-                }
-            ),
+            assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
             description=f"EKS nodes of {c.name}",
             opts=child,
         )
@@ -137,18 +131,7 @@ class Cluster(pulumi.ComponentResource):
         # use the secrets key for envelope encryption, and only this key.
         service_role = aws.iam.Role(
             f"{name}-control-plane",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "eks.amazonaws.com"},
-                            "Action": ["sts:AssumeRole", "sts:TagSession"],
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=service_trust_policy("eks.amazonaws.com", tag_session=True),
             description=f"EKS control plane of {c.name}",
             opts=child,
         )

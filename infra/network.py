@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.config import StackConfig
+from infra.iam import service_trust_policy
 
 
 @dataclass(frozen=True)
@@ -151,18 +152,7 @@ class Network(pulumi.ComponentResource):
         )
         role = aws.iam.Role(
             f"{name}-flow-logs",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "vpc-flow-logs.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=service_trust_policy("vpc-flow-logs.amazonaws.com"),
             description=f"VPC flow logs of {cfg.cluster.name}",
             opts=child,
         )

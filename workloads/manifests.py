@@ -699,11 +699,7 @@ def llama2_steps(workload: str, w: Llama2NeuronWorkload, ctx: Context) -> list[S
         Step(tokenize_name, tokenize_job, after=(ds_name,)),
         Step(precompile_name, precompile, after=(tokenize_name,)),
     ]
-    last = precompile_name
-    if w.health_check.enabled:
-        steps.append(Step(health_name, health_check(workload, health_name, w, ctx), after=(precompile_name,)))
-        last = health_name
-    steps.append(Step(train_name, train, after=(last,), awaited=False))
+    steps += _gated_training(workload, w, ctx, health_name, train_name, train, after=(precompile_name,))
     steps.extend(_extras(workload, ctx, tensorboard_on=w.tensorboard, shell_on=w.shell))
     return steps
 
@@ -734,12 +730,7 @@ def nemo_steps(workload: str, w: NemoGpuWorkload, ctx: Context) -> list[Step]:
         awaited=False,
         backoff_limit=w.max_retries,
     )
-    steps: list[Step] = []
-    after: tuple[str, ...] = ()
-    if w.health_check.enabled:
-        steps.append(Step(health_name, health_check(workload, health_name, w, ctx)))
-        after = (health_name,)
-    steps.append(Step(train_name, train, after=after, awaited=False))
+    steps = _gated_training(workload, w, ctx, health_name, train_name, train, after=())
     steps.extend(_extras(workload, ctx, tensorboard_on=w.tensorboard, shell_on=False))
     return steps
 
@@ -766,13 +757,28 @@ def custom_steps(workload: str, w: CustomWorkload, ctx: Context) -> list[Step]:
         processes_per_node=w.processes_per_node,
         backoff_limit=w.max_retries,
     )
+    steps = _gated_training(workload, w, ctx, health_name, train_name, train, after=())
+    steps.extend(_extras(workload, ctx, tensorboard_on=w.tensorboard, shell_on=False))
+    return steps
+
+
+def _gated_training(
+    workload: str,
+    w: Workload,
+    ctx: Context,
+    health_name: str,
+    train_name: str,
+    train: Obj,
+    *,
+    after: tuple[str, ...],
+) -> list[Step]:
+    """The health check (when enabled) after `after`, then training after it; training is
+    never awaited, so `pulumi up` does not block for the run."""
     steps: list[Step] = []
-    after: tuple[str, ...] = ()
     if w.health_check.enabled:
-        steps.append(Step(health_name, health_check(workload, health_name, w, ctx)))
+        steps.append(Step(health_name, health_check(workload, health_name, w, ctx), after=after))
         after = (health_name,)
     steps.append(Step(train_name, train, after=after, awaited=False))
-    steps.extend(_extras(workload, ctx, tensorboard_on=w.tensorboard, shell_on=False))
     return steps
 
 
