@@ -21,7 +21,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 venv: $(VENV)/.installed
 
 plan: venv
-	$(PY) -m infra.plan --stack $(STACK) --format $(FORMAT)
+	$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT)
 
 # Workflows: structure against the GitHub workflow schema (vendored in check-jsonschema, no
 # network), security with zizmor's offline audits (unpinned actions, injection, permissions...).
@@ -32,7 +32,7 @@ lint: venv
 	$(VENV)/bin/zizmor --offline --no-progress --quiet .github/workflows
 
 diagram: venv
-	$(PY) -m infra.diagram --stack dev --update-readme
+	$(PY) -m tools.diagram --stack dev --update-readme
 
 typecheck: venv
 	$(VENV)/bin/mypy

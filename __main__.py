@@ -1,10 +1,12 @@
-"""llm-training-eks: validate the stack config, declare the platform, export its outputs."""
+"""llm-training-eks: validate the stack config, check the account, declare the platform, export its outputs."""
 
 import os
 
 import pulumi
 
-from infra import config, preflight, program
+import config
+import stack
+from tools import preflight
 
 cfg = config.load()
 # Preflight asks the AWS account whether the stack can run (offerings, EFA, reservations,
@@ -17,6 +19,5 @@ if os.environ.get("LLM_TRAINING_EKS_PREFLIGHT", "true").lower() != "false" and n
         pulumi.log.error(str(e))
         raise pulumi.RunError("preflight: no AWS credentials; nothing was created") from None
 
-outputs = program.build(cfg)
-for key, value in outputs.items():
+for key, value in stack.build(cfg).items():
     pulumi.export(key, value)

@@ -6,18 +6,17 @@ encryption, no audit logs), so every security-relevant argument is set here expl
 
 from __future__ import annotations
 
-import json
-
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from infra import catalog
-from infra.config import StackConfig
-from infra.iam import service_trust_policy
+from config.cluster import ClusterConfig, SystemNodeGroupConfig
+from facts import instances
+from facts.names import NODE_GROUP_LABEL, SYSTEM_NODE_GROUP, component_type
+from infra.context import StackContext
+from infra.iam import kms_envelope_policy, kms_key, service_trust_policy
 from infra.network import Network
-from infra.protection import stateful
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -78,42 +77,99 @@ class Cluster(pulumi.ComponentResource):
     oidc_provider_url: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
     secrets_key: aws.kms.Key
+    node_policy_attachments: list[aws.iam.RolePolicyAttachment]
+    system_node_group: aws.eks.NodeGroup
+    kubernetes_version: str
+    """The control plane's Kubernetes minor version; node groups follow it."""
 
-    def __init__(self, name: str, cfg: StackConfig, network: Network, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("llm-training-eks:infra:Cluster", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        c = cfg.cluster
-
-        self.secrets_key = aws.kms.Key(
+    def __init__(
+        self,
+        name: str,
+        cluster: ClusterConfig,
+        system: SystemNodeGroupConfig,
+        ctx: StackContext,
+        network: Network,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(component_type("infra", "Cluster"), name, None, opts)
+        self._name = name
+        self._config = cluster
+        self.kubernetes_version = cluster.kubernetes_version
+        self.secrets_key = kms_key(
             f"{name}-secrets",
-            description=f"EKS secrets envelope encryption for {c.name}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            opts=stateful(cfg.protect_stateful_resources, child),
+            description=f"EKS secrets envelope encryption for {cluster.name}",
+            alias=f"{cluster.name}-eks-secrets",
+            protect=ctx.protect,
+            parent=self,
         )
-        aws.kms.Alias(
-            f"{name}-secrets", name=f"alias/{c.name}-eks-secrets", target_key_id=self.secrets_key.key_id, opts=child
-        )
-
         # Created before the cluster so EKS does not make one with infinite retention.
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-logs",
-            name=f"/aws/eks/{c.name}/cluster",
-            retention_in_days=c.log_retention_days,
-            opts=child,
+            name=f"/aws/eks/{cluster.name}/cluster",
+            retention_in_days=cluster.log_retention_days,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self._node_role()
+        self.eks = self._control_plane(ctx, network, depends_on=[log_group, *self._control_plane_role_parts()])
+        self.name = self.eks.eks_cluster.name
+        self.security_group_id = self.eks.eks_cluster.vpc_config.cluster_security_group_id
+        self.oidc_provider_arn = self.eks.oidc_provider_arn
+        self.oidc_provider_url = self.eks.oidc_provider_url
+        self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.system_node_group = self._system_node_group(system, network)
+        self.register_outputs(
+            {"name": self.name, "oidcProviderArn": self.oidc_provider_arn, "securityGroupId": self.security_group_id}
         )
 
+    def _node_role(self) -> None:
+        """The role of every node, with the managed policies every EKS node needs."""
+        child = pulumi.ResourceOptions(parent=self)
         self.node_role = aws.iam.Role(
-            f"{name}-node",
+            f"{self._name}-node",
             assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
-            description=f"EKS nodes of {c.name}",
+            description=f"EKS nodes of {self._config.name}",
             opts=child,
         )
-        attachments = [
-            aws.iam.RolePolicyAttachment(f"{name}-node-{short}", role=self.node_role.name, policy_arn=arn, opts=child)
+        self.node_policy_attachments = [
+            aws.iam.RolePolicyAttachment(
+                f"{self._name}-node-{short}", role=self.node_role.name, policy_arn=arn, opts=child
+            )
             for short, arn in NODE_POLICIES.items()
         ]
 
+    def _control_plane_role_parts(self) -> list[pulumi.Resource]:
+        """Our own control-plane role (pulumi-eks would make one without the key): EKS needs to
+        use the secrets key for envelope encryption, and only this key."""
+        child = pulumi.ResourceOptions(parent=self)
+        self._service_role = aws.iam.Role(
+            f"{self._name}-control-plane",
+            assume_role_policy=service_trust_policy("eks.amazonaws.com", tag_session=True),
+            description=f"EKS control plane of {self._config.name}",
+            opts=child,
+        )
+        return [
+            aws.iam.RolePolicyAttachment(
+                f"{self._name}-control-plane",
+                role=self._service_role.name,
+                policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
+                opts=child,
+            ),
+            aws.iam.RolePolicy(
+                f"{self._name}-control-plane-kms",
+                role=self._service_role.id,
+                policy=self.secrets_key.arn.apply(kms_envelope_policy),
+                opts=child,
+            ),
+        ]
+
+    def _control_plane(self, ctx: StackContext, network: Network, depends_on: list[pulumi.Resource]) -> eks.Cluster:
+        c = self._config
         access_entries = {
             f"admin-{i}": eks.AccessEntryArgs(
                 principal_arn=arn,
@@ -126,46 +182,9 @@ class Cluster(pulumi.ComponentResource):
             )
             for i, arn in enumerate(c.admin_principal_arns)
         }
-
-        # Our own control-plane role (pulumi-eks would make one without the key): EKS needs to
-        # use the secrets key for envelope encryption, and only this key.
-        service_role = aws.iam.Role(
-            f"{name}-control-plane",
-            assume_role_policy=service_trust_policy("eks.amazonaws.com", tag_session=True),
-            description=f"EKS control plane of {c.name}",
-            opts=child,
-        )
-        control_plane_attachments: list[pulumi.Resource] = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-control-plane",
-                role=service_role.name,
-                policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
-                opts=child,
-            ),
-            aws.iam.RolePolicy(
-                f"{name}-control-plane-kms",
-                role=service_role.id,
-                policy=self.secrets_key.arn.apply(
-                    lambda arn: json.dumps(
-                        {
-                            "Version": "2012-10-17",
-                            "Statement": [
-                                {
-                                    "Effect": "Allow",
-                                    "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"],
-                                    "Resource": arn,
-                                }
-                            ],
-                        }
-                    )
-                ),
-                opts=child,
-            ),
-        ]
-
         public = bool(c.public_access_cidrs)
-        self.eks = eks.Cluster(
-            f"{name}-eks",
+        return eks.Cluster(
+            f"{self._name}-eks",
             name=c.name,
             version=c.kubernetes_version,
             vpc_id=network.vpc_id,
@@ -176,45 +195,35 @@ class Cluster(pulumi.ComponentResource):
             public_access_cidrs=c.public_access_cidrs if public else None,
             enabled_cluster_log_types=CONTROL_PLANE_LOG_TYPES,
             encryption_config_key_arn=self.secrets_key.arn,
-            service_role=service_role,
+            service_role=self._service_role,
             authentication_mode=eks.AuthenticationMode.API,
             access_entries=access_entries or None,
             create_oidc_provider=True,
             skip_default_node_group=True,
             skip_default_security_groups=True,
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
-            tags=cfg.tags or None,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group, *control_plane_attachments]),
-        )
-        self.name = self.eks.eks_cluster.name
-        self.security_group_id = self.eks.eks_cluster.vpc_config.cluster_security_group_id
-        self.oidc_provider_arn = self.eks.oidc_provider_arn
-        self.oidc_provider_url = self.eks.oidc_provider_url
-        self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
-
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
-            enable_server_side_apply=True,
-            opts=child,
+            tags=dict(ctx.tags) or None,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 
-        s = cfg.system_node_group
+    def _system_node_group(self, s: SystemNodeGroupConfig, network: Network) -> aws.eks.NodeGroup:
+        """General-purpose nodes across every AZ for controllers, add-ons and MPI launchers."""
+        c = self._config
         system_lt = aws.ec2.LaunchTemplate(
-            f"{name}-system",
+            f"{self._name}-system",
             description=f"{c.name} system nodes",
             vpc_security_group_ids=[self.security_group_id],
             **node_launch_template_args(name=f"{c.name}-system", root_volume_size_gib=s.root_volume_size_gib),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        self.system_node_group = aws.eks.NodeGroup(
-            f"{name}-system",
+        return aws.eks.NodeGroup(
+            f"{self._name}-system",
             cluster_name=self.name,
-            node_group_name="system",
+            node_group_name=SYSTEM_NODE_GROUP,
             node_role_arn=self.node_role.arn,
             subnet_ids=list(network.private_subnet_ids.values()),
             instance_types=[s.instance_type],
-            ami_type=catalog.GENERAL_PURPOSE[s.instance_type].ami_type,
+            ami_type=instances.GENERAL_PURPOSE[s.instance_type].ami_type,
             version=c.kubernetes_version,
             capacity_type="ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
@@ -224,11 +233,6 @@ class Cluster(pulumi.ComponentResource):
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=system_lt.id, version=system_lt.latest_version.apply(str)
             ),
-            labels={catalog.NODE_GROUP_LABEL: "system"},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
-        )
-        self.node_policy_attachments = attachments
-
-        self.register_outputs(
-            {"name": self.name, "oidcProviderArn": self.oidc_provider_arn, "securityGroupId": self.security_group_id}
+            labels={NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.node_policy_attachments),
         )

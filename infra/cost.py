@@ -1,45 +1,33 @@
-"""What a stack costs per hour and per month, and what a training run costs.
-
-    python -m infra.cost (--stack NAME | --config-file PATH) [--live]
+"""What a stack costs per hour and per month, and what a training run costs (pure estimate).
 
 Items: node groups (nodes x on-demand price; an ODCR bills at the on-demand rate whether
 used or not; Capacity Blocks and spot are shown at the on-demand rate as an upper bound),
 the EKS control plane, NAT gateways and FSx for Lustre (storage x throughput tier).
 Prices come from `Prices`: the AWS Price List API through boto3 (`--live`, needs
-credentials) or the dated table in `infra.prices` (the offline plan always uses the
-table, so the plan stays deterministic).
+credentials; `tools.cost`) or the dated table in `facts.prices` (the offline plan always
+uses the table, so the plan stays deterministic).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra import prices as table
-from infra.config import StackConfig
-
-# Price List API location names of the regions we price.
-LOCATIONS = {
-    "us-east-1": "US East (N. Virginia)",
-    "us-east-2": "US East (Ohio)",
-    "us-west-2": "US West (Oregon)",
-}
+from config.stack import StackConfig
+from facts import prices as table
 
 
 class Prices:
     """Hourly prices from the dated table (`infra.prices`)."""
 
-    source = f"price table of {table.PRICES_AS_OF} (infra/prices.py)"
+    source = f"price table of {table.PRICES_AS_OF} (facts/prices.py)"
 
     def instance_hourly(self, instance_type: str, region: str) -> float:
         try:
             return table.EC2_ON_DEMAND_HOURLY[instance_type]
         except KeyError:
-            raise KeyError(f"no price for {instance_type} in infra/prices.py") from None
+            raise KeyError(f"no price for {instance_type} in facts/prices.py") from None
 
     def eks_hourly(self) -> float:
         return table.EKS_CONTROL_PLANE_HOURLY
@@ -49,47 +37,6 @@ class Prices:
 
     def fsx_gb_month(self, throughput_mbps_per_tib: int) -> float:
         return table.FSX_PERSISTENT_2_GB_MONTH[throughput_mbps_per_tib]
-
-
-class PriceListPrices(Prices):
-    """EC2 prices from the AWS Price List API (`pricing` client, served from us-east-1);
-    anything it cannot answer falls back to the table."""
-
-    source = "AWS Price List API"
-
-    def __init__(self, pricing_client: Any):
-        self.client = pricing_client
-        self._cache: dict[tuple[str, str], float] = {}
-
-    def instance_hourly(self, instance_type: str, region: str) -> float:
-        key = (instance_type, region)
-        if key not in self._cache:
-            found = self._lookup(instance_type, region)
-            self._cache[key] = found if found is not None else super().instance_hourly(instance_type, region)
-        return self._cache[key]
-
-    def _lookup(self, instance_type: str, region: str) -> float | None:
-        filters = {
-            "instanceType": instance_type,
-            "location": LOCATIONS.get(region, region),
-            "operatingSystem": "Linux",
-            "tenancy": "Shared",
-            "preInstalledSw": "NA",
-            "capacitystatus": "Used",
-        }
-        resp = self.client.get_products(
-            ServiceCode="AmazonEC2",
-            Filters=[{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
-            MaxResults=10,
-        )
-        for item in resp.get("PriceList", []):
-            product = json.loads(item) if isinstance(item, str) else item
-            for term in product.get("terms", {}).get("OnDemand", {}).values():
-                for dim in term.get("priceDimensions", {}).values():
-                    usd = float(dim.get("pricePerUnit", {}).get("USD", 0))
-                    if usd > 0:
-                        return usd
-        return None
 
 
 @dataclass(frozen=True)
@@ -180,18 +127,18 @@ LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16
 
 def estimated_step_seconds(cfg: StackConfig, name: str) -> tuple[float | None, str]:
     """Seconds per step of a run: configured, estimated from a published sample, or unknown."""
-    w = cfg.workloads[name]
-    if w.step_seconds is not None:
-        return w.step_seconds, "configured"
-    ng = next(g for g in cfg.node_groups if g.name == w.node_group)
-    model = getattr(w, "model", None)
+    run = cfg.workloads[name]
+    if run.step_seconds is not None:
+        return run.step_seconds, "configured"
+    ng = next(g for g in cfg.node_groups if g.name == run.node_group)
+    model = run.model_shape
     if (
-        w.recipe == "llama2-neuron"
+        run.recipe == "llama2-neuron"
         and model is not None
         and model.preset == "7b"
         and ng.instance_type in ("trn1.32xlarge", "trn1n.32xlarge")
     ):
-        per_second = LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE * w.nodes
+        per_second = LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE * run.nodes
         return model.global_batch_size / per_second, "estimated from the Neuron 2.13.1 Llama2-7B sample"
     return None, "unknown: set workloads.<name>.stepSeconds"
 
@@ -199,35 +146,34 @@ def estimated_step_seconds(cfg: StackConfig, name: str) -> tuple[float | None, s
 def runs_from_config(cfg: StackConfig, prices: Prices) -> list[dict[str, Any]]:
     """Cost of each configured training run (nodes x hours x price)."""
     runs = []
-    for name, w in sorted(cfg.workloads.items()):
-        ng = next(g for g in cfg.node_groups if g.name == w.node_group)
-        training = getattr(w, "training", None)
-        steps = training.max_steps if training is not None else getattr(w, "steps", None)
+    for name, run in sorted(cfg.workloads.items()):
+        ng = next(g for g in cfg.node_groups if g.name == run.node_group)
+        steps = run.optimizer_steps
         step_seconds, basis = estimated_step_seconds(cfg, name)
         if steps is not None and step_seconds is not None:
-            run = training_run_cost(
+            entry = training_run_cost(
                 name=name,
                 instance_type=ng.instance_type,
-                nodes=w.nodes,
+                nodes=run.nodes,
                 steps=steps,
                 step_seconds=round(step_seconds, 3),
                 region=cfg.region,
                 prices=prices,
             )
         else:
-            hourly = w.nodes * prices.instance_hourly(ng.instance_type, cfg.region)
-            run = {
+            hourly = run.nodes * prices.instance_hourly(ng.instance_type, cfg.region)
+            entry = {
                 "name": name,
                 "instanceType": ng.instance_type,
-                "nodes": w.nodes,
+                "nodes": run.nodes,
                 "steps": steps,
                 "stepSeconds": None,
                 "hours": None,
                 "hourly": round(hourly, 4),
                 "total": None,
             }
-        run["stepTimeBasis"] = basis
-        runs.append(run)
+        entry["stepTimeBasis"] = basis
+        runs.append(entry)
     return runs
 
 
@@ -286,42 +232,3 @@ def stack_outputs(cfg: StackConfig, prices: Prices | None = None) -> dict[str, f
     prices = prices or Prices()
     s = summary(items_from_config(cfg, prices), prices)
     return {"hourlyCost": s["totalHourly"], "monthlyCost": s["totalMonthly"]}
-
-
-def live_prices() -> Prices:
-    """Price List API prices when credentials allow, else the table."""
-    import boto3
-    import botocore.exceptions
-
-    try:
-        session = boto3.Session()
-        if session.get_credentials() is None:
-            return Prices()
-        return PriceListPrices(session.client("pricing", region_name="us-east-1"))
-    except botocore.exceptions.BotoCoreError:
-        return Prices()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from infra import config
-    from infra.plan import UsageError, add_stack_arguments, bad_input, parse_values, read_stack_file, stack_file
-
-    parser = argparse.ArgumentParser(prog="python -m infra.cost", description="Hourly and monthly cost of a stack.")
-    add_stack_arguments(parser)
-    parser.add_argument("--live", action="store_true", help="ask the AWS Price List API (needs credentials)")
-    args = parser.parse_args(argv)
-    try:
-        cfg = parse_values(read_stack_file(stack_file(args)))
-    except (UsageError, config.ConfigError) as e:
-        return bad_input(e, sys.stderr)
-    prices = live_prices() if args.live else Prices()
-    print(
-        json.dumps(
-            summary(items_from_config(cfg, prices), prices, runs_from_config(cfg, prices)), indent=2, sort_keys=True
-        )
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

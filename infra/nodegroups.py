@@ -1,8 +1,8 @@
 """Accelerated EFA node groups: our own launch template on an EKS managed node group.
 
 pulumi-eks's `enable_efa_support` refuses a custom launch template and has no
-capacity-reservation input (DESIGN.md), so the launch template is built here, with
-everything derived from the instance catalog.
+capacity-reservation input (pulumi/pulumi-eks `nodejs/eks/nodes/nodegroup.ts`), so the
+launch template is built here, with everything derived from the instance catalog.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra import catalog
+from config.nodegroups import NodeGroupConfig
+from facts import instances
+from facts.names import component_type
 from infra.cluster import Cluster, node_launch_template_args
-from infra.config import NodeGroupConfig, StackConfig
+from infra.context import StackContext
 from infra.network import Network
 
 EKS_CAPACITY_TYPE = {
@@ -36,7 +38,7 @@ class InterfaceSlot:
     """`interface` (ENA, takes an IP) or `efa-only` (EFA device, takes no IP)."""
 
 
-def efa_interface_layout(instance: catalog.InstanceType) -> list[InterfaceSlot]:
+def efa_interface_layout(instance: instances.InstanceType) -> list[InterfaceSlot]:
     """The EC2 guide's layout for multi-card EFA instances ("Maximize network bandwidth on
     Amazon EC2 instances with multiple network cards"): the primary ENA interface on card 0
     device 0, an EFA-only interface on card 0 device 1, and an EFA-only interface at device 0
@@ -50,7 +52,7 @@ def efa_interface_layout(instance: catalog.InstanceType) -> list[InterfaceSlot]:
     return slots
 
 
-def nodeadm_user_data(instance: catalog.InstanceType) -> str:
+def nodeadm_user_data(instance: instances.InstanceType) -> str:
     """AL2023 nodeadm config (MIME part) that stripes the NVMe instance store as RAID0 and
     mounts it for containerd and kubelet, so image layers and scratch data use the fast
     local disks. EKS merges this part with its own bootstrap config."""
@@ -74,11 +76,6 @@ def nodeadm_user_data(instance: catalog.InstanceType) -> str:
         f"--{boundary}--\n"
     )
     return base64.b64encode(mime.encode()).decode()
-
-
-def node_labels(ng: NodeGroupConfig) -> dict[str, str]:
-    """Labels of a node group's nodes: hardware-derived ones, the node-group name, then extras."""
-    return {**ng.instance.labels, catalog.NODE_GROUP_LABEL: ng.name, **ng.labels}
 
 
 def node_repair_args(ng: NodeGroupConfig) -> aws.eks.NodeGroupNodeRepairConfigArgs:
@@ -112,22 +109,51 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        cfg: StackConfig,
         ng: NodeGroupConfig,
+        ctx: StackContext,
+        availability_zone: str,
         network: Network,
         cluster: Cluster,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__("llm-training-eks:infra:AcceleratedNodeGroup", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        instance = ng.instance
-        az = cfg.node_group_az(ng)
-        full_name = f"{cfg.cluster.name}-{ng.name}"
+        super().__init__(component_type("infra", "AcceleratedNodeGroup"), name, None, opts)
+        self._name = name
+        self._full_name = f"{ctx.cluster_name}-{ng.name}"
         self.config = ng
-        self.availability_zone = az
+        self.availability_zone = availability_zone
+        sg = self._efa_security_group(network)
+        self.security_group_id = sg.id
+        lt = self._launch_template(ng, [cluster.security_group_id, sg.id])
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=cluster.name,
+            node_group_name=ng.name,
+            node_role_arn=cluster.node_role.arn,
+            subnet_ids=[network.private_subnet_ids[availability_zone]],
+            instance_types=[ng.instance.name],
+            ami_type=ng.instance.ami_type,
+            # Follows the control plane: raising cluster.kubernetesVersion upgrades the cluster
+            # first (the node group depends on it), then rolls these nodes maxUnavailable at a time.
+            version=cluster.kubernetes_version,
+            capacity_type=EKS_CAPACITY_TYPE[ng.capacity.type],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                desired_size=ng.desired_size, min_size=ng.min, max_size=ng.max
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=ng.max_unavailable),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
+            labels=ng.node_labels,
+            node_repair_config=node_repair_args(ng),
+            taints=[
+                aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in ng.instance.taints
+            ],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_policy_attachments),
+        )
+        self.register_outputs({"nodeGroup": self.node_group.node_group_name, "securityGroupId": sg.id})
 
-        # EFA's OS-bypass traffic needs all traffic allowed to and from the group itself, in
-        # both directions; an egress rule to 0.0.0.0/0 does not cover it ("Error 4126").
+    def _efa_security_group(self, network: Network) -> aws.ec2.SecurityGroup:
+        """EFA's OS-bypass traffic needs all traffic allowed to and from the group itself, in
+        both directions; an egress rule to 0.0.0.0/0 does not cover it ("Error 4126")."""
+        name, full_name, child = self._name, self._full_name, pulumi.ResourceOptions(parent=self)
         sg = aws.ec2.SecurityGroup(
             f"{name}-efa",
             vpc_id=network.vpc_id,
@@ -151,14 +177,16 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             description="EFA: all traffic to nodes of this group",
             opts=child,
         )
-        self.security_group_id = sg.id
+        return sg
 
+    def _launch_template(self, ng: NodeGroupConfig, groups: list[pulumi.Input[str]]) -> aws.ec2.LaunchTemplate:
+        """One EFA interface per network card, the placement group, the capacity target, RAID0 NVMe."""
+        name, full_name, child = self._name, self._full_name, pulumi.ResourceOptions(parent=self)
+        instance = ng.instance
         placement = None
         if ng.placement_group:
             pg = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags={"Name": full_name}, opts=child)
             placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pg.name)
-
-        groups = [cluster.security_group_id, sg.id]
         interfaces = [
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(
                 network_card_index=slot.network_card_index,
@@ -171,19 +199,16 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             )
             for slot in efa_interface_layout(instance)
         ]
-
         reservation = None
-        market = None
         if ng.capacity.targets_reservation:
+            target = aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs
             reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                    capacity_reservation_id=ng.capacity.reservation_id
-                )
+                capacity_reservation_target=target(capacity_reservation_id=ng.capacity.reservation_id)
             )
+        market = None
         if ng.capacity.type == "capacity-block":
             market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
-
-        lt = aws.ec2.LaunchTemplate(
+        return aws.ec2.LaunchTemplate(
             f"{name}-lt",
             description=f"{full_name}: {instance.name}, {instance.efa_interfaces} EFA interfaces",
             network_interfaces=interfaces,
@@ -194,27 +219,3 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             **node_launch_template_args(name=full_name, root_volume_size_gib=ng.root_volume_size_gib),
             opts=child,
         )
-
-        self.node_group = aws.eks.NodeGroup(
-            f"{name}-ng",
-            cluster_name=cluster.name,
-            node_group_name=ng.name,
-            node_role_arn=cluster.node_role.arn,
-            subnet_ids=[network.private_subnet_ids[az]],
-            instance_types=[instance.name],
-            ami_type=instance.ami_type,
-            # Follows the control plane: raising cluster.kubernetesVersion upgrades the cluster
-            # first (the node group depends on it), then rolls these nodes maxUnavailable at a time.
-            version=cfg.cluster.kubernetes_version,
-            capacity_type=EKS_CAPACITY_TYPE[ng.capacity.type],
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                desired_size=ng.desired_size, min_size=ng.min, max_size=ng.max
-            ),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=ng.max_unavailable),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
-            labels=node_labels(ng),
-            node_repair_config=node_repair_args(ng),
-            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in instance.taints],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_policy_attachments),
-        )
-        self.register_outputs({"nodeGroup": self.node_group.node_group_name, "securityGroupId": sg.id})

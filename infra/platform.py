@@ -1,8 +1,9 @@
 """The one typed value the workload layer receives from the infrastructure layer.
 
-Workload builders are pure: they take `NodeGroupFacts` (plain data derived from the
-catalog) and return Kubernetes dicts. The Pulumi layer also gets the provider, the
-namespace, the shared-storage claim and the registry URLs from `Platform`.
+Workload builders are pure: they take `NodeGroupFacts` (a node group's instance type from
+the catalog, its size and AZ) and return Kubernetes dicts. The Pulumi layer also gets the
+provider, the namespace, the shared-storage claim, the registry URLs and the queues from
+`Platform`.
 """
 
 from __future__ import annotations
@@ -11,89 +12,66 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra import catalog
-from infra.config import NodeGroupConfig, StackConfig
+from config.nodegroups import NodeGroupConfig
+from facts import instances
+from facts.names import DEFAULT_QUEUE, EFA_RESOURCE, NODE_GROUP_LABEL, SHARED_MOUNT
 
-SHARED_MOUNT = "/shared"
-WORKLOADS_NAMESPACE = "training"
-STORAGE_CLAIM = "shared-fsx"
-"""Name of the ReadWriteMany claim of the shared FSx for Lustre file system in the workloads namespace."""
-SYSTEM_NODE_GROUP = "system"
-"""Label value (catalog.NODE_GROUP_LABEL) of the system node group, where MPI launchers run."""
 LAUNCHER_REQUESTS = {"cpu": "1", "memory": "4Gi"}
 """What an MPI launcher requests (it only runs mpirun); Kueue quotas count it on the system nodes."""
 LAUNCHER_LIMITS = {"cpu": "2", "memory": "4Gi"}
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-"""The label that sends a job to a Kueue LocalQueue."""
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-"""The label that gives a job a Kueue WorkloadPriorityClass."""
 
 
 @dataclass(frozen=True)
 class NodeGroupFacts:
-    """What a job needs to know to fill one node of a node group, all derived from the catalog."""
+    """What a job needs to know to fill one node of a node group."""
 
     name: str
-    instance_type: str
-    accelerator: catalog.Accelerator
-    device_resource: str
-    device_count: int
-    neuron_cores: int
-    efa_count: int
-    vcpus: int
-    memory_gib: int
-    allocatable_memory_gib: int
-    allocatable_vcpus: int
+    instance: instances.InstanceType
     nodes: int
     max_nodes: int
     availability_zone: str
-    taints: tuple[catalog.Taint, ...]
     labels: Mapping[str, str]
 
-    efa_resource: str = catalog.EFA_RESOURCE
-
     @classmethod
-    def from_config(cls, cfg: StackConfig, ng: NodeGroupConfig) -> NodeGroupFacts:
-        it = ng.instance
-        assert it.accelerator is not None and it.device_resource is not None
-        from infra.nodegroups import node_labels
-
+    def from_config(cls, ng: NodeGroupConfig, availability_zone: str) -> NodeGroupFacts:
         return cls(
             name=ng.name,
-            instance_type=it.name,
-            accelerator=it.accelerator,
-            device_resource=it.device_resource,
-            device_count=it.accelerator_count,
-            neuron_cores=it.neuron_cores,
-            efa_count=it.efa_interfaces,
-            vcpus=it.vcpus,
-            memory_gib=it.memory_gib,
-            allocatable_memory_gib=it.allocatable_memory_gib,
-            allocatable_vcpus=it.allocatable_vcpus,
+            instance=ng.instance,
             nodes=ng.desired_size,
             max_nodes=ng.max,
-            availability_zone=cfg.node_group_az(ng),
-            taints=it.taints,
-            labels=node_labels(ng),
+            availability_zone=availability_zone,
+            labels=ng.node_labels,
         )
+
+    @property
+    def accelerator(self) -> instances.Accelerator:
+        assert self.instance.accelerator is not None, f"{self.instance.name} has no accelerator"
+        return self.instance.accelerator
+
+    @property
+    def device_resource(self) -> str:
+        """The extended resource of the node's accelerators."""
+        assert self.instance.device_resource is not None, f"{self.instance.name} has no accelerator"
+        return self.instance.device_resource
 
     def tolerations(self) -> list[dict[str, str]]:
         """Tolerations for exactly this node group's taints."""
-        return [t.toleration() for t in self.taints]
+        return [t.toleration() for t in self.instance.taints]
 
     def node_selector(self) -> dict[str, str]:
         """Selects the nodes of this node group and no other."""
-        return {catalog.NODE_GROUP_LABEL: self.name}
+        return {NODE_GROUP_LABEL: self.name}
 
     def worker_requests(self) -> dict[str, str]:
         """What one MPI worker requests: the whole node (every accelerator and EFA device, the
         allocatable CPU and memory). MPIJobs and Kueue quotas both use it, so a quota of N nodes
         covers exactly N workers."""
+        it = self.instance
         return {
-            self.device_resource: str(self.device_count),
-            self.efa_resource: str(self.efa_count),
-            "cpu": str(self.allocatable_vcpus),
-            "memory": f"{self.allocatable_memory_gib}Gi",
+            self.device_resource: str(it.accelerator_count),
+            EFA_RESOURCE: str(it.efa_interfaces),
+            "cpu": str(it.allocatable_vcpus),
+            "memory": f"{it.allocatable_memory_gib}Gi",
         }
 
 
@@ -113,6 +91,13 @@ class Platform:
     depends_on: list[Any] = field(default_factory=list)
     """Resources workloads must be created after (the MPI operator, the storage claim, the queues)."""
     queues: Mapping[str, str] = field(default_factory=dict)
-    """Team -> the name of its Kueue LocalQueue in the workloads namespace (`""` is the default queue)."""
+    """Team -> the name of its Kueue LocalQueue in the workloads namespace."""
     priority_classes: Mapping[str, str] = field(default_factory=dict)
     """Team -> the name of its Kueue WorkloadPriorityClass."""
+
+    def queue_for(self, team: str | None) -> str | None:
+        """The LocalQueue a run of `team` goes through (the default queue without a team)."""
+        return self.queues.get(team or DEFAULT_QUEUE)
+
+    def priority_class_for(self, team: str | None) -> str | None:
+        return self.priority_classes.get(team or DEFAULT_QUEUE)

@@ -21,14 +21,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi_kubernetes import _utilities as k8s_utilities
 
-from infra import catalog
-from infra.config import SYSTEM_FLAVOR, StackConfig
-from infra.platform import LAUNCHER_REQUESTS, SYSTEM_NODE_GROUP, WORKLOADS_NAMESPACE, NodeGroupFacts
+from config.teams import QueueingConfig, TeamConfig
+from facts.names import (
+    COHORT,
+    DEFAULT_QUEUE,
+    EFA_RESOURCE,
+    NODE_GROUP_LABEL,
+    SYSTEM_NODE_GROUP,
+    WORKLOADS_NAMESPACE,
+    app_labels,
+    component_type,
+)
+from infra.platform import LAUNCHER_REQUESTS, NodeGroupFacts
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
-COHORT = "llm-training"
-DEFAULT_QUEUE = "default"
 Obj = dict[str, Any]
 
 
@@ -63,25 +71,20 @@ class Team:
         return max(total, 1)
 
 
-def teams_of(cfg: StackConfig) -> list[Team]:
+def teams_of(teams: Mapping[str, TeamConfig], groups: Mapping[str, NodeGroupFacts]) -> list[Team]:
     """The configured teams, or the `default` team over every accelerated node group."""
-    if not cfg.teams:
-        return [Team(DEFAULT_QUEUE, {ng.name: Quota(ng.desired_size, None) for ng in cfg.node_groups}, priority=0)]
+    if not teams:
+        return [Team(DEFAULT_QUEUE, {g.name: Quota(g.nodes, None) for g in groups.values()}, priority=0)]
     return [
-        Team(name, {t.node_group: Quota(t.nodes, t.borrowing_limit_nodes)}, t.priority) for name, t in cfg.teams.items()
+        Team(name, {t.node_group: Quota(t.nodes, t.borrowing_limit_nodes)}, t.priority) for name, t in teams.items()
     ]
-
-
-def queue_of(cfg: StackConfig, team: str | None) -> str:
-    """The LocalQueue a run of `team` is labelled with."""
-    return team if cfg.teams and team else DEFAULT_QUEUE
 
 
 # --------------------------------------------------------------------------- builders (pure)
 
 
 def _labels() -> dict[str, str]:
-    return {"app.kubernetes.io/part-of": "llm-training-eks", "app.kubernetes.io/component": "queueing"}
+    return app_labels("queueing")
 
 
 def resource_flavor(g: NodeGroupFacts) -> Obj:
@@ -98,7 +101,7 @@ def resource_flavor(g: NodeGroupFacts) -> Obj:
         "metadata": {"name": g.name, "labels": _labels()},
         "spec": {
             "nodeLabels": g.node_selector(),
-            "nodeTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in g.taints],
+            "nodeTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in g.instance.taints],
         },
     }
 
@@ -108,8 +111,8 @@ def system_flavor() -> Obj:
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ResourceFlavor",
-        "metadata": {"name": SYSTEM_FLAVOR, "labels": _labels()},
-        "spec": {"nodeLabels": {catalog.NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}},
+        "metadata": {"name": SYSTEM_NODE_GROUP, "labels": _labels()},
+        "spec": {"nodeLabels": {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}},
     }
 
 
@@ -124,7 +127,7 @@ def _quantity(value: str, times: int) -> str:
 def covered_resources(groups: Sequence[NodeGroupFacts]) -> list[str]:
     """Every resource an MPIJob on these node groups requests: accelerators, EFA, CPU, memory."""
     devices = sorted({g.device_resource for g in groups})
-    return [*devices, catalog.EFA_RESOURCE, "cpu", "memory"]
+    return [*devices, EFA_RESOURCE, "cpu", "memory"]
 
 
 def cluster_queue(team: Team, groups: Mapping[str, NodeGroupFacts]) -> Obj:
@@ -148,7 +151,7 @@ def cluster_queue(team: Team, groups: Mapping[str, NodeGroupFacts]) -> Obj:
     launchers = team.max_launchers(groups)
     flavors.append(
         {
-            "name": SYSTEM_FLAVOR,
+            "name": SYSTEM_NODE_GROUP,
             "resources": [
                 {"name": res, "nominalQuota": _quantity(LAUNCHER_REQUESTS.get(res, "0"), launchers)} for res in covered
             ],
@@ -200,14 +203,13 @@ def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -
     return objs
 
 
-def kueue_manager_config(cfg: StackConfig) -> str:
+def kueue_manager_config(q: QueueingConfig) -> str:
     """Kueue's controller configuration (chart value `managerConfig.controllerManagerConfigYaml`).
 
     Only MPIJobs are managed (data-preparation Jobs and TensorBoard are CPU-only helpers).
     `waitForPodsReady` makes admission all-or-nothing: a run whose pods are not all ready in
     time is evicted and requeued with backoff, so it never holds half a placement group.
     """
-    q = cfg.queueing
     return (
         "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
         "kind: Configuration\n"
@@ -240,9 +242,7 @@ class _KueueObject(pulumi.CustomResource):
     """
 
     def __init__(self, name: str, obj: Obj, opts: pulumi.ResourceOptions):
-        from pulumi_kubernetes import _utilities
-
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version()))
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_utilities.get_version()))
         super().__init__(f"kubernetes:{obj['apiVersion']}:{obj['kind']}", name, dict(obj), opts)
 
 
@@ -256,14 +256,13 @@ class TeamQueues(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        cfg: StackConfig,
+        teams: Sequence[Team],
         groups: Mapping[str, NodeGroupFacts],
         provider: Any,
         depends_on: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__("llm-training-eks:infra:TeamQueues", name, None, opts)
-        teams = teams_of(cfg)
+        super().__init__(component_type("infra", "TeamQueues"), name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
         self.objects = []
         for obj in queue_objects(teams, groups):

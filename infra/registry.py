@@ -7,11 +7,11 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from infra.config import RepositoryConfig, StackConfig
+from config.registry import RegistryConfig, RepositoryConfig
+from facts.names import component_type
+from infra.context import StackContext
+from infra.iam import ecr_pull_policy, kms_key
 from infra.protection import stateful
-
-# What a node needs to pull an image, and nothing more.
-PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
 
 
 def lifecycle_policy(repo: RepositoryConfig) -> str:
@@ -37,24 +37,6 @@ def lifecycle_policy(repo: RepositoryConfig) -> str:
     )
 
 
-def pull_policy(node_role_arn: str) -> str:
-    """Repository policy: the cluster's node role may pull, read-only."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "NodesPull",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": node_role_arn},
-                    "Action": PULL_ACTIONS,
-                }
-            ],
-        },
-        sort_keys=True,
-    )
-
-
 class Registry(pulumi.ComponentResource):
     """One KMS key and one ECR repository per configured image, named `<cluster>/<key>`."""
 
@@ -64,28 +46,27 @@ class Registry(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        cfg: StackConfig,
+        registry: RegistryConfig,
+        ctx: StackContext,
         node_role_arn: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__("llm-training-eks:infra:Registry", name, None, opts)
+        super().__init__(component_type("infra", "Registry"), name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        keep = stateful(cfg.protect_stateful_resources, child)
-        cluster = cfg.cluster.name
-        tags = {**cfg.tags, "llm-training-eks/cluster": cluster}
-
-        key = aws.kms.Key(
+        keep = stateful(ctx.protect, child)
+        cluster = ctx.cluster_name
+        tags = ctx.owned_tags
+        key = kms_key(
             f"{name}-key",
             description=f"ECR images of {cluster}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
+            alias=f"{cluster}-ecr",
+            protect=ctx.protect,
+            parent=self,
             tags=tags,
-            opts=keep,
         )
-        aws.kms.Alias(f"{name}-key", name=f"alias/{cluster}-ecr", target_key_id=key.key_id, opts=child)
 
         self.urls = {}
-        for repo_key, repo in sorted(cfg.registry.repositories.items()):
+        for repo_key, repo in sorted(registry.repositories.items()):
             repository = aws.ecr.Repository(
                 f"{name}-{repo_key}",
                 name=f"{cluster.lower()}/{repo_key}",
@@ -106,7 +87,7 @@ class Registry(pulumi.ComponentResource):
             aws.ecr.RepositoryPolicy(
                 f"{name}-{repo_key}",
                 repository=repository.name,
-                policy=pulumi.Output.from_input(node_role_arn).apply(pull_policy),
+                policy=pulumi.Output.from_input(node_role_arn).apply(ecr_pull_policy),
                 opts=child,
             )
             self.urls[repo_key] = repository.repository_url

@@ -8,32 +8,21 @@ are separate resources declared once both sides exist.
 
 from __future__ import annotations
 
-import json
-
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.config import StackConfig
+from config.storage import StorageConfig
+from facts.names import SHARED_VOLUME, VOLUME_LABEL, component_type
+from infra.context import StackContext
+from infra.iam import deny_insecure_transport, kms_key
 from infra.network import Network
 from infra.protection import stateful
 
-# Lustre: TCP 988 for LNet, 1018-1023 for the Lustre services (FSx user guide, "File system
-# access control with Amazon VPC"; FACTS.md).
+# Lustre: TCP 988 for LNet, 1018-1023 for the Lustre services (FSx for Lustre user guide,
+# "File system access control with Amazon VPC").
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
-PV_NAME = "shared-fsx"
-
-
-def lustre_subnet_az(cfg: StackConfig) -> str:
-    """The AZ of the file system: that of the first accelerated node group (or the VPC's first AZ).
-
-    A Lustre file system lives in one subnet. Node groups in other AZs still mount it, across
-    AZs, with more latency and cross-AZ data charges: put training node groups in one AZ.
-    """
-    if cfg.node_groups:
-        return cfg.node_group_az(cfg.node_groups[0])
-    return cfg.availability_zones[0]
 
 
 def data_repository_events(sync_deletes: bool) -> list[str]:
@@ -50,48 +39,76 @@ class SharedStorage(pulumi.ComponentResource):
     bucket: aws.s3.Bucket
     security_group_id: pulumi.Output[str]
     availability_zone: str
+    association: aws.fsx.DataRepositoryAssociation | None
 
-    def __init__(self, name: str, cfg: StackConfig, network: Network, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("llm-training-eks:infra:SharedStorage", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        keep = stateful(cfg.protect_stateful_resources, child)
-        s = cfg.storage
-        cluster = cfg.cluster.name
-        tags = {**cfg.tags, "llm-training-eks/cluster": cluster}
-        self.availability_zone = lustre_subnet_az(cfg)
+    def __init__(
+        self,
+        name: str,
+        storage: StorageConfig,
+        ctx: StackContext,
+        network: Network,
+        availability_zone: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(component_type("infra", "SharedStorage"), name, None, opts)
         self._name = name
-        self._cfg = cfg
-
-        self.key = aws.kms.Key(
+        self._ctx = ctx
+        self._tags = ctx.owned_tags
+        self.availability_zone = availability_zone
+        cluster = ctx.cluster_name
+        self.key = kms_key(
             f"{name}-key",
             description=f"FSx for Lustre and S3 training data of {cluster}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            tags=tags,
-            opts=keep,
+            alias=f"{cluster}-training-data",
+            protect=ctx.protect,
+            parent=self,
+            tags=self._tags,
         )
-        aws.kms.Alias(f"{name}-key", name=f"alias/{cluster}-training-data", target_key_id=self.key.key_id, opts=child)
+        self.bucket = self._bucket()
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-lustre-sg",
+            vpc_id=network.vpc_id,
+            description=f"FSx for Lustre of {cluster}: Lustre ports from the cluster nodes only",
+            tags={**self._tags, "Name": f"{cluster}-lustre"},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.security_group_id = sg.id
+        # The file servers talk to each other on the Lustre ports.
+        self._lustre_rules(f"{name}-self", sg.id, "the file system itself")
+        self.file_system = self._file_system(storage, network)
+        self.association = self._s3_link(storage.sync_deletes) if storage.persistent else None
+        self.register_outputs(
+            {
+                "fileSystemId": self.file_system.id,
+                "bucket": self.bucket.bucket,
+                "securityGroupId": sg.id,
+            }
+        )
 
+    def _bucket(self) -> aws.s3.Bucket:
+        """Versioned, SSE-KMS, private, owner-enforced, TLS only; protected like the file system."""
+        name, child = self._name, pulumi.ResourceOptions(parent=self)
         # bucket_prefix: bucket names are global, the prefix gets a unique suffix.
-        self.bucket = aws.s3.Bucket(
+        bucket = aws.s3.Bucket(
             f"{name}-data",
-            bucket_prefix=f"{cluster}-training-data-"[:37],
+            bucket_prefix=f"{self._ctx.cluster_name}-training-data-"[:37],
             force_destroy=False,
-            tags=tags,
-            opts=keep,
+            tags=self._tags,
+            opts=stateful(self._ctx.protect, child),
         )
         aws.s3.BucketVersioning(
             f"{name}-data",
-            bucket=self.bucket.id,
+            bucket=bucket.id,
             versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
             opts=child,
         )
+        by_default = aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-data",
-            bucket=self.bucket.id,
+            bucket=bucket.id,
             rules=[
                 aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                    apply_server_side_encryption_by_default=by_default(
                         sse_algorithm="aws:kms", kms_master_key_id=self.key.arn
                     ),
                     bucket_key_enabled=True,
@@ -101,7 +118,7 @@ class SharedStorage(pulumi.ComponentResource):
         )
         aws.s3.BucketPublicAccessBlock(
             f"{name}-data",
-            bucket=self.bucket.id,
+            bucket=bucket.id,
             block_public_acls=True,
             block_public_policy=True,
             ignore_public_acls=True,
@@ -110,38 +127,26 @@ class SharedStorage(pulumi.ComponentResource):
         )
         aws.s3.BucketOwnershipControls(
             f"{name}-data",
-            bucket=self.bucket.id,
+            bucket=bucket.id,
             rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
             opts=child,
         )
         aws.s3.BucketPolicy(
-            f"{name}-data-tls",
-            bucket=self.bucket.id,
-            policy=self.bucket.arn.apply(_deny_insecure_transport),
-            opts=child,
+            f"{name}-data-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child
         )
+        return bucket
 
-        sg = aws.ec2.SecurityGroup(
-            f"{name}-lustre-sg",
-            vpc_id=network.vpc_id,
-            description=f"FSx for Lustre of {cluster}: Lustre ports from the cluster nodes only",
-            tags={**tags, "Name": f"{cluster}-lustre"},
-            opts=child,
-        )
-        self.security_group_id = sg.id
-        # The file servers talk to each other on the Lustre ports.
-        self._lustre_rules(f"{name}-self", sg.id, "the file system itself")
-
+    def _file_system(self, s: StorageConfig, network: Network) -> aws.fsx.LustreFileSystem:
+        name, cluster, tags = self._name, self._ctx.cluster_name, self._tags
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-lustre-logs",
             name=f"/aws/fsx/lustre/{cluster}",
-            retention_in_days=cfg.cluster.log_retention_days,
+            retention_in_days=self._ctx.log_retention_days,
             tags=tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-
         persistent = s.persistent
-        self.file_system = aws.fsx.LustreFileSystem(
+        return aws.fsx.LustreFileSystem(
             f"{name}-lustre",
             deployment_type=s.deployment_type,
             storage_type="SSD",
@@ -150,7 +155,7 @@ class SharedStorage(pulumi.ComponentResource):
             data_compression_type=s.data_compression,
             file_system_type_version=s.lustre_version,
             subnet_ids=network.private_subnet_ids[self.availability_zone],  # one subnet (a str in pulumi-aws 7)
-            security_group_ids=[sg.id],
+            security_group_ids=[self.security_group_id],
             kms_key_id=self.key.arn if persistent else None,
             automatic_backup_retention_days=s.backup_retention_days if persistent else None,
             daily_automatic_backup_start_time=s.daily_backup_start_time if persistent else None,
@@ -164,33 +169,25 @@ class SharedStorage(pulumi.ComponentResource):
                 level="WARN_ERROR", destination=log_group.arn
             ),
             tags={**tags, "Name": f"{cluster}-shared"},
-            opts=keep,
+            opts=stateful(self._ctx.protect, pulumi.ResourceOptions(parent=self)),
         )
 
-        self.association: aws.fsx.DataRepositoryAssociation | None = None
-        if persistent:
-            events = data_repository_events(s.sync_deletes)
-            self.association = aws.fsx.DataRepositoryAssociation(
-                f"{name}-s3",
-                file_system_id=self.file_system.id,
-                file_system_path="/",
-                data_repository_path=self.bucket.bucket.apply(lambda b: f"s3://{b}"),
-                batch_import_meta_data_on_create=True,
-                delete_data_in_filesystem=False,
-                s3=aws.fsx.DataRepositoryAssociationS3Args(
-                    auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=events),
-                    auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=events),
-                ),
-                tags=tags,
-                opts=child,
-            )
-
-        self.register_outputs(
-            {
-                "fileSystemId": self.file_system.id,
-                "bucket": self.bucket.bucket,
-                "securityGroupId": sg.id,
-            }
+    def _s3_link(self, sync_deletes: bool) -> aws.fsx.DataRepositoryAssociation:
+        """The whole file system linked to the bucket: imports and exports new and changed files."""
+        events = data_repository_events(sync_deletes)
+        return aws.fsx.DataRepositoryAssociation(
+            f"{self._name}-s3",
+            file_system_id=self.file_system.id,
+            file_system_path="/",
+            data_repository_path=self.bucket.bucket.apply(lambda b: f"s3://{b}"),
+            batch_import_meta_data_on_create=True,
+            delete_data_in_filesystem=False,
+            s3=aws.fsx.DataRepositoryAssociationS3Args(
+                auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=events),
+                auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=events),
+            ),
+            tags=self._tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _lustre_rules(self, name: str, source_sg_id: pulumi.Input[str], who: str) -> None:
@@ -235,24 +232,6 @@ class SharedStorage(pulumi.ComponentResource):
                 )
 
 
-def _deny_insecure_transport(bucket_arn: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "DenyInsecureTransport",
-                    "Effect": "Deny",
-                    "Principal": "*",
-                    "Action": "s3:*",
-                    "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }
-            ],
-        }
-    )
-
-
 class SharedVolume(pulumi.ComponentResource):
     """The file system as Kubernetes sees it: a static PersistentVolume (FSx CSI driver, `flock`)
     and the ReadWriteMany claim that jobs mount on `/shared`."""
@@ -262,7 +241,7 @@ class SharedVolume(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        cfg: StackConfig,
+        capacity_gib: int,
         storage: SharedStorage,
         namespace: k8s.core.v1.Namespace,
         claim_name: str,
@@ -270,13 +249,13 @@ class SharedVolume(pulumi.ComponentResource):
         depends_on: list[pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__("llm-training-eks:infra:SharedVolume", name, None, opts)
+        super().__init__(component_type("infra", "SharedVolume"), name, None, opts)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on or [])
-        size = f"{cfg.storage.storage_capacity_gib}Gi"
+        size = f"{capacity_gib}Gi"
         fs = storage.file_system
         pv = k8s.core.v1.PersistentVolume(
             f"{name}-pv",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=PV_NAME, labels={"llm-training-eks/volume": PV_NAME}),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=SHARED_VOLUME, labels={VOLUME_LABEL: SHARED_VOLUME}),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
                 capacity={"storage": size},
                 volume_mode="Filesystem",

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# The pack runs from policy/; the rules import infra.catalog from the project root.
+# The pack runs from policy/; the rules import facts/ from the project root.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pulumi_policy import (

@@ -1,16 +1,25 @@
-"""Shared fixtures. Every program run goes through `infra.plan.run`, which installs fresh
-Pulumi mocks (the same ones the offline plan uses) for each run."""
+"""Shared fixtures. Every program run goes through `tools.plan.run`, which installs fresh
+Pulumi mocks (the same ones the offline plan uses) for each run.
+
+Layout: `unit/` pure functions (facts, config, builders, policy rules, cost, preflight);
+`plan/` the program under mocks, by concern; `repo/` the README, workflows, project file and
+code structure; `golden/` the rendered Kubernetes objects and URNs of every example stack.
+"""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from infra import plan as plan_mod
+from config.stackfile import read_stack_file
+from tools import plan as plan_mod
 
 ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden"
 EXAMPLE_STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
 
 MINIMAL = {
@@ -27,7 +36,7 @@ def run_plan(values: dict[str, Any], stack: str = "test") -> dict[str, Any]:
 
 
 def stack_values(stack: str) -> dict[str, Any]:
-    return plan_mod.read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    return read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
 
 
 _plans: dict[str, dict[str, Any]] = {}
@@ -46,6 +55,15 @@ def resources(plan: dict[str, Any], type_: str) -> list[dict[str, Any]]:
 
 def by_urn(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["urn"]: r for r in plan["resources"]}
+
+
+def plan_exit(config: dict[str, Any], tmp_path: Path) -> tuple[int, str]:
+    """Exit code and stderr of the offline plan of a stack file holding `config`."""
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+    out, err = io.StringIO(), io.StringIO()
+    code = plan_mod.main(["--config-file", str(path)], stdout=out, stderr=err)
+    return code, err.getvalue()
 
 
 @pytest.fixture(params=EXAMPLE_STACKS)

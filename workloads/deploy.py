@@ -18,35 +18,36 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pydantic import SecretStr
 
-from infra.config import RECIPE_REPOSITORY, StackConfig
+from config.workloads import Run
+from facts.names import component_type
 from infra.platform import Platform
-from infra.queues import DEFAULT_QUEUE
 from workloads import manifests
 
 IMAGE_PLACEHOLDER = "registry.invalid/placeholder:0"
 
 
-def image_of(w: manifests.Workload, registry_urls: Mapping[str, Any]) -> pulumi.Input[str]:
-    """The workload's image: as configured, or `<recipe repository URL>:<imageTag>`."""
-    if w.image:
-        return w.image
-    repo = RECIPE_REPOSITORY[w.recipe]
+def image_of(run: Run, registry_urls: Mapping[str, Any]) -> pulumi.Input[str]:
+    """The run's image: as configured, or `<recipe repository URL>:<imageTag>`."""
+    if run.image:
+        return run.image
+    repo = run.REPOSITORY
     if repo is None or repo not in registry_urls:
-        raise ValueError(f"no registry URL for repository {repo!r} of recipe {w.recipe}")
-    return pulumi.Output.concat(registry_urls[repo], ":", w.image_tag or "")
+        raise ValueError(f"no registry URL for repository {repo!r} of recipe {run.recipe}")
+    return pulumi.Output.concat(registry_urls[repo], ":", run.image_tag or "")
 
 
-def context(platform: Platform, w: manifests.Workload, image: str) -> manifests.Context:
+def context(platform: Platform, run: Run, image: str) -> manifests.Context:
     return manifests.Context(
         namespace=platform.namespace,
         storage_claim=platform.storage_claim,
         shared_mount=platform.shared_mount,
-        node_group=platform.node_groups[w.node_group],
+        node_group=platform.node_groups[run.node_group],
         image=image,
-        health_check_image=w.health_check.image,
-        queue=platform.queues.get(w.team or DEFAULT_QUEUE) if platform.queues else None,
-        priority_class=platform.priority_classes.get(w.team or DEFAULT_QUEUE),
+        health_check_image=run.health_check.image,
+        queue=platform.queue_for(run.team),
+        priority_class=platform.priority_class_for(run.team),
     )
 
 
@@ -54,36 +55,39 @@ class TrainingRun(pulumi.ComponentResource):
     """One configured workload: its steps (data Jobs, MPIJobs, TensorBoard...) in order."""
 
     def __init__(self, name: str, recipe: str, run_id: str, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("llm-training-eks:workloads:TrainingRun", name, {"recipe": recipe, "runId": run_id}, opts)
+        super().__init__(component_type("workloads", "TrainingRun"), name, {"recipe": recipe, "runId": run_id}, opts)
 
 
-def deploy(cfg: StackConfig, platform: Platform) -> dict[str, list[pulumi.Resource]]:
+def deploy(
+    workloads: Mapping[str, Run], hugging_face_token: SecretStr | None, platform: Platform
+) -> dict[str, list[pulumi.Resource]]:
     """Declare every workload of the stack; return its resources by workload name."""
+    token = hugging_face_token.get_secret_value() if hugging_face_token else ""
     out: dict[str, list[pulumi.Resource]] = {}
-    for name, w in sorted(cfg.workloads.items()):
-        run = TrainingRun(name, w.recipe, w.run_id)
-        image = pulumi.Output.from_input(image_of(w, platform.registry_urls))
+    for workload_name, run in sorted(workloads.items()):
+        component = TrainingRun(workload_name, run.recipe, run.run_id)
+        image = pulumi.Output.from_input(image_of(run, platform.registry_urls))
         # The structure (names, order) never depends on the image; build it once with a
         # placeholder, then fill each object's spec from the real image when it is known.
-        skeleton = manifests.steps(name, w, context(platform, w, IMAGE_PLACEHOLDER))
+        skeleton = manifests.steps(workload_name, run, context(platform, run, IMAGE_PLACEHOLDER))
         created: dict[str, pulumi.Resource] = {}
         for i, step in enumerate(skeleton):
 
-            def spec(img: str, i: int = i, w: manifests.Workload = w, name: str = name) -> Any:
-                return manifests.steps(name, w, context(platform, w, img))[i].obj.get("spec")
+            def spec(img: str, i: int = i, run: Run = run, workload_name: str = workload_name) -> Any:
+                return manifests.steps(workload_name, run, context(platform, run, img))[i].obj.get("spec")
 
             opts = pulumi.ResourceOptions(
-                parent=run,
+                parent=component,
                 provider=platform.provider,
                 depends_on=[*platform.depends_on, *(created[a] for a in step.after)],
             )
-            created[step.name] = _apply(step, image.apply(spec), cfg, opts)
-        out[name] = list(created.values())
-        run.register_outputs({})
+            created[step.name] = _apply(step, image.apply(spec), token, opts)
+        out[workload_name] = list(created.values())
+        component.register_outputs({})
     return out
 
 
-def _apply(step: manifests.Step, spec: pulumi.Output[Any], cfg: StackConfig, opts: pulumi.ResourceOptions) -> Any:
+def _apply(step: manifests.Step, spec: pulumi.Output[Any], token: str, opts: pulumi.ResourceOptions) -> Any:
     obj = step.obj
     kind = obj["kind"]
     meta = obj["metadata"]
@@ -96,7 +100,6 @@ def _apply(step: manifests.Step, spec: pulumi.Output[Any], cfg: StackConfig, opt
             step.name, api_version=obj["apiVersion"], kind=kind, metadata=meta, spec=spec, opts=opts
         )
     if kind == "Secret":
-        token = cfg.hugging_face_token.get_secret_value() if cfg.hugging_face_token else ""
         return k8s.core.v1.Secret(
             step.name,
             metadata=meta,

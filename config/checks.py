@@ -1,0 +1,237 @@
+"""Rules that span config sections, one function each.
+
+Each returns the problems it finds as `key.path: message` lines. The raw-dict rules read the
+stack values defensively, so they still run (and are reported with the rest) when another
+key is invalid; the others run on a validated `StackConfig`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from config.base import AZ_RE, DNS_LABEL_RE, RUN_ID_RE, did_you_mean
+from config.nodegroups import NodeGroupConfig
+from config.stack import StackConfig
+from config.teams import TeamConfig
+from config.workloads import RunConfig
+from facts.names import SYSTEM_NODE_GROUP
+
+Groups = Mapping[str, tuple[int, NodeGroupConfig]]
+"""Node group name -> (its index in nodeGroups, its config)."""
+
+
+# --------------------------------------------------------------------------- raw values
+
+
+def vpc_azs_in_region(raw: Mapping[str, Any]) -> list[str]:
+    """Every AZ of network.availabilityZones belongs to aws:region."""
+    region = raw.get("region")
+    network = raw.get("network")
+    vpc_azs = network.get("availabilityZones") if isinstance(network, dict) else None
+    if not isinstance(vpc_azs, list) or not isinstance(region, str):
+        return []
+    return [
+        f"network.availabilityZones[{i}]: {az} is not in region {region}"
+        for i, az in enumerate(vpc_azs)
+        if isinstance(az, str) and AZ_RE.match(az) and not az.startswith(region)
+    ]
+
+
+def node_group_names_unique(raw: Mapping[str, Any]) -> list[str]:
+    groups = raw.get("nodeGroups")
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for i, ng in enumerate(groups if isinstance(groups, list) else []):
+        name = ng.get("name") if isinstance(ng, dict) else None
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            problems.append(
+                f"nodeGroups[{i}].name: {name!r} is already used by nodeGroups[{seen[name]}]; names must be unique"
+            )
+        else:
+            seen[name] = i
+    return problems
+
+
+def node_group_azs_in_vpc(raw: Mapping[str, Any]) -> list[str]:
+    """A node group's AZ belongs to aws:region and, when the VPC's AZs are given, to them."""
+    region = raw.get("region")
+    groups = raw.get("nodeGroups")
+    network = raw.get("network")
+    vpc_azs = network.get("availabilityZones") if isinstance(network, dict) else None
+    problems: list[str] = []
+    for i, ng in enumerate(groups if isinstance(groups, list) else []):
+        az = ng.get("availabilityZone") if isinstance(ng, dict) else None
+        if not isinstance(az, str) or not AZ_RE.match(az):
+            continue
+        if isinstance(region, str) and not az.startswith(region):
+            problems.append(
+                f"nodeGroups[{i}].availabilityZone: {az} is not in region {region}; use {region}a, {region}b, ..."
+            )
+        elif isinstance(vpc_azs, list) and az not in vpc_azs:
+            problems.append(
+                f"nodeGroups[{i}].availabilityZone: {az} is not one of network.availabilityZones"
+                f" ({', '.join(map(str, vpc_azs))})"
+            )
+    return problems
+
+
+RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc)
+
+
+# --------------------------------------------------------------------------- training runs
+
+
+def run_name(name: str) -> list[str]:
+    if RUN_ID_RE.match(name):
+        return []
+    return [f"workloads.{name}: the workload name must be 1-20 lowercase letters, digits and hyphens"]
+
+
+def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]:
+    """Recipes that download gated files need the token."""
+    if not name or run.HUGGING_FACE_TOKEN_FOR is None or cfg.hugging_face_token is not None:
+        return []
+    return [
+        f"huggingFaceToken: required by workloads.{name} ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
+        " set it with `pulumi config set --secret huggingFaceToken hf_...`"
+    ]
+
+
+def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
+    if wanted in groups:
+        return []
+    known = ", ".join(groups) or "none are defined"
+    return [f"{key}.nodeGroup: unknown node group {wanted!r}{did_you_mean(wanted, groups)}; node groups: {known}"]
+
+
+def accelerator_matches(key: str, run: RunConfig, ng: NodeGroupConfig) -> list[str]:
+    it = ng.instance
+    if run.ACCELERATOR is None or it.accelerator == run.ACCELERATOR:
+        return []
+    kind = {"neuron": "a Neuron (Trainium)", "nvidia": "an NVIDIA GPU"}[run.ACCELERATOR]
+    return [
+        f"{key}.nodeGroup: recipe {run.RECIPE} needs {kind} node group; {ng.name!r} runs {it.name}"
+        f" ({it.accelerator_name})"
+    ]
+
+
+def nodes_fit(key: str, run: RunConfig, index: int, ng: NodeGroupConfig) -> list[str]:
+    if run.nodes <= ng.desired_size:
+        return []
+    return [
+        f"{key}.nodes: {run.nodes} nodes, but node group {ng.name!r} runs {ng.desired_size}"
+        f" (nodeGroups[{index}].desiredSize); use at most {ng.desired_size} or grow the node group"
+    ]
+
+
+def run_problems(cfg: StackConfig) -> list[str]:
+    """Each run against the node groups: a rule whose precondition failed hides the rules after it."""
+    problems: list[str] = []
+    groups = {ng.name: (i, ng) for i, ng in enumerate(cfg.node_groups)}
+    for name, run in cfg.workloads.items():
+        key = f"workloads.{name}"
+        problems += run_name(name) + hugging_face_token(name, run, cfg)
+        unknown = known_node_group(key, run.node_group, groups)
+        if unknown:
+            problems += unknown
+            continue
+        i, ng = groups[run.node_group]
+        mismatch = accelerator_matches(key, run, ng)
+        if mismatch:
+            problems += mismatch
+            continue
+        problems += nodes_fit(key, run, i, ng) + run.problems_on(key, ng.instance)
+    return problems
+
+
+# --------------------------------------------------------------------------- teams
+
+
+def team_name(name: str) -> list[str]:
+    if len(name) <= 40 and DNS_LABEL_RE.match(name):
+        return []
+    return [f"teams.{name}: the team name must be 1-40 lowercase letters, digits and hyphens"]
+
+
+def quotas_fit(
+    name: str, team: TeamConfig, ng: NodeGroupConfig, index: int, shares: list[tuple[str, int]]
+) -> list[str]:
+    """The teams of one node group never ask for more nodes than it runs (reported once, at the
+    team that tips it over); a team borrows at most the nodes outside its own quota."""
+    problems = []
+    total = sum(n for _, n in shares)
+    if total > ng.desired_size and total - team.nodes <= ng.desired_size:
+        listed = ", ".join(f"{t}: {n}" for t, n in shares)
+        problems.append(
+            f"teams.{name}.nodes: the teams on node group {ng.name!r} ask for {total} nodes ({listed}), but it runs"
+            f" {ng.desired_size} (nodeGroups[{index}].desiredSize); quotas must not exceed the nodes that exist"
+        )
+    room = max(ng.desired_size - team.nodes, 0)
+    if team.borrowing_limit_nodes is not None and team.borrowing_limit_nodes > room:
+        problems.append(
+            f"teams.{name}.borrowingLimitNodes: {team.borrowing_limit_nodes} is more than the {room} nodes of"
+            f" {ng.name!r} outside the team's own quota"
+        )
+    return problems
+
+
+def team_problems(cfg: StackConfig) -> list[str]:
+    problems: list[str] = []
+    groups = {ng.name: (i, ng) for i, ng in enumerate(cfg.node_groups)}
+    shares: dict[str, list[tuple[str, int]]] = {}
+    for name, team in cfg.teams.items():
+        problems += team_name(name)
+        unknown = known_node_group(f"teams.{name}", team.node_group, groups)
+        if unknown:
+            problems += unknown
+            continue
+        i, ng = groups[team.node_group]
+        shares.setdefault(ng.name, []).append((name, team.nodes))
+        problems += quotas_fit(name, team, ng, i, shares[ng.name])
+    return problems
+
+
+def run_team(name: str, run: RunConfig, teams: Mapping[str, TeamConfig]) -> list[str]:
+    """A run names a team exactly when teams exist, on the team's node group, within its reach."""
+    key = f"workloads.{name}.team"
+    if not teams:
+        if run.team is None:
+            return []
+        return [f"{key}: {run.team!r} is not a team (no teams are defined; runs without teams use the default queue)"]
+    if run.team is None:
+        return [f"{key}: required when teams are defined; teams: {', '.join(teams)}"]
+    team = teams.get(run.team)
+    if team is None:
+        return [f"{key}: unknown team {run.team!r}{did_you_mean(run.team, teams)}; teams: {', '.join(teams)}"]
+    if team.node_group != run.node_group:
+        return [
+            f"{key}: team {run.team!r} has its quota on node group {team.node_group!r}, not {run.node_group!r}"
+            f" (workloads.{name}.nodeGroup)"
+        ]
+    if team.borrowing_limit_nodes is not None and run.nodes > team.nodes + team.borrowing_limit_nodes:
+        return [
+            f"workloads.{name}.nodes: {run.nodes} nodes can never be admitted: team {run.team!r} has {team.nodes}"
+            f" nodes and may borrow {team.borrowing_limit_nodes} (teams.{run.team})"
+        ]
+    return []
+
+
+def system_name_reserved(cfg: StackConfig) -> list[str]:
+    return [
+        f"nodeGroups[{i}].name: {SYSTEM_NODE_GROUP!r} is the system node group's name; choose another"
+        for i, ng in enumerate(cfg.node_groups)
+        if ng.name == SYSTEM_NODE_GROUP
+    ]
+
+
+def config_problems(cfg: StackConfig) -> list[str]:
+    """Every cross-section rule over a validated config."""
+    return [
+        *run_problems(cfg),
+        *team_problems(cfg),
+        *(p for name, run in cfg.workloads.items() for p in run_team(name, run, cfg.teams)),
+        *system_name_reserved(cfg),
+    ]

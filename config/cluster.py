@@ -1,0 +1,141 @@
+"""The EKS control plane (`cluster`) and the system node group (`systemNodeGroup`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import Model, check_sizes
+from facts import instances
+
+# EKS standard support as of 2026-11 (EKS user guide, kubernetes-versions; endoflife.date/amazon-eks):
+# 1.34 ends 2026-12-02, 1.35 runs to 2027-03-27, 1.36 is in the EKS guide since mid-2026.
+# 1.35 is the default: in standard support today and for months to come.
+SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
+DEFAULT_KUBERNETES_VERSION = "1.35"
+_ARN_PRINCIPAL_RE = re.compile(r"^arn:aws(-[a-z]+)?:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
+
+
+class ClusterConfig(Model):
+    """The EKS control plane: secure by default."""
+
+    name: str = Field("llm-training", description="EKS cluster name (letters, digits, hyphens; up to 100).")
+    kubernetes_version: str = Field(DEFAULT_KUBERNETES_VERSION, description="Kubernetes minor version.")
+    public_access_cidrs: list[str] = Field(
+        default_factory=list,
+        description="CIDRs allowed to reach the public API endpoint; empty means the public endpoint is off.",
+    )
+    allow_public_access_from_anywhere: bool = Field(
+        False, description="Must be true to put 0.0.0.0/0 in publicAccessCidrs; a deliberate choice."
+    )
+    admin_principal_arns: list[str] = Field(
+        default_factory=list, description="IAM role/user ARNs given cluster-admin through EKS access entries."
+    )
+    log_retention_days: int = Field(90, description="CloudWatch retention of control-plane logs, days.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,99}", v):
+            raise ValueError("must start with a letter and hold only letters, digits and hyphens (1-100)")
+        return v
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if v not in SUPPORTED_KUBERNETES_VERSIONS:
+            raise ValueError(f"{v!r} is not in EKS standard support; valid: {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}")
+        return v
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        for cidr in v:
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as 203.0.113.0/24") from None
+        return v
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _arns(cls, v: list[str]) -> list[str]:
+        for arn in v:
+            if not _ARN_PRINCIPAL_RE.match(arn):
+                raise ValueError(f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)")
+        return v
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, v: int) -> int:
+        allowed = (
+            1,
+            3,
+            5,
+            7,
+            14,
+            30,
+            60,
+            90,
+            120,
+            150,
+            180,
+            365,
+            400,
+            545,
+            731,
+            1096,
+            1827,
+            2192,
+            2557,
+            2922,
+            3288,
+            3653,
+        )
+        if v not in allowed:
+            raise ValueError(f"CloudWatch accepts {', '.join(map(str, allowed))} days")
+        return v
+
+    @model_validator(mode="after")
+    def _public_anywhere(self) -> ClusterConfig:
+        opens_world = any(ipaddress.IPv4Network(c).prefixlen == 0 for c in self.public_access_cidrs)
+        if opens_world and not self.allow_public_access_from_anywhere:
+            raise ValueError(
+                "publicAccessCidrs opens the API endpoint to the whole internet (0.0.0.0/0); list your "
+                "networks instead, or set allowPublicAccessFromAnywhere: true on purpose"
+            )
+        return self
+
+
+class SystemNodeGroupConfig(Model):
+    """The general-purpose managed node group that runs controllers and add-ons, across AZs."""
+
+    instance_type: str = Field("m6i.2xlarge", description="General-purpose instance type from the instances.")
+    desired_size: int = Field(2, ge=1, description="Nodes (at least one per AZ is recommended).")
+    min_size: int | None = Field(None, ge=1, description="Default: desiredSize.")
+    max_size: int | None = Field(None, ge=1, description="Default: desiredSize + 2.")
+    root_volume_size_gib: int = Field(
+        100, ge=50, le=16384, alias="rootVolumeSizeGiB", description="Encrypted gp3 root volume, GiB."
+    )
+
+    @field_validator("instance_type")
+    @classmethod
+    def _type(cls, v: str) -> str:
+        if v not in instances.GENERAL_PURPOSE:
+            raise ValueError(f"unknown system instance type {v!r}; valid: {', '.join(instances.GENERAL_PURPOSE)}")
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> SystemNodeGroupConfig:
+        check_sizes(self.desired_size, self.min_size, self.max_size)
+        return self
+
+    @property
+    def min(self) -> int:
+        return self.min_size if self.min_size is not None else self.desired_size
+
+    @property
+    def max(self) -> int:
+        return self.max_size if self.max_size is not None else self.desired_size + 2

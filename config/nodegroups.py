@@ -1,0 +1,178 @@
+"""Accelerated EFA node groups (`nodeGroups`): instance type, AZ, capacity source, repair."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean
+from facts import instances
+from facts.names import NODE_GROUP_LABEL
+
+# ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
+_RESERVATION_RE = re.compile(r"^cr-([0-9a-f]{8}|[0-9a-f]{17})$")
+
+
+class CapacityConfig(Model):
+    """Where a node group's instances come from."""
+
+    type: Literal["on-demand", "reservation", "capacity-block", "spot"] = Field(
+        "on-demand", description="on-demand | reservation (ODCR) | capacity-block (Capacity Block for ML) | spot."
+    )
+    reservation_id: str | None = Field(
+        None, description="cr-... id; required for reservation and capacity-block, not allowed otherwise."
+    )
+
+    @field_validator("reservation_id")
+    @classmethod
+    def _id(cls, v: str | None) -> str | None:
+        if v is not None and not _RESERVATION_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a capacity reservation id (cr- and 17 hex digits, e.g. cr-0123456789abcdef0)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _needs_id(self) -> CapacityConfig:
+        if self.type in ("reservation", "capacity-block") and self.reservation_id is None:
+            raise KeyProblem("reservationId", f"required when type is {self.type} (the cr-... id of the reservation)")
+        if self.type in ("on-demand", "spot") and self.reservation_id is not None:
+            raise KeyProblem("reservationId", f"only for reservation and capacity-block, not {self.type}")
+        return self
+
+    @property
+    def targets_reservation(self) -> bool:
+        return self.type in ("reservation", "capacity-block")
+
+
+RepairCondition = Literal[
+    "AcceleratedHardwareReady", "ContainerRuntimeReady", "KernelReady", "NetworkingReady", "StorageReady", "Ready"
+]
+
+
+class RepairOverride(Model):
+    """What EKS node auto repair does when the node monitoring agent reports one problem."""
+
+    condition: RepairCondition = Field(description="Node condition set by the EKS node monitoring agent.")
+    reason: str = Field(description="Reason of the condition, e.g. NeuronHBMUncorrectableError, NvidiaXID79Error.")
+    action: Literal["Replace", "Reboot", "NoAction"] = Field(description="Replace, Reboot or NoAction.")
+    wait_minutes: int = Field(10, ge=1, le=1440, description="Minutes the condition must last before repair.")
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{2,99}", v):
+            raise ValueError(f"{v!r} is not a node monitoring agent reason (CamelCase, e.g. NeuronDMAError)")
+        return v
+
+
+# Fatal accelerator errors the EKS node monitoring agent reports (aws/eks-node-monitoring-agent
+# reasons; EKS user guide, node-health). A node with one of them cannot finish a collective:
+# replace it rather than reboot it.
+DEFAULT_REPAIR_REASONS: dict[str, tuple[str, ...]] = {
+    "neuron": (
+        "NeuronDMAError",
+        "NeuronHBMUncorrectableError",
+        "NeuronNCUncorrectableError",
+        "NeuronSRAMUncorrectableError",
+    ),
+    "nvidia": ("NvidiaDoubleBitError", "NvidiaNVLinkError", "NvidiaXID79Error", "NvidiaXID48Error"),
+}
+
+
+class NodeRepairConfig(Model):
+    """EKS managed node group auto repair (on by default for accelerated node groups)."""
+
+    enabled: bool = Field(True, description="Let EKS replace or reboot nodes the monitoring agent marks unhealthy.")
+    max_unhealthy_node_threshold_percentage: int | None = Field(
+        None, ge=1, le=100, description="Pause repair when more than this % of nodes are unhealthy (EKS default: 20%)."
+    )
+    max_parallel_nodes_repaired_count: int = Field(
+        1, ge=1, description="Nodes repaired at once (1: a job loses at most one node at a time to repair)."
+    )
+    overrides: list[RepairOverride] | None = Field(
+        None, description="Per-condition actions; default: replace on fatal Neuron/NVIDIA hardware errors."
+    )
+
+    def effective_overrides(self, accelerator: str | None) -> list[RepairOverride]:
+        """The configured overrides, or the defaults for the accelerator."""
+        if self.overrides is not None:
+            return list(self.overrides)
+        return [
+            RepairOverride(condition="AcceleratedHardwareReady", reason=r, action="Replace", wait_minutes=10)
+            for r in DEFAULT_REPAIR_REASONS.get(accelerator or "", ())
+        ]
+
+
+class NodeGroupConfig(Model):
+    """One accelerated EFA node group: one instance type, one AZ, one subnet."""
+
+    name: str = Field(description="Node group name: lowercase letters, digits, hyphens (1-40).")
+    instance_type: str = Field(description="Accelerated instance type from the instances.")
+    desired_size: int = Field(description="Nodes to run.", ge=0)
+    min_size: int | None = Field(None, ge=0, description="Default: desiredSize.")
+    max_size: int | None = Field(None, ge=0, description="Default: desiredSize (at least 1).")
+    availability_zone: str | None = Field(
+        None, description="AZ of the nodes (and of the reservation); default: the VPC's first AZ."
+    )
+    capacity: CapacityConfig = Field(default_factory=CapacityConfig, description="Capacity source.")
+    placement_group: bool = Field(
+        True,
+        description="Launch into a `cluster` placement group; turn off for ODCRs/Capacity Blocks made without one.",
+    )
+    root_volume_size_gib: int = Field(
+        500,
+        ge=100,
+        le=16384,
+        alias="rootVolumeSizeGiB",
+        description="Encrypted gp3 root volume, GiB (training images are many GB).",
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra node labels.")
+    max_unavailable: int = Field(1, ge=1, description="Nodes an update may replace at once.")
+    node_repair: NodeRepairConfig = Field(default_factory=NodeRepairConfig, description="EKS node auto repair.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if len(v) > 40 or not DNS_LABEL_RE.match(v):
+            raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-40)")
+        return v
+
+    @field_validator("instance_type")
+    @classmethod
+    def _type(cls, v: str) -> str:
+        if v not in instances.ACCELERATED:
+            hint = did_you_mean(v, instances.ACCELERATED)
+            raise ValueError(f"unknown instance type {v!r}{hint}; valid: {', '.join(instances.ACCELERATED)}")
+        return v
+
+    @field_validator("availability_zone")
+    @classmethod
+    def _az(cls, v: str | None) -> str | None:
+        if v is not None and not AZ_RE.match(v):
+            raise ValueError(f"{v!r} is not an AZ name like us-west-2d")
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> NodeGroupConfig:
+        check_sizes(self.desired_size, self.min_size, self.max_size)
+        return self
+
+    @property
+    def instance(self) -> instances.InstanceType:
+        return instances.ACCELERATED[self.instance_type]
+
+    @property
+    def min(self) -> int:
+        return self.min_size if self.min_size is not None else self.desired_size
+
+    @property
+    def max(self) -> int:
+        return self.max_size if self.max_size is not None else max(1, self.desired_size)
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        """Labels of the group's nodes: hardware-derived ones, the node-group name, then extras."""
+        return {**self.instance.labels, NODE_GROUP_LABEL: self.name, **self.labels}

@@ -1,0 +1,44 @@
+"""ECR repositories (`registry`)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator
+
+from config.base import Model
+from config.workloads import RECIPES
+
+_ECR_NAME_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
+
+
+class RepositoryConfig(Model):
+    """One ECR repository. Tags are always immutable and images always KMS-encrypted."""
+
+    scan_on_push: bool = Field(True, description="Scan each pushed image for vulnerabilities.")
+    untagged_expiry_days: int = Field(7, ge=1, le=3650, description="Delete untagged images after this many days.")
+
+
+def _default_repositories() -> dict[str, RepositoryConfig]:
+    # One repository per recipe that builds its image in the stack (neuronx-nemo-megatron, nemo).
+    return {recipe.REPOSITORY: RepositoryConfig() for recipe in RECIPES.values() if recipe.REPOSITORY}
+
+
+class RegistryConfig(Model):
+    """ECR repositories for the training images."""
+
+    repositories: dict[str, RepositoryConfig] = Field(
+        default_factory=_default_repositories,
+        description="Repository key -> options; created as <cluster.name>/<key>. Replaces the defaults"
+        " (neuronx-nemo-megatron, nemo) when given.",
+    )
+
+    @field_validator("repositories")
+    @classmethod
+    def _names(cls, v: dict[str, RepositoryConfig]) -> dict[str, RepositoryConfig]:
+        for key in v:
+            if len(key) > 128 or not _ECR_NAME_RE.match(key):
+                raise ValueError(
+                    f"{key!r} is not an ECR repository name: lowercase letters and digits, separated by . _ or -"
+                )
+        return v

@@ -1,0 +1,85 @@
+"""The whole stack config: every section, plus `aws:region`, tags and the secret token."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, SecretStr, field_validator
+
+from config.addons import AddonsConfig
+from config.base import Model
+from config.cluster import ClusterConfig, SystemNodeGroupConfig
+from config.network import NetworkConfig
+from config.nodegroups import NodeGroupConfig
+from config.registry import RegistryConfig
+from config.storage import StorageConfig
+from config.teams import QueueingConfig, TeamConfig
+from config.workloads import WorkloadConfig
+
+_REGION_RE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+
+
+class StackConfig(Model):
+    """The whole stack config (`llm-training-eks:*` keys plus `aws:region`)."""
+
+    region: str = Field(description="aws:region")
+    network: NetworkConfig = Field(default_factory=NetworkConfig, description="VPC layout.")
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="EKS control plane.")
+    system_node_group: SystemNodeGroupConfig = Field(
+        default_factory=SystemNodeGroupConfig, description="Nodes for controllers and add-ons."
+    )
+    node_groups: list[NodeGroupConfig] = Field(default_factory=list, description="Accelerated EFA node groups.")
+    storage: StorageConfig = Field(default_factory=StorageConfig, description="Shared FSx for Lustre and S3.")
+    registry: RegistryConfig = Field(default_factory=RegistryConfig, description="ECR repositories.")
+    addons: AddonsConfig = Field(default_factory=AddonsConfig, description="Cluster add-ons.")
+    protect_stateful_resources: bool = Field(
+        True, description="Protect KMS keys, FSx, buckets and ECR from deletion by `pulumi destroy`/`up`."
+    )
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags on every AWS resource.")
+    workloads: dict[str, WorkloadConfig] = Field(default_factory=dict, description="Training runs by name.")
+    teams: dict[str, TeamConfig] = Field(
+        default_factory=dict,
+        description="Teams sharing the cluster (Kueue queues); empty: one `default` queue over every node group.",
+    )
+    queueing: QueueingConfig = Field(default_factory=QueueingConfig, description="Kueue admission settings.")
+    hugging_face_token: SecretStr | None = Field(
+        None,
+        description="Hugging Face token for gated tokenizers and datasets; a Pulumi secret (config set --secret).",
+    )
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not _REGION_RE.match(v):
+            raise ValueError(f"{v!r} is not an AWS region name like us-west-2")
+        return v
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """The VPC's AZs: as configured, or the node groups' AZs padded with the region's first ones."""
+        if self.network.availability_zones:
+            return list(self.network.availability_zones)
+        azs: list[str] = []
+        for ng in self.node_groups:
+            if ng.availability_zone and ng.availability_zone not in azs:
+                azs.append(ng.availability_zone)
+        for letter in "abcdef":
+            if len(azs) >= self.network.az_count:
+                break
+            az = f"{self.region}{letter}"
+            if az not in azs:
+                azs.append(az)
+        return azs
+
+    def node_group_az(self, ng: NodeGroupConfig) -> str:
+        """The AZ a node group runs in."""
+        return ng.availability_zone or self.availability_zones[0]
+
+    @property
+    def file_system_az(self) -> str:
+        """The AZ of the Lustre file system: that of the first accelerated node group (or the
+        VPC's first AZ). A Lustre file system lives in one subnet; node groups in other AZs
+        still mount it, across AZs, with more latency and cross-AZ data charges."""
+        if self.node_groups:
+            return self.node_group_az(self.node_groups[0])
+        return self.availability_zones[0]

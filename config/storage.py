@@ -1,0 +1,72 @@
+"""Shared storage (`storage`): FSx for Lustre and its S3 bucket."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from config.base import Model
+
+_HH_MM_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+
+# FSx for Lustre PERSISTENT_2 throughput tiers, MB/s per TiB of storage (FSx API reference,
+# CreateFileSystemLustreConfiguration.PerUnitStorageThroughput).
+LUSTRE_THROUGHPUT_TIERS = (125, 250, 500, 1000)
+
+
+class StorageConfig(Model):
+    """The shared FSx for Lustre file system (`/shared`) and its S3 bucket for datasets and checkpoints."""
+
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = Field(
+        "PERSISTENT_2",
+        description="PERSISTENT_2 (replicated, backed up, exported to S3) or SCRATCH_2 (nothing durable: no backups,"
+        " no export; for throwaway experiments only).",
+    )
+    storage_capacity_gib: int = Field(1200, description="Capacity in GiB: 1200 or a multiple of 2400.")
+    throughput_per_tib: int = Field(250, description="PERSISTENT_2 throughput, MB/s per TiB: 125, 250, 500 or 1000.")
+    data_compression: Literal["LZ4", "NONE"] = Field("LZ4", description="LZ4 (default) or NONE.")
+    lustre_version: Literal["2.15", "2.12"] = Field("2.15", description="Lustre version: 2.15 or 2.12.")
+    backup_retention_days: int = Field(7, description="Days of automatic daily backups kept (1-90); PERSISTENT_2 only.")
+    daily_backup_start_time: str = Field("05:00", description="UTC start of the daily backup window, HH:MM.")
+    sync_deletes: bool = Field(
+        False,
+        description="Also import and export DELETED: deleting a file on /shared then deletes it in S3 too.",
+    )
+
+    @field_validator("storage_capacity_gib")
+    @classmethod
+    def _capacity(cls, v: int) -> int:
+        if v != 1200 and (v <= 0 or v % 2400):
+            raise ValueError(
+                f"{v} GiB is not a valid Lustre capacity; use 1200 or a multiple of 2400 (2400, 4800, ...)"
+            )
+        return v
+
+    @field_validator("throughput_per_tib")
+    @classmethod
+    def _throughput(cls, v: int) -> int:
+        if v not in LUSTRE_THROUGHPUT_TIERS:
+            raise ValueError(
+                f"{v} MB/s/TiB is not a PERSISTENT_2 tier; valid: {', '.join(map(str, LUSTRE_THROUGHPUT_TIERS))}"
+            )
+        return v
+
+    @field_validator("backup_retention_days")
+    @classmethod
+    def _retention(cls, v: int) -> int:
+        if not 1 <= v <= 90:
+            raise ValueError(f"{v} is outside 1..90 days (0 would turn daily backups off; FSx keeps at most 90)")
+        return v
+
+    @field_validator("daily_backup_start_time")
+    @classmethod
+    def _start(cls, v: str) -> str:
+        if not _HH_MM_RE.match(v):
+            raise ValueError(f"{v!r} is not a UTC time HH:MM such as 05:00")
+        return v
+
+    @property
+    def persistent(self) -> bool:
+        return self.deployment_type == "PERSISTENT_2"

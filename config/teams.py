@@ -1,0 +1,43 @@
+"""Sharing the cluster (`teams`, `queueing`): Kueue quotas and admission."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from config.base import Model
+
+
+class TeamConfig(Model):
+    """One team sharing the cluster: a Kueue ClusterQueue with a quota in whole nodes of one node group."""
+
+    node_group: str = Field(description="Node group (nodeGroups[].name) the team's quota is on.")
+    nodes: int = Field(ge=0, description="Nodes of the node group the team is guaranteed (nominal quota).")
+    borrowing_limit_nodes: int | None = Field(
+        0,
+        ge=0,
+        description="Nodes the team may borrow from other teams' unused quota; null: no limit.",
+    )
+    priority: int = Field(
+        0, ge=-1_000_000, le=1_000_000, description="Priority of the team's runs (a WorkloadPriorityClass)."
+    )
+
+
+class QueueingConfig(Model):
+    """Kueue admission: all-or-nothing (waitForPodsReady) and how often an evicted run is requeued."""
+
+    pods_ready_timeout_minutes: int = Field(
+        30,
+        ge=1,
+        le=1440,
+        description="Minutes an admitted run has to get every pod ready (image pulls included) before it is"
+        " evicted and requeued, so no run holds half a placement.",
+    )
+    recovery_timeout_minutes: int = Field(
+        15,
+        ge=1,
+        le=1440,
+        description="Minutes a running run may miss a pod (a lost node being replaced) before it is requeued.",
+    )
+    requeue_limit: int = Field(
+        5, ge=0, le=100, description="Requeues after a readiness timeout before Kueue deactivates the run."
+    )

@@ -1,0 +1,81 @@
+"""Names every layer agrees on: one spelling each.
+
+Config, the components, the workloads, the policy pack and the tools all refer to these;
+nothing else spells them. Changing one changes live objects (a label, a namespace, a type
+token in a URN), so each change is a migration, not a rename.
+"""
+
+from __future__ import annotations
+
+PROJECT = "llm-training-eks"
+
+
+def component_type(layer: str, kind: str) -> str:
+    """The Pulumi type token of one of our components, e.g. `llm-training-eks:infra:Cluster`."""
+    return f"{PROJECT}:{layer}:{kind}"
+
+
+# --------------------------------------------------------------------------- namespaces
+
+WORKLOADS_NAMESPACE = "training"
+"""Where training runs, their queues and the shared-storage claim live."""
+SYSTEM_NAMESPACE = "kube-system"
+KUEUE_NAMESPACE = "kueue-system"
+CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
+
+# --------------------------------------------------------------------------- node groups and queues
+
+SYSTEM_NODE_GROUP = "system"
+"""The general-purpose node group: its EKS name, its node-group label value and its Kueue
+ResourceFlavor. MPI launchers and controllers run there."""
+DEFAULT_QUEUE = "default"
+"""The one Kueue queue of a stack without teams."""
+COHORT = "llm-training"
+"""The Kueue cohort every team's ClusterQueue joins, so unused quota can be borrowed."""
+
+# --------------------------------------------------------------------------- labels and tags
+
+NODE_GROUP_LABEL = f"{PROJECT}/node-group"
+ACCELERATOR_LABEL = f"{PROJECT}/accelerator"
+EFA_LABEL = "vpc.amazonaws.com/efa.present"
+NVIDIA_PRESENT_LABEL = "nvidia.com/gpu.present"
+NEURON_PRESENT_LABEL = "aws.amazon.com/neuron.present"
+RUN_ID_LABEL = f"{PROJECT}/run-id"
+ROLE_LABEL = f"{PROJECT}/role"
+VOLUME_LABEL = f"{PROJECT}/volume"
+CLUSTER_TAG = f"{PROJECT}/cluster"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""The label that sends a job to a Kueue LocalQueue."""
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+"""The label that gives a job a Kueue WorkloadPriorityClass."""
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+NAME_LABEL = "app.kubernetes.io/name"
+
+
+def app_labels(component: str | None = None, name: str | None = None) -> dict[str, str]:
+    """The recommended Kubernetes labels of an object this project makes."""
+    labels = {PART_OF_LABEL: PROJECT}
+    if component:
+        labels[COMPONENT_LABEL] = component
+    if name:
+        labels[NAME_LABEL] = name
+    return labels
+
+
+# --------------------------------------------------------------------------- extended resources
+# What the device plugins advertise (aws-neuron device plugin, NVIDIA k8s-device-plugin, AWS
+# EFA k8s device plugin).
+
+NEURON_RESOURCE = "aws.amazon.com/neuron"
+NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+NVIDIA_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+# --------------------------------------------------------------------------- shared storage
+
+SHARED_MOUNT = "/shared"
+STORAGE_CLAIM = "shared-fsx"
+"""The ReadWriteMany claim of the shared FSx for Lustre file system in the workloads namespace."""
+SHARED_VOLUME = "shared-fsx"
+"""The static PersistentVolume behind that claim."""

@@ -1,0 +1,49 @@
+"""Dated price table: the fallback when the AWS Price List API cannot be reached.
+
+Prices are USD, Linux, shared tenancy, on-demand, per hour (FSx: per GB-month). They are
+the same in us-east-1, us-east-2 and us-west-2 for every entry here. `tools.cost --live` asks the
+Price List API first when AWS credentials allow and uses this table otherwise; the offline
+plan always uses the table, so its output does not change from run to run.
+
+Sources (as of PRICES_AS_OF):
+- EC2 on-demand: the Amazon EC2 On-Demand pricing page. trn1.32xlarge $21.50 cross-checked
+  (usage.ai "Trainium vs GPU instances", updated 2026-06-25). P5 and P4 prices reflect the
+  AWS price reduction for NVIDIA GPU instances of June 2025 (up to 45% on P5; usage.ai
+  "LLM cost optimization on AWS", 2026-06-30, describes it); some third-party pages still
+  quote the pre-cut $98.32 for p5.48xlarge. Entries in UNVERIFIED were not cross-checked
+  against a second source: run `python -m tools.cost --live` with credentials to compare.
+- EKS control plane: $0.10 per cluster-hour in standard support, $0.60 in extended
+  support (Amazon EKS pricing page; cloudburn.io "Amazon EKS pricing", 2026-03).
+- NAT gateway: $0.045 per gateway-hour, data processing not included (Amazon VPC pricing).
+- FSx for Lustre PERSISTENT_2 SSD, per GB-month by throughput tier (MB/s/TiB): Amazon FSx
+  for Lustre pricing page; the 125 tier's $0.145 cross-checked (c3x.dev, aws_fsx_lustre_file_system).
+"""
+
+from __future__ import annotations
+
+PRICES_AS_OF = "2026-07-01"
+REGIONS = ("us-east-1", "us-east-2", "us-west-2")
+
+EC2_ON_DEMAND_HOURLY: dict[str, float] = {
+    "trn1.32xlarge": 21.50,
+    "trn1n.32xlarge": 24.78,
+    "trn2.48xlarge": 44.70,
+    "p4de.24xlarge": 27.45,
+    "p5.48xlarge": 55.04,
+    "p5e.48xlarge": 63.30,
+    "p5en.48xlarge": 63.30,
+    "m6i.xlarge": 0.192,
+    "m6i.2xlarge": 0.384,
+    "m6i.4xlarge": 0.768,
+    "m7i.xlarge": 0.2016,
+    "m7i.2xlarge": 0.4032,
+    "m7i.4xlarge": 0.8064,
+}
+UNVERIFIED = ("trn2.48xlarge", "p4de.24xlarge", "p5e.48xlarge", "p5en.48xlarge")
+
+EKS_CONTROL_PLANE_HOURLY = 0.10
+EKS_EXTENDED_SUPPORT_HOURLY = 0.60
+NAT_GATEWAY_HOURLY = 0.045
+FSX_PERSISTENT_2_GB_MONTH: dict[int, float] = {125: 0.145, 250: 0.210, 500: 0.340, 1000: 0.600}
+
+HOURS_PER_MONTH = 730

@@ -1,0 +1,145 @@
+"""The Helm charts of the cluster add-ons and the values we give them (pure functions).
+
+Every release goes only where it belongs. Node selectors and tolerations come from the
+node-group catalog (`NodeGroupFacts`), never typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from facts import instances
+from facts.names import ACCELERATOR_LABEL, EFA_LABEL, NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
+from infra.platform import NodeGroupFacts
+
+FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
+SYSTEM_NODE_SELECTOR = {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
+
+
+@dataclass(frozen=True)
+class HelmChart:
+    """Where a chart comes from (the version is pinned in config)."""
+
+    release: str
+    chart: str
+    repo: str | None = None
+    """Helm repository URL; None for an OCI chart (the chart is then an oci:// reference)."""
+
+
+EFA_DEVICE_PLUGIN = HelmChart(
+    "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts"
+)
+NVIDIA_DEVICE_PLUGIN = HelmChart(
+    "nvidia-device-plugin", "nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin"
+)
+NEURON = HelmChart("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart")
+FSX_CSI_DRIVER = HelmChart(
+    "aws-fsx-csi-driver", "aws-fsx-csi-driver", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
+)
+KUEUE = HelmChart("kueue", "oci://registry.k8s.io/kueue/charts/kueue")
+DCGM_EXPORTER = HelmChart("dcgm-exporter", "dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts")
+
+
+def mpi_operator_manifest_url(version: str) -> str:
+    """The operator's single-file install manifest of a release (kubeflow/mpi-operator README)."""
+    return f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
+
+
+# --------------------------------------------------------------------------- placement (pure)
+
+
+def tolerations_for(groups: Iterable[NodeGroupFacts]) -> list[dict[str, str]]:
+    """Exactly the taints of the node groups served, each once, in a stable order."""
+    seen: dict[tuple[str, str, str], dict[str, str]] = {}
+    for g in groups:
+        for t in g.instance.taints:
+            seen.setdefault((t.key, t.value, t.effect), t.toleration())
+    return [seen[k] for k in sorted(seen)]
+
+
+def efa_groups(groups: Iterable[NodeGroupFacts]) -> list[NodeGroupFacts]:
+    return [g for g in groups if g.instance.efa]
+
+
+def accelerator_groups(groups: Iterable[NodeGroupFacts], accelerator: instances.Accelerator) -> list[NodeGroupFacts]:
+    return [g for g in groups if g.accelerator == accelerator]
+
+
+def efa_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
+    """EFA nodes only: elsewhere the plugin crash-loops with "No devices found"."""
+    return {"nodeSelector": {EFA_LABEL: "true"}, "tolerations": tolerations_for(groups)}
+
+
+def nvidia_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
+    """GPU nodes only. Our nodes carry `nvidia.com/gpu.present=true`, which the chart's default
+    affinity selects on when node-feature-discovery is not installed."""
+    return {
+        "nodeSelector": {ACCELERATOR_LABEL: "nvidia"},
+        "tolerations": tolerations_for(groups),
+    }
+
+
+def neuron_values(groups: Sequence[NodeGroupFacts], scheduler: bool) -> dict[str, Any]:
+    """Device plugin and node problem detector on Neuron nodes; the scheduler extension (a
+    Deployment) on system nodes. The detector only reports (`NeuronHealth`): EKS node
+    auto-repair is the one component that remediates (two remediators would fight over a node)."""
+    on_neuron = {"nodeSelector": {ACCELERATOR_LABEL: "neuron"}, "tolerations": tolerations_for(groups)}
+    return {
+        "devicePlugin": dict(on_neuron),
+        "npd": {**on_neuron, "enabled": True, "nodeRecovery": {"enabled": False}},
+        "scheduler": {
+            "enabled": scheduler,
+            "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+            "customScheduler": {"nodeSelector": dict(SYSTEM_NODE_SELECTOR)},
+        },
+    }
+
+
+def dcgm_exporter_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
+    """GPU health metrics (XIDs, ECC, NVLink, thermals) on GPU nodes only. It only exports:
+    EKS node auto repair, fed by the node monitoring agent, is the one component that
+    remediates. No ServiceMonitor: the stack installs no Prometheus operator."""
+    return {
+        "nodeSelector": {ACCELERATOR_LABEL: "nvidia"},
+        "tolerations": tolerations_for(groups),
+        "serviceMonitor": {"enabled": False},
+    }
+
+
+def kueue_values(manager_config: str) -> dict[str, Any]:
+    """The Kueue controller on system nodes with our configuration (MPIJob integration,
+    all-or-nothing admission)."""
+    return {
+        "controllerManager": {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "replicas": 1},
+        "managerConfig": {"controllerManagerConfigYaml": manager_config},
+    }
+
+
+def fsx_csi_values(groups: Sequence[NodeGroupFacts], controller_role_arn: str) -> dict[str, Any]:
+    """Controller (two replicas) on system nodes with its IRSA role; the node plugin on every
+    node, accelerated ones included (that is where jobs mount `/shared`)."""
+    return {
+        "controller": {
+            "replicaCount": 2,
+            # The chart's own PDB (maxUnavailable 1 at two replicas). A second PDB over the same
+            # pods would make every eviction fail, so none is added beside it.
+            "podDisruptionBudget": {"enabled": True},
+            "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+            "serviceAccount": {
+                "create": True,
+                "name": FSX_CSI_CONTROLLER_SA,
+                "annotations": {"eks.amazonaws.com/role-arn": controller_role_arn},
+            },
+        },
+        "node": {"tolerateAllTaints": False, "tolerations": tolerations_for(groups)},
+    }
+
+
+# CoreDNS runs two replicas; keep one up through node drains and upgrades (EKS add-on
+# configuration values of coredns).
+COREDNS_CONFIGURATION = json.dumps(
+    {"replicaCount": 2, "podDisruptionBudget": {"enabled": True, "maxUnavailable": 1}}, sort_keys=True
+)

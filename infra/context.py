@@ -1,0 +1,37 @@
+"""The few stack-wide values every component reads besides its own config section."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from config.stack import StackConfig
+from facts.names import CLUSTER_TAG
+
+
+@dataclass(frozen=True)
+class StackContext:
+    """Cluster name, region, tags, protection and log retention: shared by every component."""
+
+    cluster_name: str
+    region: str
+    protect: bool
+    """`protectStatefulResources`: stateful resources are protected from deletion."""
+    log_retention_days: int
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """The stack's `tags`."""
+
+    @classmethod
+    def from_config(cls, cfg: StackConfig) -> StackContext:
+        return cls(
+            cluster_name=cfg.cluster.name,
+            region=cfg.region,
+            protect=cfg.protect_stateful_resources,
+            log_retention_days=cfg.cluster.log_retention_days,
+            tags=dict(cfg.tags),
+        )
+
+    @property
+    def owned_tags(self) -> dict[str, str]:
+        """The stack's tags plus the tag that names the cluster a resource belongs to."""
+        return {**self.tags, CLUSTER_TAG: self.cluster_name}

@@ -1,0 +1,107 @@
+"""The offline plan contract (tools/plan.py): options, output, exit codes, determinism."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+
+import stack as program
+from config import stackfile
+from infra.protection import stateful
+from tests.conftest import MINIMAL, ROOT
+from tools import plan
+
+
+def _main(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = plan.main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_same_stack_twice_gives_byte_identical_json() -> None:
+    """Two separate processes, as a reviewer would run them."""
+    cmd = [sys.executable, "-m", "tools.plan", "--stack", "trn1-llama2", "--format", "json"]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    first, second = (p.communicate()[0] for p in procs)
+    assert [p.returncode for p in procs] == [0, 0]
+    assert first == second
+    doc = json.loads(first)
+    assert set(doc) >= {"stack", "resources", "outputs", "cost"}
+    r = doc["resources"][0]
+    assert set(r) >= {"urn", "type", "name", "custom", "parent", "dependencies", "protect", "retainOnDelete", "inputs"}
+
+
+def test_table_shows_components_and_key_facts() -> None:
+    code, out, _ = _main("--stack", "p5-capacity-block")
+    assert code == 0
+    assert "AcceleratedNodeGroup ng-p5" in out
+    assert "p5.48xlarge x 2" in out and "CAPACITY_BLOCK" in out
+    assert "EFA interfaces: 32 on 32 network cards" in out
+    assert "AZ us-east-2b (1 subnet)" in out
+    assert "capacity target: cr-0a1b2c3d4e5f60718 (capacity-block)" in out
+    assert "endpoint: private only" in out
+
+
+def test_out_writes_plan_json(tmp_path: Path) -> None:
+    code, out, _ = _main("--stack", "dev", "--format", "json", "--out", str(tmp_path))
+    assert code == 0
+    assert (tmp_path / "plan.json").read_text() == out
+
+
+def test_config_file_and_secrets_become_placeholders(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    values = dict(MINIMAL, **{"llm-training-eks:tags": {"team": {"secure": "v1:abc"}}})
+    path.write_text(yaml.safe_dump({"config": values}))
+    assert stackfile.read_stack_file(path)["llm-training-eks:tags"] == {"team": stackfile.SECRET}
+    code, out, _ = _main("--config-file", str(path), "--format", "json")
+    assert code == 0 and json.loads(out)["stack"] == "mine"
+
+
+def test_missing_stack_is_exit_2_listing_the_stacks() -> None:
+    code, _, err = _main("--stack", "nope")
+    assert code == 2 and "dev" in err and "Traceback" not in err
+
+
+def test_bad_usage_is_exit_2() -> None:
+    code, _, _ = _main("--format", "json")
+    assert code == 2
+
+
+def test_program_failure_is_exit_1_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(cfg: object) -> dict:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(program, "build", broken)
+    code, _, err = _main("--stack", "dev")
+    assert code == 1 and "boom" in err and "Traceback" not in err
+
+
+def test_invalid_config_cli_exit_code_in_a_real_process(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(yaml.safe_dump({"config": {"aws:region": "us-west-2", "llm-training-eks:nodeGroup": []}}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.plan", "--config-file", str(path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("nodeGroup: unknown key (did you mean 'nodeGroups'?)")
+    assert proc.stdout == ""
+
+
+@pulumi.runtime.test
+def test_stateful_helper_sets_protect_and_keeps_other_options() -> None:
+    parent_opts = pulumi.ResourceOptions(ignore_changes=["tags"])
+    assert stateful(True, parent_opts).protect is True
+    assert stateful(True, parent_opts).ignore_changes == ["tags"]
+    assert stateful(False).protect is False
+
+
+def test_every_example_stack_plans(example_stack: str) -> None:
+    code, _, err = _main("--stack", example_stack, "--format", "json")
+    assert code == 0, err

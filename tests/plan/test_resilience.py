@@ -1,0 +1,172 @@
+"""Node health and repair, one remediator, per-node health checks, and training that
+resumes from its latest checkpoint after a lost node."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+import config
+from infra.charts import DCGM_EXPORTER
+from tests.conftest import resources, stack_plan, stack_values
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
+WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared"]
+
+
+def releases(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["inputs"]["name"]: r["inputs"] for r in resources(plan, RELEASE)}
+
+
+def jobs(stack: str) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r["inputs"] for r in resources(stack_plan(stack), MPIJOB)}
+
+
+def launcher_script(job: dict[str, Any]) -> str:
+    (c,) = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
+    return str(c["command"][2])
+
+
+def worker_env(job: dict[str, Any]) -> dict[str, str]:
+    (c,) = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in c["env"]}
+
+
+# --------------------------------------------------------------------------- node health and repair
+
+
+def test_node_monitoring_agent_and_repair_on_every_accelerated_node_group(example_stack: str) -> None:
+    plan = stack_plan(example_stack)
+    addons = {r["inputs"]["addonName"] for r in resources(plan, "aws:eks/addon:Addon")}
+    assert "eks-node-monitoring-agent" in addons
+    groups = [r for r in resources(plan, "aws:eks/nodeGroup:NodeGroup") if r["inputs"]["nodeGroupName"] != "system"]
+    assert groups
+    for ng in groups:
+        repair = ng["inputs"]["nodeRepairConfig"]
+        assert repair["enabled"] is True, ng["name"]
+        assert repair["nodeRepairConfigOverrides"], ng["name"]
+
+
+def test_exactly_one_component_remediates(example_stack: str) -> None:
+    """EKS node auto repair remediates; the Neuron detector and DCGM exporter only report."""
+    found = releases(stack_plan(example_stack))
+    if "neuron" in found:
+        npd = found["neuron"]["values"]["npd"]
+        assert npd["enabled"] is True and npd["nodeRecovery"] == {"enabled": False}
+    gpu = "nvidia-device-plugin" in found
+    assert (DCGM_EXPORTER.release in found) == gpu
+    if gpu:
+        dcgm = found[DCGM_EXPORTER.release]
+        assert dcgm["repositoryOpts"]["repo"] == DCGM_EXPORTER.repo
+        assert dcgm["values"]["tolerations"] == found["nvidia-device-plugin"]["values"]["tolerations"]
+        assert dcgm["values"]["nodeSelector"] == {"llm-training-eks/accelerator": "nvidia"}
+
+
+# --------------------------------------------------------------------------- health check
+
+
+@pytest.mark.parametrize(("stack", "device_check", "collective"), [
+    ("trn1-llama2", "ls /dev/neuron*", "--hosts $hosts"),
+    ("trn1-bert", "ls /dev/neuron*", "--hosts $hosts"),
+    ("p4de-nemo", "nvidia-smi -L", "all_reduce_perf"),
+])  # fmt: skip
+def test_per_node_checks_run_before_the_collective_test(stack: str, device_check: str, collective: str) -> None:
+    (job,) = [j for n, j in jobs(stack).items() if n.endswith("-healthcheck")]
+    script = launcher_script(job)
+    node = script.index("$MPIRUN bash -c")
+    assert node < script.index(collective)
+    per_node = script[node : script.index(collective)]
+    for needle in (device_check, "/dev/infiniband/uverbs", "EFA devices"):
+        assert needle in per_node
+    assert ("nccom-test -r 32 -b 64M" in per_node) or ("dcgmi diag -r 1" in per_node)
+
+
+def test_expected_counts_come_from_the_catalog() -> None:
+    (job,) = [j for n, j in jobs("p4de-nemo").items() if n.endswith("-healthcheck")]
+    script = launcher_script(job)
+    assert '"$dev" -eq 8' in script and '"$efa" -eq 4' in script  # p4de: 8 A100, 4 EFA cards
+    (job,) = [j for n, j in jobs("trn1-llama2").items() if n.endswith("-healthcheck")]
+    script = launcher_script(job)
+    assert '"$dev" -eq 16' in script and '"$efa" -eq 8' in script  # trn1: 16 Trainium, 8 EFA cards
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_every_launcher_script_is_valid_bash(stack: str) -> None:
+    for name, job in jobs(stack).items():
+        script = launcher_script(job)
+        snippets = [script]
+        for quoted in re.findall(r"\$MPIRUN bash -c ('(?:[^']|'\"'\"')*')", script):
+            snippets.append(shlex.split(quoted)[0])
+        for text in snippets:
+            done = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True, check=False)
+            assert done.returncode == 0, (name, done.stderr)
+
+
+# --------------------------------------------------------------------------- training that survives
+
+
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_launcher_waits_for_its_workers_before_mpirun(stack: str) -> None:
+    for name, job in jobs(stack).items():
+        script = launcher_script(job)
+        wait = script.index("until ssh")
+        assert wait < script.index("export MPIRUN"), name
+        assert "/etc/mpi/hostfile" in script[:wait]
+        launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]
+        assert launcher["restartPolicy"] == "OnFailure"
+        assert launcher["template"]["spec"]["nodeSelector"] == {"llm-training-eks/node-group": "system"}
+        assert job["spec"]["mpiReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure"
+
+
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_retries_are_bounded_by_config(stack: str) -> None:
+    for name, w in stack_values(stack)["llm-training-eks:workloads"].items():
+        run = w["runId"]
+        want = w.get("maxRetries", 3)
+        assert jobs(stack)[f"{name}-{run}-train"]["spec"]["runPolicy"]["backoffLimit"] == want
+        assert jobs(stack)[f"{name}-{run}-healthcheck"]["spec"]["runPolicy"]["backoffLimit"] == 0
+
+
+@pytest.mark.parametrize(("stack", "workload"), [("trn1-llama2", "llama2"), ("p4de-nemo", "nemo")])
+def test_nemo_recipes_resume_from_the_latest_checkpoint(stack: str, workload: str) -> None:
+    job = jobs(stack)[f"{workload}-run-001-train"]
+    script = launcher_script(job)
+    run_dir = f"/shared/{workload}/run-001"
+    for arg in (
+        "exp_manager.resume_if_exists=True",
+        "exp_manager.resume_ignore_no_checkpoint=True",
+        f"exp_manager.explicit_log_dir={run_dir}",  # NeMo saves to and resumes from <log dir>/checkpoints
+        "exp_manager.create_checkpoint_callback=True",
+    ):
+        assert arg in script
+    cfg = config.parse(config.from_stack_values(stack_values(stack)))
+    every = cfg.workloads[workload].training.checkpoint_every_steps  # type: ignore[union-attr]
+    assert f"every_n_train_steps={every}" in script
+    env = worker_env(job)
+    assert env["CHECKPOINT_DIR"] == f"{run_dir}/checkpoints"
+
+
+@pytest.mark.parametrize(
+    ("stack", "workload", "every"), [("trn1-bert", "bert", 500), ("trn1-shared", "bert-research", 200)]
+)
+def test_custom_recipe_gets_its_checkpoint_dir_and_interval(stack: str, workload: str, every: int) -> None:
+    job = jobs(stack)[f"{workload}-run-001-train"]
+    env = worker_env(job)
+    assert env["CHECKPOINT_DIR"] == f"/shared/{workload}/run-001/checkpoints"
+    assert env["CHECKPOINT_EVERY_STEPS"] == str(every)
+    assert "mkdir -p $RUN_DIR $CHECKPOINT_DIR" in launcher_script(job)
+    assert "-x CHECKPOINT_DIR" in launcher_script(job)  # mpirun passes it to every node
+
+
+def test_workers_are_guaranteed_qos_so_they_are_evicted_last(example_stack: str) -> None:
+    for r in resources(stack_plan(example_stack), MPIJOB):
+        (c,) = r["inputs"]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+        assert c["resources"]["requests"] == c["resources"]["limits"]
+        assert "cpu" in c["resources"]["requests"]

@@ -1,0 +1,359 @@
+"""Training workloads: rendered objects, schemas, ordering, golden YAML and config errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from config import stackfile
+from config import training as workloads_config
+from facts import instances as catalog
+from facts import names
+from tests.conftest import GOLDEN, ROOT, stack_plan, stack_values
+from tools import plan as plan_mod
+
+WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared"]
+MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
+MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
+
+
+def k8s_resources(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in plan["resources"] if r["type"].startswith("kubernetes:") and "kind" in r["inputs"]]
+
+
+def named(plan: dict[str, Any], name: str) -> dict[str, Any]:
+    (r,) = [r for r in plan["resources"] if r["name"] == name]
+    return r
+
+
+def ancestors(plan: dict[str, Any], urn: str) -> set[str]:
+    """Every resource a resource (transitively) depends on, by name."""
+    by = {r["urn"]: r for r in plan["resources"]}
+    seen: set[str] = set()
+    todo = list(by[urn]["dependencies"])
+    while todo:
+        u = todo.pop()
+        if u in seen or u not in by:
+            continue
+        seen.add(u)
+        todo.extend(by[u]["dependencies"])
+    return {by[u]["name"] for u in seen}
+
+
+def golden_files(plan: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for obj in plan_mod.kubernetes_objects(plan):
+        meta = obj.get("metadata", {})
+        out[f"{obj['kind'].lower()}-{meta.get('name')}.yaml"] = yaml.safe_dump(obj, sort_keys=True)
+    return out
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_every_mpijob_validates_against_the_mpijob_schema(stack: str) -> None:
+    jobs = [r["inputs"] for r in k8s_resources(stack_plan(stack)) if r["type"] == MPIJOB]
+    assert jobs
+    for job in jobs:
+        jsonschema.validate(job, MPIJOB_SCHEMA)
+        assert job["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
+
+
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_every_core_object_validates_with_kubernetes_validate(stack: str) -> None:
+    # Kueue objects have no schema in kubernetes_validate; tests/test_queues.py checks them.
+    objs = [
+        r["inputs"]
+        for r in k8s_resources(stack_plan(stack))
+        if r["type"] != MPIJOB and not r["inputs"]["apiVersion"].startswith("kueue.x-k8s.io/")
+    ]
+    assert objs
+    for obj in objs:
+        if obj["kind"] == "Secret":
+            obj = {**obj, "stringData": {"HF_TOKEN": "x"}}  # the plan hides the secret value
+        kubernetes_validate.validate(obj, "1.35.0", strict=True)
+
+
+# --------------------------------------------------------------------------- devices and ordering
+
+
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_workers_take_every_device_of_their_node(stack: str) -> None:
+    values = stack_values(stack)
+    groups = {g["name"]: catalog.ACCELERATED[g["instanceType"]] for g in values["llm-training-eks:nodeGroups"]}
+    for name, w in values["llm-training-eks:workloads"].items():
+        it = groups[w["nodeGroup"]]
+        for r in k8s_resources(stack_plan(stack)):
+            if r["type"] != MPIJOB or r["inputs"]["metadata"]["labels"]["app.kubernetes.io/name"] != name:
+                continue
+            worker = r["inputs"]["spec"]["mpiReplicaSpecs"]["Worker"]
+            assert worker["replicas"] == w["nodes"]
+            (c,) = worker["template"]["spec"]["containers"]
+            for kind in ("requests", "limits"):
+                res = c["resources"][kind]
+                assert res[it.device_resource] == str(it.accelerator_count)
+                assert res[names.EFA_RESOURCE] == str(it.efa_interfaces)
+                assert res["memory"] == f"{it.allocatable_memory_gib}Gi"
+            vols = {v["name"]: v for v in worker["template"]["spec"]["volumes"]}
+            assert vols["dshm"]["emptyDir"]["medium"] == "Memory"
+            assert worker["template"]["spec"]["nodeSelector"] == {names.NODE_GROUP_LABEL: w["nodeGroup"]}
+            assert worker["template"]["spec"]["tolerations"][0]["key"] == it.device_resource
+
+
+def test_llama2_steps_are_chained_and_training_is_not_awaited() -> None:
+    plan = stack_plan("trn1-llama2")
+    train = named(plan, "llama2-run-001-train")
+    before = ancestors(plan, train["urn"])
+    assert {"llama2-run-001-healthcheck", "llama2-run-001-precompile", "llama2-hf-token"} <= before
+    assert any(n.startswith("llama2-tokenize-") for n in before)
+    health = named(plan, "llama2-run-001-healthcheck")
+    assert health["urn"] in train["dependencies"]
+    assert named(plan, "llama2-run-001-precompile")["urn"] in health["dependencies"]
+    assert train["inputs"]["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    for name in ("llama2-run-001-healthcheck", "llama2-run-001-precompile"):
+        assert named(plan, name)["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Succeeded"
+
+
+@pytest.mark.parametrize(("stack", "workload"), [("p4de-nemo", "nemo"), ("trn1-bert", "bert")])
+def test_health_check_precedes_training(stack: str, workload: str) -> None:
+    plan = stack_plan(stack)
+    train = named(plan, f"{workload}-run-001-train")
+    assert named(plan, f"{workload}-run-001-healthcheck")["urn"] in train["dependencies"]
+
+
+def test_hugging_face_token_is_a_secret() -> None:
+    plan = stack_plan("trn1-llama2")
+    secret = named(plan, "llama2-hf-token")
+    assert secret["inputs"]["stringData"] == {"HF_TOKEN": stackfile.SECRET}
+    assert "AAABAJ0" not in json.dumps(plan)
+
+
+def test_llama2_stack_reproduces_the_seed_run() -> None:
+    train = named(stack_plan("trn1-llama2"), "llama2-run-001-train")["inputs"]
+    script = train["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][2]
+    for arg in (
+        "trainer.num_nodes=4",
+        "trainer.devices=32",
+        "model.tensor_model_parallel_size=8",
+        "model.pipeline_model_parallel_size=1",
+        "model.global_batch_size=256",
+        "model.micro_batch_size=1",
+        "model.encoder_seq_length=4096",
+        "model.hidden_size=4096",
+        "model.ffn_hidden_size=11008",
+        "model.num_layers=32",
+        "model.num_attention_heads=32",
+        "model.optim.lr=0.0003",
+        "model.optim.sched.min_lr=3e-05",
+        "model.sequence_parallel=True",
+        "exp_manager.explicit_log_dir=/shared/llama2/run-001",
+    ):
+        assert arg in script
+    env = {
+        e["name"]: e["value"]
+        for e in train["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["NEURON_COMPILE_CACHE_URL"] == "/shared/llama2/neuron-cache"
+    assert train["spec"]["slotsPerWorker"] == 32
+
+
+def test_a_new_run_id_renames_run_steps_and_reuses_data_steps() -> None:
+    values = stack_values("trn1-llama2")
+    values["llm-training-eks:workloads"] = json.loads(json.dumps(values["llm-training-eks:workloads"]))
+    values["llm-training-eks:workloads"]["llama2"]["runId"] = "run-002"
+    names_new = {r["name"] for r in k8s_resources(plan_mod.run(values, "t"))}
+    names_old = {r["name"] for r in k8s_resources(stack_plan("trn1-llama2"))}
+    assert "llama2-run-002-train" in names_new and "llama2-run-001-train" not in names_new
+    assert {n for n in names_old if "run-001" not in n} == {n for n in names_new if "run-002" not in n}
+
+
+def test_rendering_is_deterministic() -> None:
+    a = golden_files(plan_mod.run(stack_values("trn1-llama2"), "trn1-llama2"))
+    assert a == golden_files(stack_plan("trn1-llama2"))
+
+
+# --------------------------------------------------------------------------- golden YAML
+
+
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_golden_yaml(stack: str) -> None:
+    """Regenerate with: UPDATE_GOLDEN=1 python -m pytest -q tests/test_workloads.py -k golden"""
+    files = golden_files(stack_plan(stack))
+    d = GOLDEN / stack
+    if os.environ.get("UPDATE_GOLDEN"):
+        d.mkdir(parents=True, exist_ok=True)
+        for old in d.glob("*.yaml"):
+            old.unlink()
+        for name, text in files.items():
+            (d / name).write_text(text)
+    existing = {p.name: p.read_text() for p in sorted(d.glob("*.yaml"))}
+    assert sorted(existing) == sorted(files), "objects added or removed; regenerate with UPDATE_GOLDEN=1"
+    for name, text in files.items():
+        assert existing[name] == text, f"{stack}/{name} differs; regenerate with UPDATE_GOLDEN=1 and review the diff"
+
+
+# --------------------------------------------------------------------------- bad configs
+
+TRN1 = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2d"}
+P4DE = {"name": "p4de", "instanceType": "p4de.24xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
+LLAMA = {"recipe": "llama2-neuron", "nodeGroup": "trn1", "nodes": 4, "runId": "run-001", "imageTag": "1.0"}
+NEMO = {"recipe": "nemo-gpu", "nodeGroup": "p4de", "nodes": 2, "runId": "run-001", "imageTag": "24.07"}
+CUSTOM = {"recipe": "custom", "nodeGroup": "trn1", "nodes": 2, "runId": "r1", "image": "repo/img:1", "command": ["x"]}
+
+
+def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**base, **changes}
+
+
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "unknown node group",
+        {"llama2": _with(LLAMA, nodeGroup="trn2")},
+        "workloads.llama2.nodeGroup: unknown node group",
+    ),
+    (
+        "neuron recipe on gpu",
+        {"llama2": _with(LLAMA, nodeGroup="p4de", nodes=2)},
+        "workloads.llama2.nodeGroup: recipe llama2-neuron needs a Neuron",
+    ),
+    (
+        "gpu recipe on neuron",
+        {"nemo": _with(NEMO, nodeGroup="trn1")},
+        "workloads.nemo.nodeGroup: recipe nemo-gpu needs an NVIDIA",
+    ),
+    (
+        "too many nodes",
+        {"llama2": _with(LLAMA, nodes=8)},
+        "workloads.llama2.nodes: 8 nodes, but node group 'trn1' runs 4",
+    ),
+    (
+        "tp x pp does not divide ranks",
+        {"nemo": _with(NEMO, model={"tensorParallel": 8, "pipelineParallel": 32, "numLayers": 32})},
+        "workloads.nemo.model.tensorParallel: TP 8 x PP 32",
+    ),
+    (
+        "global batch not divisible",
+        {"llama2": _with(LLAMA, model={"globalBatchSize": 100})},
+        "workloads.llama2.model.globalBatchSize: 100 is not divisible by data-parallel size 16",
+    ),
+    (
+        "heads not divisible by tp",
+        {"llama2": _with(LLAMA, model={"tensorParallel": 3})},
+        "workloads.llama2.model.tensorParallel: 3 does not divide numAttentionHeads 32",
+    ),
+    (
+        "layers not divisible by pp",
+        {"llama2": _with(LLAMA, model={"pipelineParallel": 3})},
+        "workloads.llama2.model.pipelineParallel: 3 does not divide numLayers 32",
+    ),
+    ("unknown recipe", {"x": _with(LLAMA, recipe="llama3")}, "workloads.x.recipe: 'llama3' is not a recipe"),
+    (
+        "missing recipe",
+        {"x": {k: v for k, v in LLAMA.items() if k != "recipe"}},
+        "workloads.x.recipe: required key is missing",
+    ),
+    ("latest image", {"nemo": _with(NEMO, imageTag=None, image="nvcr.io/nvidia/nemo:latest")}, "workloads.nemo.image:"),
+    ("latest tag", {"nemo": _with(NEMO, imageTag="latest")}, "workloads.nemo.imageTag: 'latest' is not an immutable"),
+    (
+        "no image",
+        {"nemo": {k: v for k, v in NEMO.items() if k != "imageTag"}},
+        "workloads.nemo.imageTag: required unless image",
+    ),
+    (
+        "custom without image",
+        {"c": _with(CUSTOM, image=None, imageTag="1")},
+        "workloads.c.image: required for recipe custom",
+    ),
+    (
+        "custom without command",
+        {"c": {k: v for k, v in CUSTOM.items() if k != "command"}},
+        "workloads.c.command: required key is missing",
+    ),
+    ("bad run id", {"llama2": _with(LLAMA, runId="Run_1")}, "workloads.llama2.runId:"),
+    ("unknown model key", {"llama2": _with(LLAMA, model={"layers": 4})}, "workloads.llama2.model.layers: unknown key"),
+    (
+        "unknown preset",
+        {"llama2": _with(LLAMA, model={"preset": "65b"})},
+        "workloads.llama2.model.preset: '65b' is not allowed",
+    ),
+    (
+        "min lr above lr",
+        {"llama2": _with(LLAMA, training={"minLearningRate": 0.01})},
+        "workloads.llama2.training.minLearningRate:",
+    ),
+    ("warmup too long", {"llama2": _with(LLAMA, training={"maxSteps": 100})}, "workloads.llama2.training.warmupSteps:"),
+    (
+        "bad health check size",
+        {"nemo": _with(NEMO, healthCheck={"messageSize": "two gigs"})},
+        "workloads.nemo.healthCheck.messageSize:",
+    ),
+    (
+        "negative threshold",
+        {"nemo": _with(NEMO, healthCheck={"minBusBandwidthGbps": -1})},
+        "workloads.nemo.healthCheck.minBusBandwidthGbps:",
+    ),
+    (
+        "too many processes",
+        {"c": _with(CUSTOM, processesPerNode=64)},
+        "workloads.c.processesPerNode: 64 is more than the 32",
+    ),
+    ("bad workload name", {"Llama_2": LLAMA}, "workloads.Llama_2: the workload name"),
+    ("nemo data outside /shared", {"nemo": _with(NEMO, dataPrefix="/data/x")}, "workloads.nemo.dataPrefix:"),
+]
+
+
+def _bad_stack(workloads: dict[str, Any], token: bool = True) -> str:
+    cfg: dict[str, Any] = {
+        "aws:region": "us-west-2",
+        "llm-training-eks:nodeGroups": [TRN1, P4DE],
+        "llm-training-eks:workloads": {k: {a: b for a, b in v.items() if b is not None} for k, v in workloads.items()},
+    }
+    if token:
+        cfg["llm-training-eks:huggingFaceToken"] = {"secure": "AAAB"}
+    return yaml.safe_dump({"config": cfg})
+
+
+@pytest.mark.parametrize(("case", "workloads", "expected"), BAD, ids=[b[0] for b in BAD])
+def test_bad_workload_config_exits_2_naming_the_key(
+    tmp_path: Path, case: str, workloads: dict[str, Any], expected: str
+) -> None:
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(_bad_stack(workloads))
+    err = io.StringIO()
+    assert plan_mod.main(["--config-file", str(path)], stdout=io.StringIO(), stderr=err) == 2
+    assert expected in err.getvalue(), err.getvalue()
+    assert "Traceback" not in err.getvalue()
+
+
+def test_llama2_without_hugging_face_token_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(_bad_stack({"llama2": LLAMA}, token=False))
+    err = io.StringIO()
+    assert plan_mod.main(["--config-file", str(path)], stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue().startswith("huggingFaceToken: required by workloads.llama2")
+
+
+def test_presets_fit_their_documented_parallelism() -> None:
+    for preset, values in workloads_config.LLAMA2_PRESETS.items():
+        m = workloads_config.ModelConfig.model_validate({"preset": preset})
+        assert m.hidden_size == values["hiddenSize"]
+        assert m.num_attention_heads % m.tensor_parallel == 0
+        assert m.num_layers % m.pipeline_parallel == 0
+
+
+def test_each_workload_is_one_component_holding_its_steps() -> None:
+    plan = stack_plan("trn1-llama2")
+    (run,) = [r for r in plan["resources"] if r["type"] == "llm-training-eks:workloads:TrainingRun"]
+    assert run["inputs"] == {"recipe": "llama2-neuron", "runId": "run-001"}
+    kids = [r for r in plan["resources"] if r["parent"] == run["urn"]]
+    assert {r["inputs"]["kind"] for r in kids} >= {"Job", "MPIJob", "Secret", "Deployment", "Service"}
+    assert all(r["type"].startswith("kubernetes:") for r in kids)

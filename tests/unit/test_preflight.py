@@ -1,0 +1,231 @@
+"""Preflight: moto for instance types and offerings; botocore Stubber with the real response
+shapes for capacity reservations and service quotas (moto does not implement them)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+import config
+from tools import preflight
+
+NOW = dt.datetime(2026, 7, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def cfg_of(**ng: Any) -> config.StackConfig:
+    group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2d", **ng}
+    return config.parse({"region": "us-west-2", "nodeGroups": [group]})
+
+
+RESERVED = {"capacity": {"type": "reservation", "reservationId": "cr-0123456789abcdef0"}}
+
+
+def reservation(**over: Any) -> dict[str, Any]:
+    cr = {
+        "CapacityReservationId": "cr-0123456789abcdef0",
+        "InstanceType": "trn1.32xlarge",
+        "InstancePlatform": "Linux/UNIX",
+        "AvailabilityZone": "us-west-2d",
+        "Tenancy": "default",
+        "TotalInstanceCount": 4,
+        "AvailableInstanceCount": 4,
+        "State": "active",
+        "StartDate": NOW - dt.timedelta(days=1),
+        "EndDate": NOW + dt.timedelta(days=30),
+        "EndDateType": "limited",
+        "InstanceMatchCriteria": "targeted",
+        "ReservationType": "default",
+    }
+    cr.update(over)
+    return cr
+
+
+def reservation_findings(cr: dict[str, Any] | None, cfg: config.StackConfig) -> list[preflight.Finding]:
+    ec2 = boto3.client("ec2", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(ec2) as stub:
+        expected = {"CapacityReservationIds": ["cr-0123456789abcdef0"]}
+        if cr is None:
+            stub.add_client_error(
+                "describe_capacity_reservations", "InvalidCapacityReservationId.NotFound", expected_params=expected
+            )
+        else:
+            stub.add_response("describe_capacity_reservations", {"CapacityReservations": [cr]}, expected)
+        return preflight.check_reservations(ec2, cfg, NOW, 24)
+
+
+def failing(findings: list[preflight.Finding]) -> list[str]:
+    return [f.line() for f in findings if not f.ok]
+
+
+def quota_client(values: dict[str, float]) -> tuple[Any, Stubber]:
+    sq = boto3.client("service-quotas", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(sq)
+    for code, value in values.items():
+        stub.add_response(
+            "get_service_quota",
+            {
+                "Quota": {
+                    "ServiceCode": "ec2",
+                    "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+                    "QuotaArn": f"arn:aws:servicequotas:us-west-2:123456789012:ec2/{code}",
+                    "QuotaCode": code,
+                    "QuotaName": dict(preflight.QUOTA_CODES.values())[code],
+                    "Value": value,
+                    "Unit": "None",
+                    "Adjustable": True,
+                    "GlobalQuota": False,
+                }
+            },
+            {"ServiceCode": "ec2", "QuotaCode": code},
+        )
+    stub.activate()
+    return sq, stub
+
+
+# --------------------------------------------------------------------------- offerings and EFA (moto)
+
+
+@mock_aws
+def test_instance_type_not_offered_in_the_az():
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    lines = failing(preflight.check_offerings(ec2, cfg_of(availabilityZone="us-west-2a")))
+    assert len(lines) == 1
+    assert "trn1.32xlarge is not offered in us-west-2a" in lines[0] and "us-west-2d" in lines[0]
+
+
+@mock_aws
+def test_instance_type_offered_and_efa_cards_match():
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    cfg = cfg_of()
+    assert failing(preflight.check_offerings(ec2, cfg)) == []
+    assert failing(preflight.check_efa(ec2, cfg)) == []
+
+
+# --------------------------------------------------------------------------- reservations (Stubber)
+
+
+def test_reservation_all_good():
+    assert failing(reservation_findings(reservation(), cfg_of(**RESERVED))) == []
+
+
+def test_reservation_not_found():
+    assert "not found" in failing(reservation_findings(None, cfg_of(**RESERVED)))[0]
+
+
+def test_reservation_in_another_az():
+    lines = failing(reservation_findings(reservation(AvailabilityZone="us-west-2b"), cfg_of(**RESERVED)))
+    assert lines == [
+        "FAIL reservation nodeGroups[trn1] cr-0123456789abcdef0: is in us-west-2b, the node group in us-west-2d:"
+        " set availabilityZone to it"
+    ]
+
+
+def test_reservation_for_another_type():
+    lines = failing(reservation_findings(reservation(InstanceType="trn1n.32xlarge"), cfg_of(**RESERVED)))
+    assert len(lines) == 1 and "is for trn1n.32xlarge, not trn1.32xlarge" in lines[0]
+
+
+def test_reservation_with_too_few_free_instances():
+    lines = failing(reservation_findings(reservation(AvailableInstanceCount=2), cfg_of(**RESERVED)))
+    assert len(lines) == 1 and "has 2 free instances, the node group needs 4" in lines[0]
+
+
+def test_reservation_expiring_within_the_margin():
+    lines = failing(reservation_findings(reservation(EndDate=NOW + dt.timedelta(hours=5)), cfg_of(**RESERVED)))
+    assert len(lines) == 1 and "ends at 2026-07-01 17:00 UTC, within 24 h" in lines[0]
+
+
+def test_capacity_block_scheduled_says_when_it_starts():
+    block = {"capacity": {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"}}
+    cr = reservation(ReservationType="capacity-block", State="scheduled", StartDate=NOW + dt.timedelta(days=2))
+    lines = failing(reservation_findings(cr, cfg_of(**block)))
+    assert len(lines) == 1 and "starts at 2026-07-03 12:00 UTC" in lines[0]
+
+
+# --------------------------------------------------------------------------- quotas (Stubber)
+
+
+def test_quota_too_low():
+    sq, stub = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
+    lines = failing(preflight.check_quotas(sq, cfg_of()))
+    stub.assert_no_pending_responses()
+    # 4 x trn1.32xlarge x 128 vCPUs = 512 needed
+    assert len(lines) == 1 and "L-2C3B7624" in lines[0] and "256 vCPUs < 512 needed" in lines[0]
+
+
+def test_quota_ignores_capacity_blocks():
+    block = {"capacity": {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"}}
+    sq, _ = quota_client({"L-1216C47A": 640})
+    assert failing(preflight.check_quotas(sq, cfg_of(**block))) == []
+
+
+# --------------------------------------------------------------------------- all together and the CLI
+
+
+class Session:
+    def __init__(self, **clients: Any):
+        self.clients = clients
+
+    def client(self, name: str, region_name: str | None = None) -> Any:
+        return self.clients[name]
+
+
+@mock_aws
+def test_all_good_exit_0():
+    sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 1024})
+    session = Session(**{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq})
+    out, err = io.StringIO(), io.StringIO()
+    assert preflight.main(["--stack", "dev"], stdout=out, stderr=err, session=session) == 0
+    assert err.getvalue() == ""
+    assert "ok offering nodeGroups[trn1]: trn1.32xlarge is offered in us-west-2d" in out.getvalue()
+
+
+@mock_aws
+def test_failing_check_exit_1_one_line_each(tmp_path: Path):
+    stack = tmp_path / "Pulumi.x.yaml"
+    group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2a"}
+    stack.write_text(json.dumps({"config": {"aws:region": "us-west-2", "llm-training-eks:nodeGroups": [group]}}))
+    sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
+    session = Session(**{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq})
+    err = io.StringIO()
+    assert preflight.main(["--config-file", str(stack)], stdout=io.StringIO(), stderr=err, session=session) == 1
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("FAIL offering") and lines[1].startswith("FAIL quota")
+
+
+def test_bad_config_exit_2(tmp_path: Path):
+    stack = tmp_path / "Pulumi.bad.yaml"
+    stack.write_text(
+        json.dumps({"config": {"aws:region": "us-west-2", "llm-training-eks:nodeGroups": [{"name": "x"}]}})
+    )
+    err = io.StringIO()
+    assert preflight.main(["--config-file", str(stack)], stderr=err) == 2
+    assert "nodeGroups[0].instanceType: required key is missing" in err.getvalue()
+
+
+def test_no_credentials_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    err = io.StringIO()
+    assert preflight.main(["--stack", "dev"], stderr=err) == 2
+    assert err.getvalue().startswith("error: no AWS credentials")
+
+
+def test_preflight_is_skipped_under_mocks():
+    from tests.conftest import MINIMAL, run_plan
+
+    run_plan(MINIMAL)  # installs the mocks
+    assert preflight.under_mocks()

@@ -1,0 +1,222 @@
+"""Pulumi mocks shared by the offline plan and the tests, so the two never disagree.
+
+`PlanMocks` plays the AWS/Kubernetes providers: it echoes inputs and adds the outputs the
+program reads (ids, ARNs, launch-template versions). `RecordingMonitor` sees each
+registration as the engine would, including dependencies and resource options such as
+`protect`, which `Mocks.new_resource` alone never sees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from google.protobuf import struct_pb2
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.sync_await import _sync_await
+
+ACCOUNT_ID = "123456789012"
+
+# Prefixes of physical ids, so plan output reads like the real thing.
+_ID_PREFIX = {
+    "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/natGateway:NatGateway": "nat",
+    "aws:ec2/eip:Eip": "eipalloc",
+    "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt",
+    "aws:ec2/placementGroup:PlacementGroup": "pg",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "sgr",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "sgr",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "fs",
+}
+
+
+def _fake_hex(text: str, n: int = 17) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def _service(type_token: str) -> str:
+    module = type_token.split(":")[1].split("/")[0]
+    return {"index": "aws"}.get(module, module)
+
+
+class PlanMocks(pulumi_mocks.Mocks):
+    """Deterministic provider mocks: the same program always yields the same ids."""
+
+    def __init__(self, region: str = "us-west-2"):
+        self.region = region
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        t = args.typ
+        state: dict[str, Any] = dict(args.inputs)
+        prefix = _ID_PREFIX.get(t)
+        rid = f"{prefix}-{_fake_hex(t + args.name)}" if prefix else f"{args.name}-id"
+        if t.startswith("aws:"):
+            state.setdefault("name", args.name)
+            state.setdefault(
+                "arn", f"arn:aws:{_service(t)}:{self.region}:{ACCOUNT_ID}:{t.split(':')[-1].lower()}/{state['name']}"
+            )
+        if t == "aws:s3/bucket:Bucket":
+            bucket = (
+                args.inputs.get("bucket") or f"{args.inputs.get('bucketPrefix', args.name)}{_fake_hex(args.name, 12)}"
+            )
+            state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")
+            rid = bucket
+        elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            state["dnsName"] = f"{rid}.fsx.{self.region}.amazonaws.com"
+            state["mountName"] = _fake_hex(rid, 8)
+            state["arn"] = f"arn:aws:fsx:{self.region}:{ACCOUNT_ID}:file-system/{rid}"
+        elif t == "aws:ecr/repository:Repository":
+            state["repositoryUrl"] = f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{state['name']}"
+            state["arn"] = f"arn:aws:ecr:{self.region}:{ACCOUNT_ID}:repository/{state['name']}"
+        if t == "aws:kms/key:Key":
+            state["keyId"] = rid
+        elif t == "aws:ec2/launchTemplate:LaunchTemplate":
+            state["latestVersion"] = 1
+        elif t == "aws:ec2/placementGroup:PlacementGroup":
+            state["name"] = args.inputs.get("name", args.name)
+        elif t == "eks:index:Cluster":
+            name = args.inputs.get("name", args.name)
+            state["kubeconfigJson"] = '{"apiVersion": "v1", "kind": "Config", "clusters": []}'
+            issuer = f"oidc.eks.{self.region}.amazonaws.com/id/{_fake_hex(name, 32).upper()}"
+            state["oidcProviderUrl"] = issuer
+            state["oidcIssuer"] = issuer
+            state["oidcProviderArn"] = f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{issuer}"
+        return rid, state
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        tok = args.token
+        if tok == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/plan", "userId": "plan"}, []
+        if tok == "aws:index/getRegion:getRegion":
+            return {"name": self.region, "region": self.region, "id": self.region}, []
+        if tok == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
+        return {}, []
+
+
+@dataclass
+class Registration:
+    """One resource as the engine saw it."""
+
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str
+    dependencies: list[str]
+    protect: bool
+    retain_on_delete: bool
+    provider: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """A MockMonitor that records every registration, with dependencies and options.
+
+    Remote components (pulumi-eks `Cluster`) register one resource and no children under
+    mocks. The real `eks:index:Cluster` exposes its `aws.eks.Cluster` child as the
+    `eksCluster` output, a resource reference; this monitor stands that child up (visible to
+    `getResource`, not recorded as planned) so the program can read it as it does for real.
+    """
+
+    def __init__(self, mocks: PlanMocks):
+        super().__init__(mocks)
+        self.registrations: dict[str, Registration] = {}
+        self.region = mocks.region
+
+    def RegisterResource(self, request: Any) -> Any:
+        request = _without_resource_references(request)
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+            self.registrations[urn] = Registration(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                custom=bool(request.custom),
+                parent=request.parent,
+                dependencies=sorted(set(request.dependencies)),
+                protect=bool(request.protect),
+                retain_on_delete=bool(request.retainOnDelete),
+                provider=request.provider,
+                inputs=inputs,
+            )
+        response = super().RegisterResource(request)
+        if request.type == "eks:index:Cluster":
+            reg = self.resources[urn]
+            state = {**reg.state, "eksCluster": self._stand_up_eks_cluster_child(urn, request)}
+            self.resources[urn] = reg._replace(state=state)
+            obj = _sync_await(rpc.serialize_properties(state, {}))
+            return resource_pb2.RegisterResourceResponse(urn=urn, id=reg.id, object=obj)
+        return response
+
+    def _stand_up_eks_cluster_child(self, component_urn: str, request: Any) -> dict[str, str]:
+        inputs = rpc.deserialize_properties(request.object)
+        name = inputs.get("name") or request.name
+        child_urn = self.make_urn(component_urn, "aws:eks/cluster:Cluster", f"{request.name}-eksCluster")
+        state = {
+            "name": name,
+            "arn": f"arn:aws:eks:{self.region}:{ACCOUNT_ID}:cluster/{name}",
+            "endpoint": f"https://{_fake_hex(name, 32).upper()}.gr7.{self.region}.eks.amazonaws.com",
+            "version": inputs.get("version"),
+            "vpcConfig": {"clusterSecurityGroupId": f"sg-{_fake_hex(name + 'cluster-sg')}"},
+        }
+        self.resources[child_urn] = pulumi_mocks.MockMonitor.ResourceRegistration(child_urn, name, state)
+        return {rpc._special_sig_key: rpc._special_resource_sig, "urn": child_urn, "id": name}
+
+
+def _without_resource_references(request: Any) -> Any:
+    """A copy of a registration whose resource-reference inputs (a Role handed to the pulumi-eks
+    component, say) are replaced by the referenced URN. The engine resolves such references
+    itself; the mock monitor would rebuild the resource on its own event loop and fail."""
+
+    def has_ref(value: struct_pb2.Value) -> bool:
+        kind = value.WhichOneof("kind")
+        if kind == "struct_value":
+            fields = value.struct_value.fields
+            if fields.get(rpc._special_sig_key, struct_pb2.Value()).string_value == rpc._special_resource_sig:
+                return True
+            return any(has_ref(v) for v in fields.values())
+        if kind == "list_value":
+            return any(has_ref(v) for v in value.list_value.values)
+        return False
+
+    def strip(value: struct_pb2.Value) -> None:
+        kind = value.WhichOneof("kind")
+        if kind == "struct_value":
+            fields = value.struct_value.fields
+            if fields.get(rpc._special_sig_key, struct_pb2.Value()).string_value == rpc._special_resource_sig:
+                value.string_value = fields["urn"].string_value
+                return
+            for v in fields.values():
+                strip(v)
+        elif kind == "list_value":
+            for v in value.list_value.values:
+                strip(v)
+
+    if not any(has_ref(v) for v in request.object.fields.values()):
+        return request
+    copy = type(request)()
+    copy.CopyFrom(request)
+    for v in copy.object.fields.values():
+        strip(v)
+    return copy
+
+
+def install(region: str, project: str, stack: str) -> RecordingMonitor:
+    """Point the Pulumi runtime at fresh mocks (and a fresh root stack); return the monitor."""
+
+    settings.ROOT.set(None)
+    mocks = PlanMocks(region)
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    return monitor

@@ -1,0 +1,180 @@
+"""Offline plan: run the program under Pulumi mocks and show what `pulumi up` would create.
+
+    python -m tools.plan (--stack NAME | --config-file PATH) [--format table|json] [--out DIR]
+
+No AWS account and no Pulumi CLI needed. The policy pack's rules (`policy.rules`) run over
+the planned resources. Exit 0 on success, 2 on invalid config (one line per problem on
+stderr, naming the key), 1 on a mandatory policy violation (one line per violation on
+stderr, after the plan) or any other failure. The JSON format is one object:
+`{"stack", "resources": [{"urn", "type", "name", "custom", "parent", "dependencies",
+"protect", "retainOnDelete", "inputs"}], "outputs", "cost", "policy"}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import config as runtime_config
+from pulumi.runtime import rpc
+
+import config
+import stack
+from config.stackfile import SECRET, UsageError, engine_value, read_stack_file, secret_keys
+from facts.names import PROJECT
+from infra import cost
+from policy import rules
+from tools import mocks
+from tools.cli import add_stack_arguments, bad_input, stack_file, stack_name
+from tools.plan_table import render_table, violation_line
+
+# --------------------------------------------------------------------------- running
+
+
+def _plain(v: Any) -> Any:
+    """Engine values -> JSON-able values (secrets hidden, resource references as URNs)."""
+    if isinstance(v, dict):
+        if v.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            inner = v.get("value")
+            # A secret map keeps its keys (a Secret's stringData stays a valid object).
+            return {k: SECRET for k in sorted(inner)} if isinstance(inner, dict) else SECRET
+        return {k: _plain(x) for k, x in sorted(v.items())}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, pulumi.Resource):
+        return f"<resource {type(v).__name__}>"
+    if isinstance(v, str) and v == rpc.UNKNOWN:
+        return "<computed>"
+    if isinstance(v, float) and v.is_integer():
+        return int(v)  # the engine carries every number as a double
+    return v
+
+
+def run(values: dict[str, Any], name: str) -> dict[str, Any]:
+    """Run the program exactly as `__main__.py` does, under mocks; return the plan dict.
+
+    Raises config.ConfigError on invalid config (before anything is declared).
+    """
+    cfg = config.parse_stack_values(values)
+    monitor = mocks.install(cfg.region, PROJECT, name)
+    runtime_config.set_all_config({k: engine_value(v) for k, v in values.items()}, secret_keys(values))
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def _program() -> Any:
+        declared = stack.build(config.load())
+
+        async def collect() -> None:
+            for key, value in declared.items():
+                out = pulumi.Output.from_input(value)
+                outputs[key] = SECRET if await out.is_secret() else _plain(await out.future())
+
+        return pulumi.Output.from_input(asyncio.ensure_future(collect()))
+
+    _program()
+
+    resources = [
+        {
+            "urn": r.urn,
+            "id": monitor.resources[r.urn].id if r.urn in monitor.resources else None,
+            "type": r.type,
+            "name": r.name,
+            "custom": r.custom,
+            "parent": r.parent,
+            "dependencies": r.dependencies,
+            "protect": r.protect,
+            "retainOnDelete": r.retain_on_delete,
+            "inputs": _plain(r.inputs),
+        }
+        for r in sorted(monitor.registrations.values(), key=lambda r: r.urn)
+    ]
+    violations = rules.check(resources, rules.Context(protect_stateful_resources=cfg.protect_stateful_resources))
+    return {
+        "stack": name,
+        "resources": resources,
+        "outputs": outputs,
+        "cost": cost.summary(
+            cost.items_from_plan(resources, cfg.region, cost.Prices()),
+            cost.Prices(),
+            cost.runs_from_config(cfg, cost.Prices()),
+        ),
+        "policy": [v.as_dict() for v in violations],
+    }
+
+
+# --------------------------------------------------------------------------- output files
+
+
+def kubernetes_objects(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Kubernetes objects of the plan (resources whose inputs are the object)."""
+    return [
+        r["inputs"]
+        for r in plan["resources"]
+        if r["type"].startswith("kubernetes:") and "apiVersion" in r["inputs"] and "kind" in r["inputs"]
+    ]
+
+
+def write_out(plan: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(to_json(plan))
+    k8s_dir = out / "kubernetes"
+    by_name: dict[str, int] = defaultdict(int)
+    for obj in kubernetes_objects(plan):
+        meta = obj.get("metadata", {})
+        stem = f"{obj['kind'].lower()}-{meta.get('namespace', 'cluster')}-{meta.get('name', 'unnamed')}"
+        by_name[stem] += 1
+        if by_name[stem] > 1:
+            stem += f"-{by_name[stem]}"
+        k8s_dir.mkdir(exist_ok=True)
+        (k8s_dir / f"{stem}.yaml").write_text(yaml.safe_dump(obj, sort_keys=True))
+
+
+def to_json(plan: dict[str, Any]) -> str:
+    return json.dumps(plan, indent=2, sort_keys=True) + "\n"
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.plan", description=__doc__.split("\n")[0] if __doc__ else None
+    )
+    add_stack_arguments(parser)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--out", type=Path, help="also write plan.json and every Kubernetes object as YAML here")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+
+    try:
+        values = read_stack_file(stack_file(args))
+        plan = run(values, stack_name(args))
+    except (UsageError, config.ConfigError) as e:
+        return bad_input(e, stderr)
+    except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
+        print(f"error: the program failed under mocks: {type(e).__name__}: {e}", file=stderr)
+        return 1
+
+    stdout.write(to_json(plan) if args.format == "json" else render_table(plan))
+    if args.out:
+        write_out(plan, args.out)
+    blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
+    for v in blocking:
+        print(violation_line(v), file=stderr)
+    return 1 if blocking else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

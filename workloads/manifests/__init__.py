@@ -1,0 +1,30 @@
+"""Pure builders: a run's config and its node group's facts in, Kubernetes dicts out.
+
+`steps(workload_name, run, ctx)` returns the ordered steps of one run. Each step is one
+Kubernetes object plus the names of the steps it must follow. Nothing here touches Pulumi,
+so the objects can be rendered to YAML for review and validated against the Kubernetes
+and MPIJob schemas; `workloads.deploy` applies them. Each recipe is one module here (its
+`steps`) and one config model in `config.workloads`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from config.workloads import Run
+from workloads.manifests import custom, llama2_neuron, nemo_gpu
+from workloads.manifests.objects import Context, Step
+
+BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
+    "llama2-neuron": llama2_neuron.steps,
+    "nemo-gpu": nemo_gpu.steps,
+    "custom": custom.steps,
+}
+
+__all__ = ["BUILDERS", "Context", "Step", "steps"]
+
+
+def steps(workload_name: str, run: Run, ctx: Context) -> list[Step]:
+    """Every step of one run, in order."""
+    return BUILDERS[run.recipe](workload_name, run, ctx)

@@ -1,0 +1,205 @@
+"""The MPIJob every multi-node step runs as: whole-node workers with sshd, a launcher on a
+system node that waits for them and runs mpirun."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from config.workloads import RunConfig
+from facts.names import NODE_GROUP_LABEL, PRIORITY_LABEL, QUEUE_LABEL, ROLE_LABEL, SYSTEM_NODE_GROUP
+from infra.platform import LAUNCHER_LIMITS, LAUNCHER_REQUESTS
+from workloads.manifests.objects import (
+    Context,
+    Obj,
+    checkpoint_dir,
+    env_list,
+    labels,
+    meta,
+    on_node_group,
+    run_dir,
+    shared_mount,
+    shared_volume,
+)
+
+MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
+HOSTFILE = "/etc/mpi/hostfile"  # where mpi-operator v2 mounts the hostfile in the launcher
+MASTER_PORT = 41000
+# How long a launcher waits for every worker to answer over SSH before it gives up: long
+# enough for a lost node to be replaced (EKS node auto repair, then image pull) and its
+# worker pod recreated.
+WORKER_WAIT_SECONDS = 1800
+
+# EFA environment (aws-samples/awsome-distributed-training, 1.architectures/efa-cheatsheet.md):
+# with libfabric >= 1.18 and aws-ofi-nccl >= 1.7, FI_EFA_USE_HUGE_PAGE=0 is the one needed setting.
+_EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_USE_HUGE_PAGE": "0"}
+_ACCELERATOR_ENV = {
+    "nvidia": {"NCCL_SOCKET_IFNAME": "^lo,docker,veth", "NCCL_DEBUG": "WARN"},
+    "neuron": {"FI_EFA_FORK_SAFE": "1", "CCOM_SOCKET_IFNAME": "eth0", "MALLOC_ARENA_MAX": "64"},
+}
+
+
+@dataclass(frozen=True)
+class MPIJobSpec:
+    """One MPIJob step of a run: what it is called, what its launcher runs, how it is awaited."""
+
+    name: str
+    component: str
+    launch: str
+    """Shell script of the launcher after it has waited for the workers; `$MPIRUN` is set."""
+    image: str | None = None
+    """Default: the run's image."""
+    awaited: bool = True
+    """`pulumi up` waits for the job to succeed (steps that later steps follow)."""
+    timeout_seconds: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    processes_per_node: int = 1
+    backoff_limit: int = 0
+    """Restarts of the launcher after a failure (runPolicy.backoffLimit)."""
+
+
+def base_env(workload_name: str, run: RunConfig, ctx: Context, job: str) -> dict[str, str]:
+    """Environment of every process of a multi-node job: EFA, rendezvous, run directories."""
+    ng = ctx.node_group
+    env = {
+        **_EFA_ENV,
+        **_ACCELERATOR_ENV[ng.accelerator],
+        "NNODES": str(run.nodes),
+        "NPROC_PER_NODE": str(ng.instance.ranks_per_node),
+        "MASTER_ADDR": f"{job}-worker-0.{job}.{ctx.namespace}.svc",
+        "MASTER_PORT": str(MASTER_PORT),
+        "RUN_ID": run.run_id,
+        "RUN_DIR": run_dir(ctx, workload_name, run.run_id),
+        "CHECKPOINT_DIR": checkpoint_dir(ctx, workload_name, run.run_id),
+        "CHECKPOINT_EVERY_STEPS": str(run.checkpoint_interval),
+        "SHARED_DIR": ctx.shared_mount,
+    }
+    return {**env, **run.env}
+
+
+def wait_for_workers(timeout_seconds: int = WORKER_WAIT_SECONDS) -> str:
+    """Launcher preamble: wait until every host of the hostfile answers over SSH.
+
+    mpi-operator's `launcherCreationPolicy: WaitForWorkersReady` is not honoured again after
+    a suspend/resume (Kueue eviction and readmission; mpi-operator PR #868), and a restarted
+    launcher finds a recreated worker still starting. So the launcher waits itself, every
+    time it starts, then mpirun runs and training resumes from the latest checkpoint.
+    """
+    return (
+        f"deadline=$((SECONDS + {timeout_seconds}))\n"
+        f'for host in $(cut -d" " -f1 {HOSTFILE}); do\n'
+        '  until ssh -o ConnectTimeout=5 -o BatchMode=yes -o StrictHostKeyChecking=no "$host" true 2>/dev/null; do\n'
+        "    if [ $SECONDS -ge $deadline ]; then\n"
+        f'      echo "FAIL: worker $host did not answer within {timeout_seconds}s" >&2; exit 1\n'
+        "    fi\n"
+        '    echo "waiting for worker $host"; sleep 10\n'
+        "  done\n"
+        "done\n"
+        f'echo "all $(wc -l < {HOSTFILE}) workers answer"\n'
+    )
+
+
+def _worker(run: RunConfig, ctx: Context, image: str, environment: dict[str, str], pod_labels: Obj) -> Obj:
+    """Each worker takes its whole node (every accelerator and EFA device, the allocatable CPU
+    and memory, requests = limits so it is the last pod evicted) and a memory-backed /dev/shm."""
+    requests = ctx.node_group.worker_requests()
+    container = {
+        "name": "worker",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        # mpi-operator v2 mounts the SSH keys; the image brings sshd (host keys made here).
+        "command": ["/bin/bash", "-c", "mkdir -p /run/sshd && ssh-keygen -A && exec /usr/sbin/sshd -De"],
+        "env": env_list(environment),
+        "resources": {"requests": dict(requests), "limits": dict(requests)},
+        "volumeMounts": [shared_mount(ctx), {"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    dshm = {"medium": "Memory", "sizeLimit": f"{ctx.node_group.instance.allocatable_memory_gib // 4}Gi"}
+    return {
+        "replicas": run.nodes,
+        # A worker whose sshd dies is restarted in place; a worker whose node is gone is
+        # recreated by the operator once its pod is deleted.
+        "restartPolicy": "OnFailure",
+        "template": {
+            "metadata": {"labels": {**pod_labels, ROLE_LABEL: "worker"}},
+            "spec": {
+                **on_node_group(ctx),
+                "containers": [container],
+                "volumes": [shared_volume(ctx), {"name": "dshm", "emptyDir": dshm}],
+            },
+        },
+    }
+
+
+def _launcher(
+    run: RunConfig, spec: MPIJobSpec, ctx: Context, image: str, environment: dict[str, str], pod_labels: Obj
+) -> Obj:
+    """The launcher waits for every worker, then runs the step's script with `$MPIRUN` set."""
+    exported = " ".join(f"-x {k}" for k in sorted(environment))
+    per_node = spec.processes_per_node
+    mpirun = (
+        f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
+        f" -np {run.nodes * per_node} {exported}"
+    )
+    container = {
+        "name": "launcher",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": [
+            "/bin/bash",
+            "-c",
+            f"set -euo pipefail\n{wait_for_workers()}export MPIRUN={shlex.quote(mpirun)}\n{spec.launch}",
+        ],
+        "env": env_list(environment),
+        # The launcher only runs mpirun (and parses a health check's output) on a system node.
+        "resources": {"requests": dict(LAUNCHER_REQUESTS), "limits": dict(LAUNCHER_LIMITS)},
+        "volumeMounts": [shared_mount(ctx)],
+    }
+    return {
+        "replicas": 1,
+        "restartPolicy": "OnFailure",
+        "template": {
+            "metadata": {"labels": {**pod_labels, ROLE_LABEL: "launcher"}},
+            "spec": {
+                "nodeSelector": {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
+                "containers": [container],
+                "volumes": [shared_volume(ctx)],
+            },
+        },
+    }
+
+
+def mpijob(workload_name: str, run: RunConfig, ctx: Context, spec: MPIJobSpec) -> Obj:
+    """An MPIJob over `run.nodes` whole nodes of the node group.
+
+    The launcher runs on a system node and is restarted up to `spec.backoff_limit` times. With
+    a queue, the job is labelled for Kueue, which admits it all or nothing (its webhook
+    suspends the job until then; we never set `suspend`, so `pulumi up` and Kueue do not
+    fight over it).
+    """
+    image = spec.image or ctx.image
+    environment = {**base_env(workload_name, run, ctx, spec.name), **spec.env}
+    pod_labels = labels(workload_name, spec.component, run.run_id)
+    job_labels = dict(pod_labels)
+    if ctx.queue:
+        job_labels[QUEUE_LABEL] = ctx.queue
+    if ctx.priority_class:
+        job_labels[PRIORITY_LABEL] = ctx.priority_class
+    annotations = {"pulumi.com/waitFor": "condition=Succeeded"} if spec.awaited else {"pulumi.com/skipAwait": "true"}
+    if spec.awaited and spec.timeout_seconds:
+        annotations["pulumi.com/timeoutSeconds"] = str(spec.timeout_seconds)
+    return {
+        "apiVersion": MPIJOB_API_VERSION,
+        "kind": "MPIJob",
+        "metadata": meta(spec.name, ctx, job_labels, annotations),
+        "spec": {
+            "slotsPerWorker": ctx.node_group.instance.ranks_per_node,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": {"backoffLimit": spec.backoff_limit, "cleanPodPolicy": "Running"},
+            "sshAuthMountPath": "/root/.ssh",
+            "mpiReplicaSpecs": {
+                "Launcher": _launcher(run, spec, ctx, image, environment, pod_labels),
+                "Worker": _worker(run, ctx, image, environment, pod_labels),
+            },
+        },
+    }
