@@ -1,0 +1,79 @@
+"""A recipe is one unit: a config model that states its facts, and one builder that honours them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import config
+from config.workloads import RECIPES, RunConfig
+from infra.platform import NodeGroupFacts
+from workloads import manifests
+from workloads.deploy import context
+from workloads.manifests.objects import Step
+
+NODE_GROUPS = {
+    "neuron": {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"},
+    "nvidia": {"name": "gpu", "instanceType": "p5.48xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"},
+}
+# Every optional step on, so the builder must emit all of the recipe's STEPS.
+FULL: dict[str, dict[str, Any]] = {
+    "llama2-neuron": {"imageTag": "1.0", "tensorboard": True, "shell": True},
+    "nemo-gpu": {"imageTag": "1.0", "tensorboard": True},
+    "custom": {"image": "repo/x:1", "command": ["true"], "tensorboard": True},
+}
+
+
+def parsed_run(recipe: str) -> tuple[config.StackConfig, RunConfig]:
+    model = RECIPES[recipe]
+    ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
+    values = {
+        "region": "us-west-2",
+        "nodeGroups": [ng],
+        "huggingFaceToken": "hf_x",
+        "workloads": {"w": {"recipe": recipe, "nodeGroup": ng["name"], "nodes": 2, "runId": "r1", **FULL[recipe]}},
+    }
+    cfg = config.parse(values)
+    return cfg, cfg.workloads["w"]
+
+
+def built(recipe: str) -> list[Step]:
+    cfg, run = parsed_run(recipe)
+    ng = cfg.node_groups[0]
+
+    class _Platform:
+        namespace, storage_claim, shared_mount = "training", "shared-fsx", "/shared"
+        node_groups = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng))}
+
+        def queue_for(self, team: str | None) -> str:
+            return "default"
+
+        def priority_class_for(self, team: str | None) -> str:
+            return "team-default"
+
+    return manifests.steps("w", run, context(_Platform(), run, "img:1"))  # type: ignore[arg-type]
+
+
+def test_every_recipe_has_one_builder() -> None:
+    assert set(manifests.BUILDERS) == set(RECIPES)
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_the_builder_emits_exactly_the_steps_the_recipe_states(recipe: str) -> None:
+    roles = list(dict.fromkeys(step.role for step in built(recipe)))
+    assert roles == list(RECIPES[recipe].STEPS)
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_recipe_facts_are_consistent(recipe: str) -> None:
+    model = RECIPES[recipe]
+    assert recipe == model.RECIPE
+    cfg, _ = parsed_run(recipe)
+    assert cfg.node_groups[0].instance.accelerator == (model.ACCELERATOR or "neuron")
+    if model.REPOSITORY is not None:
+        assert model.REPOSITORY in cfg.registry.repositories, "the default registry builds the recipe's image"
+    steps = built(recipe)
+    assert len({s.name for s in steps}) == len(steps)
+    for step in steps:
+        assert set(step.after) <= {s.name for s in steps[: steps.index(step)]}, "a step follows only earlier steps"
