@@ -53,6 +53,27 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 NAME_LABEL = "app.kubernetes.io/name"
 
 
+# --------------------------------------------------------------------------- policy exceptions
+# An exception to a mandatory policy rule is explicit and carries its reason: a tag (AWS) or an
+# annotation (Kubernetes) on the very resource, its value the reason. The infra sets the tag
+# when the stack config asks for the excepted setting; the rules honour nothing else.
+
+POLICY_EXCEPTION = f"{PROJECT}/policy-exception"
+HOP_LIMIT_EXCEPTION_TAG = f"{POLICY_EXCEPTION}/imds-hop-limit-2"
+"""On a launch template: IMDS hop limit 2 (a pod may reach the node's IMDS)."""
+SCRATCH_EXCEPTION_TAG = f"{POLICY_EXCEPTION}/scratch-file-system"
+"""On an FSx for Lustre file system: SCRATCH deployment (no replication, no backups)."""
+PUBLIC_ENDPOINT_EXCEPTION_TAG = f"{POLICY_EXCEPTION}/public-endpoint-anywhere"
+"""On the EKS cluster: a public API endpoint open to the whole internet."""
+NO_SCAN_EXCEPTION_TAG = f"{POLICY_EXCEPTION}/no-scan-on-push"
+"""On an ECR repository: images not scanned on push."""
+PRIVILEGED_EXCEPTION_ANNOTATION = f"{PROJECT}/policy-exception.privileged"
+"""On a Kubernetes workload: `<container>[,<container>...]: <reason>`; those containers (and
+no others) may be privileged or add capabilities."""
+HOST_ACCESS_EXCEPTION_ANNOTATION = f"{PROJECT}/policy-exception.host-access"
+"""On a Kubernetes workload: `<reason>`; its pods may use host namespaces and hostPath volumes."""
+
+
 def app_labels(component: str | None = None, name: str | None = None) -> dict[str, str]:
     """The recommended Kubernetes labels of an object this project makes."""
     labels = {PART_OF_LABEL: PROJECT}

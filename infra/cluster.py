@@ -13,10 +13,12 @@ import pulumi_kubernetes as k8s
 
 from config.cluster import ClusterConfig, SystemNodeGroupConfig
 from facts import instances
-from facts.names import NODE_GROUP_LABEL, SYSTEM_NODE_GROUP, component_type
+from facts.names import NODE_GROUP_LABEL, PUBLIC_ENDPOINT_EXCEPTION_TAG, SYSTEM_NODE_GROUP, component_type
+from facts.networks import covers_internet
 from infra.context import StackContext
 from infra.iam import kms_envelope_policy, kms_key, service_trust_policy
 from infra.network import Network
+from infra.protection import policy_exception, stateful
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -107,7 +109,7 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-logs",
             name=f"/aws/eks/{cluster.name}/cluster",
             retention_in_days=cluster.log_retention_days,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=stateful(ctx.protect, pulumi.ResourceOptions(parent=self)),  # the audit trail: kept like the data
         )
         self._node_role()
         self.eks = self._control_plane(ctx, network, depends_on=[log_group, *self._control_plane_role_parts()])
@@ -183,6 +185,7 @@ class Cluster(pulumi.ComponentResource):
             for i, arn in enumerate(c.admin_principal_arns)
         }
         public = bool(c.public_access_cidrs)
+        anywhere = public and c.allow_public_access_from_anywhere and covers_internet(c.public_access_cidrs)
         return eks.Cluster(
             f"{self._name}-eks",
             name=c.name,
@@ -203,6 +206,11 @@ class Cluster(pulumi.ComponentResource):
             skip_default_security_groups=True,
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
             tags=dict(ctx.tags) or None,
+            cluster_tags=policy_exception(
+                PUBLIC_ENDPOINT_EXCEPTION_TAG,
+                "stack config cluster.allowPublicAccessFromAnywhere" if anywhere else None,
+            )
+            or None,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 

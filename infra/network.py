@@ -13,6 +13,7 @@ from config.network import NetworkConfig
 from facts.names import component_type
 from infra.context import StackContext
 from infra.iam import log_writer_policy, service_trust_policy
+from infra.protection import stateful
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ class Network(pulumi.ComponentResource):
             f"{name}-flow-logs",
             name=f"/vpc/{cluster}/flow-logs",
             retention_in_days=self._ctx.log_retention_days,
-            opts=child,
+            opts=stateful(self._ctx.protect, child),  # an audit trail: kept like the data
         )
         role = aws.iam.Role(
             f"{name}-flow-logs",

@@ -14,3 +14,9 @@ def stateful(protect: bool, opts: pulumi.ResourceOptions | None = None) -> pulum
     replacing `pulumi up` stops instead of deleting it. Turning protection off is a
     per-stack decision (`protectStatefulResources: false`), meant for throwaway stacks."""
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=protect))
+
+
+def policy_exception(tag: str, reason: str | None) -> dict[str, str]:
+    """The tag that excepts one resource from a mandatory policy rule (`facts.names`), its
+    value the reason: the stack-config setting that asked for it. Empty without a reason."""
+    return {tag: reason} if reason else {}

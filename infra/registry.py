@@ -8,10 +8,10 @@ import pulumi
 import pulumi_aws as aws
 
 from config.registry import RegistryConfig, RepositoryConfig
-from facts.names import component_type
+from facts.names import NO_SCAN_EXCEPTION_TAG, component_type
 from infra.context import StackContext
 from infra.iam import ecr_pull_policy, kms_key
-from infra.protection import stateful
+from infra.protection import policy_exception, stateful
 
 
 def lifecycle_policy(repo: RepositoryConfig) -> str:
@@ -78,7 +78,15 @@ class Registry(pulumi.ComponentResource):
                     aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="KMS", kms_key=key.arn)
                 ],
                 force_delete=False,
-                tags=tags,
+                tags={
+                    **tags,
+                    **policy_exception(
+                        NO_SCAN_EXCEPTION_TAG,
+                        None
+                        if repo.scan_on_push
+                        else f"stack config registry.repositories.{repo_key}.scanOnPush false",
+                    ),
+                },
                 opts=keep,
             )
             aws.ecr.LifecyclePolicy(

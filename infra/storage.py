@@ -13,11 +13,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from config.storage import StorageConfig
-from facts.names import SHARED_VOLUME, VOLUME_LABEL, component_type
+from facts.names import SCRATCH_EXCEPTION_TAG, SHARED_VOLUME, VOLUME_LABEL, component_type
 from infra.context import StackContext
 from infra.iam import deny_insecure_transport, kms_key
 from infra.network import Network
-from infra.protection import stateful
+from infra.protection import policy_exception, stateful
 
 # Lustre: TCP 988 for LNet, 1018-1023 for the Lustre services (FSx for Lustre user guide,
 # "File system access control with Amazon VPC").
@@ -168,7 +168,14 @@ class SharedStorage(pulumi.ComponentResource):
             log_configuration=aws.fsx.LustreFileSystemLogConfigurationArgs(
                 level="WARN_ERROR", destination=log_group.arn
             ),
-            tags={**tags, "Name": f"{cluster}-shared"},
+            tags={
+                **tags,
+                "Name": f"{cluster}-shared",
+                **policy_exception(
+                    SCRATCH_EXCEPTION_TAG,
+                    None if persistent else f"stack config storage.deploymentType {s.deployment_type}",
+                ),
+            },
             opts=stateful(self._ctx.protect, pulumi.ResourceOptions(parent=self)),
         )
 

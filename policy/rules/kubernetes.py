@@ -1,31 +1,46 @@
-"""Rules over Kubernetes objects: accelerator taints and tolerations, pod security."""
+"""Resource rules over node groups and Kubernetes objects: accelerator taints and
+tolerations, pod security. Each looks at one resource (a node group, or one Kubernetes object
+with its pod templates)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from facts import instances
-from facts.names import NEURONCORE_RESOURCE
-from policy.rules.model import Context, Finding
+from facts.names import HOST_ACCESS_EXCEPTION_ANNOTATION, NEURONCORE_RESOURCE, PRIVILEGED_EXCEPTION_ANNOTATION
+from policy.rules.model import Context
 from policy.rules.props import (
     T_HELM_RELEASE,
     T_NODE_GROUP,
     Resource,
+    annotations_of,
     as_list,
     as_map,
     containers,
     dig,
+    has_reason,
     inputs,
     is_true,
-    of_type,
-    pod_workloads,
+    known,
+    pod_specs,
+    type_of,
+    unknown,
 )
+
+# Resource name -> the taints of the nodes that offer it, from the instance catalog.
+_TAINTS_BY_RESOURCE = {
+    res: inst.taints
+    for inst in instances.ACCELERATED.values()
+    for res in (inst.device_resource, NEURONCORE_RESOURCE if inst.accelerator == "neuron" else None)
+    if res
+}
+HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
 
 
 def _tolerates(tolerations: list[Any], taint: instances.Taint) -> bool:
-    for t in tolerations:
-        if not isinstance(t, Mapping) or t.get("key") != taint.key:
+    for t in map(as_map, tolerations):
+        if t.get("key") != taint.key:
             continue
         if t.get("effect") not in (None, "", taint.effect):
             continue
@@ -34,48 +49,47 @@ def _tolerates(tolerations: list[Any], taint: instances.Taint) -> bool:
     return False
 
 
-def check_accelerator_taints(resources: Sequence[Resource], context: Context) -> Iterator[Finding]:
-    """Accelerated nodes carry the catalog's taints; workloads that ask for accelerators
-    tolerate exactly those taints (no blanket tolerations)."""
-    for ng in of_type(resources, T_NODE_GROUP):
-        for t in as_list(inputs(ng).get("instanceTypes")):
-            inst = instances.CATALOG.get(t)
-            if inst is None or inst.accelerator is None:
-                continue
-            have = {(dig(x, "key"), dig(x, "value"), dig(x, "effect")) for x in as_list(inputs(ng).get("taints"))}
-            for taint in inst.taints:
-                if (taint.key, taint.value, taint.eks_effect) not in have:
-                    yield ng, f"{t} nodes lack the taint {taint.key}={taint.value}:{taint.effect}"
-    taints_by_resource = {
-        res: inst.taints
-        for inst in instances.ACCELERATED.values()
-        for res in (inst.device_resource, NEURONCORE_RESOURCE if inst.accelerator == "neuron" else None)
-        if res
-    }
-    for r, where, ps in pod_workloads(resources):
+def _node_group_taints(ng: Resource) -> Iterator[str]:
+    taints = inputs(ng).get("taints")
+    if unknown(taints):
+        return
+    have = {(dig(x, "key"), dig(x, "value"), dig(x, "effect")) for x in as_list(taints)}
+    for t in as_list(inputs(ng).get("instanceTypes")):
+        inst = instances.CATALOG.get(t) if known(t) else None
+        for taint in inst.taints if inst is not None and inst.accelerator else ():
+            if (taint.key, taint.value, taint.eks_effect) not in have:
+                yield f"{t} nodes lack the taint {taint.key}={taint.value}:{taint.effect}"
+
+
+def check_accelerator_taints(r: Resource, context: Context) -> Iterator[str]:
+    """Accelerated nodes carry the catalog's taints; pods that ask for accelerators tolerate
+    exactly those taints (no blanket tolerations)."""
+    if type_of(r) == T_NODE_GROUP:
+        yield from _node_group_taints(r)
+        return
+    for where, ps in pod_specs(r):
         tolerations = as_list(ps.get("tolerations"))
-        for t in tolerations:
-            if isinstance(t, Mapping) and not t.get("key") and t.get("operator") == "Exists":
-                yield r, f"{where} tolerates every taint; tolerate the accelerator taints by key"
+        for t in map(as_map, tolerations):
+            if not t.get("key") and t.get("operator") == "Exists":
+                yield f"{where} tolerates every taint; tolerate the accelerator taints by key"
         asked = sorted(
             {
                 res
                 for c in containers(ps)
                 for part in ("requests", "limits")
-                for res in (dig(c, "resources", part) or {})
-                if res in taints_by_resource
+                for res in as_map(dig(c, "resources", part))
+                if res in _TAINTS_BY_RESOURCE
             }
         )
         for res in asked:
-            for taint in taints_by_resource[res]:
-                if not _tolerates(tolerations, taint):
-                    yield (
-                        r,
-                        f"{where} requests {res} but does not tolerate {taint.key}={taint.value}:{taint.effect}",
-                    )
+            for taint in _TAINTS_BY_RESOURCE[res]:
+                if not unknown(ps.get("tolerations")) and not _tolerates(tolerations, taint):
+                    yield f"{where} requests {res} but does not tolerate {taint.key}={taint.value}:{taint.effect}"
 
 
 def _pinned(image: Any) -> bool:
+    if unknown(image):
+        return True  # a registry URL not known yet; the tag is checked at `pulumi up`
     if not isinstance(image, str) or not image:
         return False
     if "@sha256:" in image:
@@ -84,27 +98,58 @@ def _pinned(image: Any) -> bool:
     return ":" in last and last.rsplit(":", 1)[1] not in ("", "latest")
 
 
-def _device_plugin(r: Resource, c: Mapping[str, Any]) -> bool:
-    names = (str(dig(inputs(r), "metadata", "name") or ""), str(c.get("name") or ""), str(c.get("image") or ""))
-    return any("device-plugin" in n for n in names)
+def privileged_exempt(r: Resource) -> set[str]:
+    """The containers the workload's exception annotation names, if it gives a reason:
+    `<container>[,<container>...]: <reason>`."""
+    value = annotations_of(r).get(PRIVILEGED_EXCEPTION_ANNOTATION)
+    if not isinstance(value, str) or ":" not in value:
+        return set()
+    names, reason = value.split(":", 1)
+    return {n.strip() for n in names.split(",") if n.strip()} if reason.strip() else set()
 
 
-def check_pods(resources: Sequence[Resource], context: Context) -> Iterator[Finding]:
-    """Pods: pinned image tags, not privileged (device plugins excepted), requests and limits
-    set, not in the `default` namespace."""
-    for r, where, ps in pod_workloads(resources):
-        ns = dig(inputs(r), "metadata", "namespace")
-        if ns in (None, "", "default"):
-            yield r, "runs in the default namespace; give it its own namespace"
+def _host_access(r: Resource, where: str, ps: Mapping[str, Any]) -> Iterator[str]:
+    if has_reason(annotations_of(r), HOST_ACCESS_EXCEPTION_ANNOTATION):
+        return
+    hint = f"(or annotate the object {HOST_ACCESS_EXCEPTION_ANNOTATION}: <reason>)"
+    for ns in HOST_NAMESPACES:
+        if is_true(ps.get(ns)):
+            yield f"{where} shares the node's namespaces ({ns}: true); remove it {hint}"
+    for v in map(as_map, as_list(ps.get("volumes"))):
+        if "hostPath" in v:
+            path = dig(v, "hostPath", "path")
+            yield f"{where} mounts the node's file system (volume {v.get('name')}: hostPath {path}); {hint}"
+
+
+def _container(r: Resource, where: str, c: Mapping[str, Any], exempt: set[str]) -> Iterator[str]:
+    name = c.get("name")
+    if not _pinned(c.get("image")):
+        yield f"{where} container {name}: image {c.get('image')!r} is not pinned to a tag or digest"
+    hint = f"(or list it in the annotation {PRIVILEGED_EXCEPTION_ANNOTATION}: <containers>: <reason>)"
+    if is_true(dig(c, "securityContext", "privileged")) and name not in exempt:
+        yield f"{where} container {name} is privileged {hint}"
+    added = [a for a in as_list(dig(c, "securityContext", "capabilities", "add")) if not unknown(a)]
+    if added and name not in exempt:
+        yield f"{where} container {name} adds capabilities {', '.join(map(str, added))} {hint}"
+    res = c.get("resources")
+    if not unknown(res) and (not as_map(res).get("requests") or not as_map(res).get("limits")):
+        yield f"{where} container {name} lacks resource requests and limits"
+
+
+def check_pods(r: Resource, context: Context) -> Iterator[str]:
+    """Pods: not in the `default` namespace; pinned image tags; not privileged, no added
+    capabilities, no host namespaces or hostPath volumes (each only by an explicit exception
+    annotation on the object, naming containers and a reason); requests and limits set.
+    Helm releases: not into `default`."""
+    if type_of(r) == T_HELM_RELEASE:
+        if inputs(r).get("namespace") in (None, "", "default"):
+            yield "Helm release installs into the default namespace; set namespace"
+        return
+    specs = pod_specs(r)
+    if specs and dig(inputs(r), "metadata", "namespace") in (None, "", "default"):
+        yield "runs in the default namespace; give it its own namespace"
+    exempt = privileged_exempt(r)
+    for where, ps in specs:
+        yield from _host_access(r, where, ps)
         for c in containers(ps):
-            name = c.get("name")
-            if not _pinned(c.get("image")):
-                yield r, f"{where} container {name}: image {c.get('image')!r} is not pinned to a tag or digest"
-            if is_true(dig(c, "securityContext", "privileged")) and not _device_plugin(r, c):
-                yield r, f"{where} container {name} is privileged; only device plugins may be"
-            res = as_map(c.get("resources"))
-            if not res.get("requests") or not res.get("limits"):
-                yield r, f"{where} container {name} lacks resource requests and limits"
-    for rel in of_type(resources, T_HELM_RELEASE):
-        if inputs(rel).get("namespace") in (None, "", "default"):
-            yield rel, "Helm release installs into the default namespace; set namespace"
+            yield from _container(r, where, c, exempt)

@@ -1,20 +1,28 @@
-"""Type tokens and the readers the rules share: resources as the offline plan and CrossGuard
-hand them (plain mappings; values that are unknown during a preview read as `<computed>`)."""
+"""Type tokens and the readers the rules share.
+
+A resource is a mapping shaped like an entry of the offline plan's `resources`
+(`{"urn", "id", "type", "name", "protect", "dependencies", "inputs"}`, plus
+`"propertyDependencies"` where the engine gives them). Its `inputs` are the properties the
+rule sees: a resource's inputs for a resource rule, its outputs for a stack rule inside
+CrossGuard. Values unknown during a preview read as `UNKNOWN` (the CrossGuard adapter maps
+pulumi-policy's sentinels to it; the offline plan writes the same string).
+
+Readers accept any `Mapping`/`Sequence`, not only `dict`/`list`: pulumi-policy hands
+properties in its own proxy types. No reader raises; an unknown is a value like any other,
+and each rule decides what an unknown means for it (never a mandatory violation by itself).
+"""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 Resource = Mapping[str, Any]
 
-# Exceptions are explicit and carry a reason: a tag on the resource, its value the reason.
-HOP_LIMIT_EXCEPTION_TAG = "llm-training-eks/policy-exception/imds-hop-limit-2"
-SCRATCH_EXCEPTION_TAG = "llm-training-eks/policy-exception/scratch-file-system"
+UNKNOWN = "<computed>"
+"""A value the engine does not know yet (an id, an ARN, anything computed from one)."""
 
 EKS_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
-WORLD = ("0.0.0.0/0", "::/0")
 
 T_EKS_COMPONENT = "eks:index:Cluster"
 T_EKS_CLUSTER = "aws:eks/cluster:Cluster"
@@ -28,6 +36,8 @@ T_EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 T_ECR = "aws:ecr/repository:Repository"
 T_FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
 T_KMS = "aws:kms/key:Key"
+T_LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+T_FLOW_LOG = "aws:ec2/flowLog:FlowLog"
 T_BUCKETS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 T_VERSIONING = ("aws:s3/bucketVersioning:BucketVersioning", "aws:s3/bucketVersioningV2:BucketVersioningV2")
 T_SSE = (
@@ -36,36 +46,49 @@ T_SSE = (
 )
 T_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 T_HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+T_KUBERNETES = "kubernetes:*"
+"""Every Kubernetes object (a prefix: rules match `kubernetes:` types)."""
 STATEFUL_TYPES = (T_FSX, T_ECR, T_KMS, *T_BUCKETS)
 
 # Kubernetes kinds whose pods we check, and where their pod spec sits.
 _TEMPLATE_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job")
 
-
-def of_type(resources: Sequence[Resource], *types: str) -> list[Resource]:
-    return [r for r in resources if r.get("type") in types]
+# --------------------------------------------------------------------------- values
 
 
-def inputs(r: Resource) -> Mapping[str, Any]:
-    i = r.get("inputs")
-    return i if isinstance(i, Mapping) else {}
+def unknown(v: Any) -> bool:
+    return isinstance(v, str) and v == UNKNOWN
+
+
+def known(v: Any) -> bool:
+    """A known, non-empty string (an id, a name, an ARN)."""
+    return isinstance(v, str) and bool(v) and v != UNKNOWN
+
+
+def as_map(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def as_list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, Sequence) and not isinstance(v, (str, bytes)) else []
 
 
 def dig(obj: Any, *path: str | int) -> Any:
+    """obj[p0][p1]...: None where a step is missing; UNKNOWN below an unknown value (the
+    fields of an unknown object are unknown, not absent)."""
     for p in path:
+        if unknown(obj):
+            return UNKNOWN
         if isinstance(p, int):
-            if not isinstance(obj, list) or len(obj) <= p:
+            items = as_list(obj)
+            if len(items) <= p:
                 return None
-            obj = obj[p]
+            obj = items[p]
         else:
             if not isinstance(obj, Mapping):
                 return None
             obj = obj.get(p)
     return obj
-
-
-def as_map(v: Any) -> Mapping[str, Any]:
-    return v if isinstance(v, Mapping) else {}
 
 
 def is_true(v: Any) -> bool:
@@ -76,149 +99,152 @@ def is_false(v: Any) -> bool:
     return v is False or (isinstance(v, str) and v.lower() == "false")
 
 
-def as_list(v: Any) -> list[Any]:
-    return list(v) if isinstance(v, (list, tuple)) else []
+def number(v: Any) -> float | None:
+    """A number (the engine carries every number as a double), or None."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def known(v: Any) -> bool:
-    return isinstance(v, str) and bool(v) and v != "<computed>"
+# --------------------------------------------------------------------------- resources
 
 
-def refers(r: Resource, target: Resource, value: Any) -> bool:
-    """`value` (an input of r) names `target`: by physical id or name when known, else by
-    the dependency the engine recorded (ids are unknown during a real preview)."""
-    ids = {target.get("id"), inputs(target).get("bucket"), inputs(target).get("name")}
-    if known(value) and value in {i for i in ids if known(i)}:
-        return True
-    return not known(value) and target.get("urn") in as_list(r.get("dependencies"))
+def type_of(r: Resource) -> str:
+    return str(r.get("type", ""))
+
+
+def matches(type_: str, patterns: Sequence[str]) -> bool:
+    """`type_` is one of the patterns (`prefix*` matches a prefix)."""
+    return any(type_ == p or (p.endswith("*") and type_.startswith(p[:-1])) for p in patterns)
+
+
+def of_type(resources: Sequence[Resource], *types: str) -> list[Resource]:
+    return [r for r in resources if matches(type_of(r), types)]
+
+
+def inputs(r: Resource) -> Mapping[str, Any]:
+    return as_map(r.get("inputs"))
 
 
 def tags_of(r: Resource) -> Mapping[str, Any]:
-    t = inputs(r).get("tags")
-    return t if isinstance(t, Mapping) else {}
+    return as_map(inputs(r).get("tags"))
 
 
-def is_world(cidr: Any) -> bool:
-    if not isinstance(cidr, str):
+def has_reason(tags: Mapping[str, Any], tag: str) -> bool:
+    """The tags (or annotations) hold `tag` with a reason: a non-empty value."""
+    reason = tags.get(tag)
+    return isinstance(reason, str) and bool(reason.strip()) and not unknown(reason)
+
+
+def excepted(r: Resource, tag: str) -> bool:
+    """The resource carries the exception tag with a reason."""
+    return has_reason(tags_of(r), tag)
+
+
+def _handles(target: Resource) -> set[str]:
+    """What an input of another resource may hold to name `target`: its id, ARN, name."""
+    i = inputs(target)
+    values = (target.get("id"), i.get("id"), i.get("arn"), i.get("name"), i.get("bucket"), i.get("keyId"))
+    return {str(v) for v in values if known(v)}
+
+
+def refers(r: Resource, prop: str, value: Any, target: Resource) -> bool:
+    """`value`, held in r's top-level input `prop`, names `target`.
+
+    A known value is compared with the target's id, ARN and name. An unknown one (an id
+    during a first preview), or one the target cannot be compared with (it shows no id, or
+    no ARN for an ARN), is resolved through the engine's dependencies: those of the property
+    where the engine gives them (CrossGuard), else all of r's dependencies."""
+    if known(value):
+        if value in _handles(target):
+            return True
+        # A target that shows its id (or ARN), known or not, is not this value. One that does
+        # not show it (the offline plan records inputs, without ARNs): follow the graph.
+        shown = inputs(target).get("arn") if value.startswith("arn:") else target.get("id")
+        if shown is not None:
+            return False
+    elif value is None:
         return False
-    try:
-        return ipaddress.ip_network(cidr, strict=False).prefixlen == 0
-    except ValueError:
         return False
+    by_prop = as_map(r.get("propertyDependencies"))
+    deps = by_prop[prop] if prop in by_prop else r.get("dependencies")
+    return target.get("urn") in as_list(deps)
 
 
-def subnet_azs(resources: Sequence[Resource], subnet_ids: list[Any]) -> set[str]:
-    azs = set()
-    for s in of_type(resources, T_SUBNET):
-        if s.get("id") in subnet_ids and isinstance(inputs(s).get("availabilityZone"), str):
-            azs.add(inputs(s)["availabilityZone"])
-    return azs
+def referenced(resources: Sequence[Resource], r: Resource, prop: str, values: Any, *types: str) -> list[Resource]:
+    """The resources of `types` that r's input `prop` (one value or a list) names."""
+    wanted = as_list(values) if isinstance(values, Sequence) and not isinstance(values, str) else [values]
+    return [t for t in of_type(resources, *types) if any(refers(r, prop, v, t) for v in wanted)]
 
 
-def efa_interfaces(lt: Resource) -> list[Mapping[str, Any]]:
-    return [
-        n
-        for n in as_list(inputs(lt).get("networkInterfaces"))
-        if isinstance(n, Mapping) and n.get("interfaceType") in ("efa", "efa-only")
-    ]
-
-
-def launch_template_of(resources: Sequence[Resource], ng: Resource) -> Resource | None:
-    ref = inputs(ng).get("launchTemplate") or {}
-    for lt in of_type(resources, T_LAUNCH_TEMPLATE):
-        if known(ref.get("id")) and ref.get("id") == lt.get("id"):
-            return lt
-        if known(ref.get("name")) and ref.get("name") == inputs(lt).get("name"):
-            return lt
-    for lt in of_type(resources, T_LAUNCH_TEMPLATE):
-        if lt.get("urn") in as_list(ng.get("dependencies")):
-            return lt
-    return None
-
-
-def security_groups_of(resources: Sequence[Resource], lt: Resource) -> list[Resource]:
-    i = inputs(lt)
-    ids = set(as_list(i.get("vpcSecurityGroupIds")))
-    for n in as_list(i.get("networkInterfaces")):
-        ids.update(as_list(dig(n, "securityGroups")))
-    return [
-        sg
-        for sg in of_type(resources, T_SG)
-        if sg.get("id") in ids or (sg.get("urn") in as_list(lt.get("dependencies")) and not known(sg.get("id")))
-    ]
+# --------------------------------------------------------------------------- security groups
 
 
 def rules_of(resources: Sequence[Resource], sg: Resource) -> list[tuple[str, Resource, Mapping[str, Any]]]:
     """(direction, rule resource, normalised rule) for standalone and inline rules of a group.
-    Normalised: protocol, cidrs, referenced group (or "self"), description."""
+    Normalised: protocol, ports, cidrs, self-reference, description."""
     out: list[tuple[str, Resource, Mapping[str, Any]]] = []
     for t, direction in ((T_INGRESS, "ingress"), (T_EGRESS, "egress")):
         for r in of_type(resources, t):
             i = inputs(r)
-            if not refers(r, sg, i.get("securityGroupId")):
-                continue
-            ref = i.get("referencedSecurityGroupId")
-            is_self = (known(ref) and ref == i.get("securityGroupId")) or (
-                ref is not None and not known(ref) and refers(r, sg, ref)
-            )
-            out.append(
-                (
-                    direction,
-                    r,
-                    {
-                        "protocol": str(i.get("ipProtocol")),
-                        "cidrs": [c for c in (i.get("cidrIpv4"), i.get("cidrIpv6")) if c],
-                        "self": is_self,
-                        "description": i.get("description"),
-                    },
-                )
-            )
+            if refers(r, "securityGroupId", i.get("securityGroupId"), sg):
+                ref = i.get("referencedSecurityGroupId")
+                norm = {**vpc_rule(i), "self": ref is not None and refers(r, "referencedSecurityGroupId", ref, sg)}
+                out.append((direction, r, norm))
     for r in of_type(resources, T_SG_RULE):
         i = inputs(r)
-        if refers(r, sg, i.get("securityGroupId")):
-            out.append(
-                (
-                    str(i.get("type")),
-                    r,
-                    {
-                        "protocol": str(i.get("protocol")),
-                        "cidrs": as_list(i.get("cidrBlocks")) + as_list(i.get("ipv6CidrBlocks")),
-                        "self": is_true(i.get("self")),
-                        "description": i.get("description"),
-                    },
-                )
-            )
+        if refers(r, "securityGroupId", i.get("securityGroupId"), sg):
+            out.append((str(i.get("type")), r, classic_rule(i)))
     for direction in ("ingress", "egress"):
         for rule in as_list(inputs(sg).get(direction)):
-            if isinstance(rule, Mapping):
-                out.append(
-                    (
-                        direction,
-                        sg,
-                        {
-                            "protocol": str(rule.get("protocol")),
-                            "cidrs": as_list(rule.get("cidrBlocks")) + as_list(rule.get("ipv6CidrBlocks")),
-                            "self": is_true(rule.get("self")),
-                            "description": rule.get("description"),
-                        },
-                    )
-                )
+            out.append((direction, sg, classic_rule(as_map(rule))))
     return out
+
+
+def vpc_rule(i: Mapping[str, Any]) -> dict[str, Any]:
+    """A `SecurityGroupIngressRule`/`EgressRule`, normalised (self-reference not decided)."""
+    return {
+        "protocol": str(i.get("ipProtocol")),
+        "ports": (i.get("fromPort"), i.get("toPort")),
+        "cidrs": [c for c in (i.get("cidrIpv4"), i.get("cidrIpv6")) if c],
+        "self": False,
+        "description": i.get("description"),
+    }
+
+
+def classic_rule(i: Mapping[str, Any]) -> dict[str, Any]:
+    """A `SecurityGroupRule` or an inline rule of a `SecurityGroup`, normalised."""
+    return {
+        "protocol": str(i.get("protocol")),
+        "ports": (i.get("fromPort"), i.get("toPort")),
+        "cidrs": as_list(i.get("cidrBlocks")) + as_list(i.get("ipv6CidrBlocks")),
+        "self": is_true(i.get("self")),
+        "description": i.get("description"),
+    }
 
 
 def all_traffic(protocol: str) -> bool:
     return protocol in ("-1", "all")
 
 
+def efa_interfaces(lt: Resource) -> list[Mapping[str, Any]]:
+    return [
+        as_map(n)
+        for n in as_list(inputs(lt).get("networkInterfaces"))
+        if as_map(n).get("interfaceType") in ("efa", "efa-only")
+    ]
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
 def kind_of(r: Resource) -> str:
-    return str(r.get("type", "")).rsplit(":", 1)[-1]
+    return type_of(r).rsplit(":", 1)[-1]
 
 
 def pod_specs(r: Resource) -> list[tuple[str, Mapping[str, Any]]]:
     """(where, pod spec) of a Kubernetes workload object: Pod, the template of a Deployment,
     DaemonSet, StatefulSet, Job or CronJob, and each replica template of an MPIJob or another
     Kubeflow job (`spec.<x>ReplicaSpecs`)."""
-    if not str(r.get("type", "")).startswith("kubernetes:"):
+    if not type_of(r).startswith("kubernetes:"):
         return []
     obj = inputs(r)
     kind = kind_of(r)
@@ -239,7 +265,11 @@ def pod_specs(r: Resource) -> list[tuple[str, Mapping[str, Any]]]:
 
 
 def containers(ps: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [c for key in ("initContainers", "containers") for c in as_list(ps.get(key)) if isinstance(c, Mapping)]
+    return [as_map(c) for key in ("initContainers", "containers") for c in as_list(ps.get(key))]
+
+
+def annotations_of(r: Resource) -> Mapping[str, Any]:
+    return as_map(dig(inputs(r), "metadata", "annotations"))
 
 
 def pod_workloads(resources: Sequence[Resource]) -> Iterator[tuple[Resource, str, Mapping[str, Any]]]:

@@ -1,39 +1,21 @@
-"""Policy rules: one passing and one failing fixture per rule, the example stacks, the
-offline plan's exit code and the CrossGuard adapter."""
+"""Resource rules over AWS resources: per rule one passing, one failing and one unknown-value
+fixture (an unknown never makes a violation: the rule runs again on known values at
+`pulumi up`). Stack rules: test_policy_stack.py; Kubernetes: test_policy_kubernetes.py;
+inside pulumi-policy's machinery: test_policy_crossguard.py."""
 
 from __future__ import annotations
 
-import io
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from facts.names import HOP_LIMIT_EXCEPTION_TAG, NO_SCAN_EXCEPTION_TAG, PUBLIC_ENDPOINT_EXCEPTION_TAG
+from facts.names import SCRATCH_EXCEPTION_TAG as SCRATCH_TAG
 from policy import rules
 from policy.rules import props
-from tests.conftest import EXAMPLE_STACKS, MINIMAL, run_plan, stack_plan
-from tools import plan as plan_mod
+from tests.unit.policy_fixtures import GOOD_LT, U, messages, res
 
-
-def res(type_: str, name: str, inputs: dict[str, Any], *, protect: bool = False, deps: tuple[str, ...] = ()) -> dict:
-    return {
-        "urn": f"urn:pulumi:test::llm-training-eks::{type_}::{name}",
-        "id": f"{name}-id",
-        "type": type_,
-        "name": name,
-        "protect": protect,
-        "dependencies": [f"urn:pulumi:test::llm-training-eks::{d}" for d in deps],
-        "inputs": inputs,
-    }
-
-
-def ids(resources: list[dict], rule_id: str, context: rules.Context | None = None) -> list[str]:
-    rule = next(r for r in rules.RULES if r.id == rule_id)
-    return [v.message for v in rule.run(resources, context or rules.Context())]
-
-
-# --------------------------------------------------------------------------- 1 EKS
+# --------------------------------------------------------------------------- EKS control plane
 
 GOOD_EKS = {
     "endpointPrivateAccess": True,
@@ -41,205 +23,172 @@ GOOD_EKS = {
     "encryptionConfigKeyArn": "arn:aws:kms:us-west-2:123456789012:key/k",
     "enabledClusterLogTypes": list(props.EKS_LOG_TYPES),
 }
+# The child pulumi-eks creates, with the inputs it gives it (tests/upstream/pulumi-eks-control-plane-4.3.0.yaml).
+GOOD_AWS_EKS = {
+    "vpcConfig": {"endpointPrivateAccess": True, "endpointPublicAccess": False, "subnetIds": ["s-1"]},
+    "encryptionConfig": {"provider": {"keyArn": "arn:aws:kms:us-west-2:1:key/k"}, "resources": ["secrets"]},
+    "enabledClusterLogTypes": list(props.EKS_LOG_TYPES),
+    "tags": {"Name": "cluster-eks-eksCluster"},
+}
+
+
+def public_aws_eks(cidrs: list[str], tags: dict[str, str] | None = None) -> dict[str, Any]:
+    vpc = {**GOOD_AWS_EKS["vpcConfig"], "endpointPublicAccess": True, "publicAccessCidrs": cidrs}
+    return {**GOOD_AWS_EKS, "vpcConfig": vpc, "tags": tags or {}}
 
 
 def test_eks_passes_private_encrypted_logged():
-    assert ids([res(props.T_EKS_COMPONENT, "eks", GOOD_EKS)], "eks-control-plane") == []
+    assert messages([res(props.T_EKS_COMPONENT, "eks", GOOD_EKS)], "eks-control-plane") == []
+    assert messages([res(props.T_EKS_CLUSTER, "c", GOOD_AWS_EKS)], "eks-control-plane") == []
 
 
 def test_eks_fails_public_to_world_without_kms_or_logs():
     bad = {**GOOD_EKS, "endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}
     del bad["encryptionConfigKeyArn"]
     bad["enabledClusterLogTypes"] = ["api"]
-    msgs = ids([res(props.T_EKS_COMPONENT, "eks", bad)], "eks-control-plane")
-    assert any("0.0.0.0/0" in m for m in msgs)
+    msgs = messages([res(props.T_EKS_COMPONENT, "eks", bad)], "eks-control-plane")
+    assert any("whole internet (0.0.0.0/0)" in m for m in msgs)
     assert any("KMS" in m for m in msgs)
     assert any("audit" in m for m in msgs)
 
 
 def test_eks_aws_cluster_defaults_are_public_and_fail():
-    msgs = ids([res(props.T_EKS_CLUSTER, "c", {"vpcConfig": {}})], "eks-control-plane")
-    assert any("0.0.0.0/0" in m for m in msgs) and any("private" in m for m in msgs)
+    msgs = messages([res(props.T_EKS_CLUSTER, "c", {"vpcConfig": {}})], "eks-control-plane")
+    assert any("0.0.0.0/0, the default" in m for m in msgs) and any("private" in m for m in msgs)
+    assert any("KMS" in m for m in msgs) and any("audit" in m for m in msgs)
 
 
-# --------------------------------------------------------------------------- 2 launch templates
+@pytest.mark.parametrize(
+    "cidrs",
+    [["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/1"], ["::/0"], ["2000::/4", "3000::/4"]],
+)
+def test_eks_public_endpoint_split_into_several_cidrs_is_the_whole_internet(cidrs):
+    msgs = messages([res(props.T_EKS_CLUSTER, "c", public_aws_eks(cidrs))], "eks-control-plane")
+    assert len(msgs) == 1 and "whole internet" in msgs[0]
 
-GOOD_LT = {
-    "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1},
-    "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}],
-    "networkInterfaces": [{"networkCardIndex": 0, "associatePublicIpAddress": "false"}],
-}
+
+def test_eks_public_endpoint_for_listed_networks_passes():
+    cidrs = ["203.0.113.0/24", "0.0.0.0/1"]  # half the internet is not all of it
+    assert messages([res(props.T_EKS_CLUSTER, "c", public_aws_eks(cidrs))], "eks-control-plane") == []
+
+
+def test_eks_public_to_world_passes_with_the_exception_tag_and_a_reason():
+    tags = {PUBLIC_ENDPOINT_EXCEPTION_TAG: "stack config cluster.allowPublicAccessFromAnywhere"}
+    assert messages([res(props.T_EKS_CLUSTER, "c", public_aws_eks(["0.0.0.0/0"], tags))], "eks-control-plane") == []
+    empty = {PUBLIC_ENDPOINT_EXCEPTION_TAG: " "}
+    assert messages([res(props.T_EKS_CLUSTER, "c", public_aws_eks(["0.0.0.0/0"], empty))], "eks-control-plane")
+    component = {**GOOD_EKS, "endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"], "clusterTags": tags}
+    assert messages([res(props.T_EKS_COMPONENT, "eks", component)], "eks-control-plane") == []
+
+
+def test_eks_unknowns_make_no_violation():
+    # pulumi-eks builds encryptionConfig in an apply over the key ARN: unknown as a whole on a first preview.
+    first_preview = {**GOOD_AWS_EKS, "encryptionConfig": U, "vpcConfig": {**GOOD_AWS_EKS["vpcConfig"], "subnetIds": U}}
+    assert messages([res(props.T_EKS_CLUSTER, "c", first_preview)], "eks-control-plane") == []
+    unknown_vpc = {**GOOD_AWS_EKS, "vpcConfig": U}
+    assert messages([res(props.T_EKS_CLUSTER, "c", unknown_vpc)], "eks-control-plane") == []
+    public_unknown_cidrs = public_aws_eks([U])
+    assert messages([res(props.T_EKS_CLUSTER, "c", public_unknown_cidrs)], "eks-control-plane") == []
+
+
+def test_eks_component_showing_outputs_or_nothing_is_left_to_its_child():
+    # CrossGuard's stack validation sees the component's registered outputs, not its inputs.
+    outputs = {"eksCluster": "llm-training", "kubeconfig": U, "core": {}}
+    assert messages([res(props.T_EKS_COMPONENT, "eks", outputs)], "eks-control-plane") == []
+    assert messages([res(props.T_EKS_COMPONENT, "eks", {})], "eks-control-plane") == []
+
+
+# --------------------------------------------------------------------------- launch templates
 
 
 def test_launch_template_passes_hardened():
-    assert ids([res(props.T_LAUNCH_TEMPLATE, "lt", GOOD_LT)], "launch-template-hardening") == []
+    assert messages([res(props.T_LAUNCH_TEMPLATE, "lt", GOOD_LT)], "launch-template-hardening") == []
+    as_engine_sends_numbers = {**GOOD_LT, "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1.0}}
+    assert messages([res(props.T_LAUNCH_TEMPLATE, "lt", as_engine_sends_numbers)], "launch-template-hardening") == []
 
 
 def test_launch_template_hop_limit_2_passes_only_with_exception_tag():
     lt = {**GOOD_LT, "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2}}
-    assert len(ids([res(props.T_LAUNCH_TEMPLATE, "lt", lt)], "launch-template-hardening")) == 1
-    lt["tags"] = {props.HOP_LIMIT_EXCEPTION_TAG: "legacy agent needs IMDS from a pod"}
-    assert ids([res(props.T_LAUNCH_TEMPLATE, "lt", lt)], "launch-template-hardening") == []
+    assert len(messages([res(props.T_LAUNCH_TEMPLATE, "lt", lt)], "launch-template-hardening")) == 1
+    lt["tags"] = {HOP_LIMIT_EXCEPTION_TAG: "legacy agent needs IMDS from a pod"}
+    assert messages([res(props.T_LAUNCH_TEMPLATE, "lt", lt)], "launch-template-hardening") == []
 
 
-def test_launch_template_fails_imdsv1_unencrypted_public_ip():
+def test_launch_template_fails_imdsv1_unencrypted_public_ip_unset_hop():
     lt = {
-        "metadataOptions": {"httpTokens": "optional", "httpPutResponseHopLimit": 1},
+        "metadataOptions": {"httpTokens": "optional"},
         "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "false"}}],
         "networkInterfaces": [{"networkCardIndex": 0, "associatePublicIpAddress": "true"}],
     }
-    msgs = ids([res(props.T_LAUNCH_TEMPLATE, "lt", lt)], "launch-template-hardening")
-    assert len(msgs) == 3
+    msgs = messages([res(props.T_LAUNCH_TEMPLATE, "lt", lt)], "launch-template-hardening")
+    assert len(msgs) == 4 and any("hop limit is unset" in m for m in msgs)
 
 
-# --------------------------------------------------------------------------- 3 security groups
+def test_launch_template_unknowns_make_no_violation():
+    lt = {
+        **GOOD_LT,
+        "metadataOptions": U,
+        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": U}}],
+    }
+    assert messages([res(props.T_LAUNCH_TEMPLATE, "lt", lt)], "launch-template-hardening") == []
 
 
-def efa_fixture(*, self_egress: bool = True, world_ingress: bool = False, description: bool = True) -> list[dict]:
-    desc = {"description": "EFA"} if description else {}
-    out = [
-        res(props.T_SG, "efa", {"description": "EFA"}),
-        res(
-            props.T_LAUNCH_TEMPLATE,
-            "lt",
-            {**GOOD_LT, "networkInterfaces": [{"interfaceType": "efa-only", "securityGroups": ["efa-id"]}]},
+# --------------------------------------------------------------------------- security-group ingress
+
+
+@pytest.mark.parametrize(
+    ("type_", "inputs"),
+    [
+        (props.T_INGRESS, {"securityGroupId": "sg", "cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp"}),
+        (props.T_INGRESS, {"securityGroupId": "sg", "cidrIpv6": "::/0", "ipProtocol": "-1"}),
+        (props.T_SG_RULE, {"type": "ingress", "cidrBlocks": ["0.0.0.0/1", "128.0.0.0/1"], "protocol": "tcp"}),
+        (props.T_SG, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/0"]}]}),
+        (
+            props.T_SG,  # two inline rules, one port, half the internet each
+            {
+                "ingress": [
+                    {"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/1"]},
+                    {"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["128.0.0.0/1"]},
+                ]
+            },
         ),
-        res(
-            props.T_INGRESS,
-            "in",
-            {"securityGroupId": "efa-id", "referencedSecurityGroupId": "efa-id", "ipProtocol": "-1", **desc},
+    ],
+)
+def test_ingress_from_the_whole_internet_fails(type_, inputs):
+    assert any("whole internet" in m for m in messages([res(type_, "r", inputs)], "security-group-ingress"))
+
+
+@pytest.mark.parametrize(
+    ("type_", "inputs"),
+    [
+        (props.T_INGRESS, {"securityGroupId": "sg", "cidrIpv4": "10.0.0.0/16", "ipProtocol": "tcp"}),
+        (props.T_INGRESS, {"securityGroupId": "sg", "cidrIpv4": U, "ipProtocol": "tcp"}),
+        (props.T_SG_RULE, {"type": "egress", "cidrBlocks": ["0.0.0.0/0"], "protocol": "-1"}),
+        (props.T_SG_RULE, {"type": "ingress", "cidrBlocks": U, "protocol": "tcp"}),
+        (
+            props.T_SG,  # half the internet on port 22, the other half on 443: no one port is open to all
+            {
+                "ingress": [
+                    {"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/1"]},
+                    {"protocol": "tcp", "fromPort": 443, "toPort": 443, "cidrBlocks": ["128.0.0.0/1"]},
+                ],
+                "egress": [{"protocol": "-1", "cidrBlocks": ["0.0.0.0/0"]}],
+            },
         ),
-    ]
-    if self_egress:
-        out.append(
-            res(
-                props.T_EGRESS,
-                "out",
-                {"securityGroupId": "efa-id", "referencedSecurityGroupId": "efa-id", "ipProtocol": "-1", **desc},
-            )
-        )
-    if world_ingress:
-        out.append(
-            res(props.T_INGRESS, "ssh", {"securityGroupId": "efa-id", "cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp"})
-        )
-    return out
-
-
-def test_security_groups_pass_efa_self_referencing_both_ways():
-    assert ids(efa_fixture(), "security-groups") == []
-
-
-def test_security_groups_fail_without_self_egress():
-    assert any("EFA" in m for m in ids(efa_fixture(self_egress=False), "security-groups"))
-
-
-def test_security_groups_fail_on_world_ingress():
-    assert any("whole internet" in m for m in ids(efa_fixture(world_ingress=True), "security-groups"))
-
-
-def test_security_groups_inline_world_ingress_fails():
-    sg = res(props.T_SG, "web", {"ingress": [{"protocol": "tcp", "cidrBlocks": ["0.0.0.0/0"]}]})
-    assert ids([sg], "security-groups")
+    ],
+)
+def test_ingress_from_networks_or_unknowns_passes(type_, inputs):
+    assert messages([res(type_, "r", inputs)], "security-group-ingress") == []
 
 
 def test_rule_descriptions_pass_and_fail():
-    assert ids(efa_fixture(), "security-group-rule-descriptions") == []
-    assert len(ids(efa_fixture(description=False), "security-group-rule-descriptions")) == 2
+    described = res(props.T_EGRESS, "out", {"securityGroupId": "sg", "ipProtocol": "-1", "description": "EFA"})
+    assert messages([described], "security-group-rule-descriptions") == []
+    bare = res(props.T_SG, "web", {"ingress": [{"protocol": "tcp"}], "egress": [{"protocol": "-1", "description": U}]})
+    assert messages([bare], "security-group-rule-descriptions") == ["ingress rule has no description"]
 
 
-# --------------------------------------------------------------------------- 4 EFA node groups
-
-
-def efa_node_group(*, subnets: tuple[str, ...] = ("s1-id",), cards: int = 8, reservation: str | None = None):
-    lt_inputs: dict[str, Any] = {
-        "networkInterfaces": [{"interfaceType": "efa-only", "networkCardIndex": i} for i in range(cards)]
-    }
-    if reservation:
-        lt_inputs["capacityReservationSpecification"] = {
-            "capacityReservationTarget": {"capacityReservationId": reservation}
-        }
-    return [
-        res(props.T_SUBNET, "s1", {"availabilityZone": "us-west-2d"}),
-        res(props.T_SUBNET, "s2", {"availabilityZone": "us-west-2a"}),
-        res(props.T_LAUNCH_TEMPLATE, "lt", lt_inputs),
-        res(
-            props.T_NODE_GROUP,
-            "ng",
-            {"subnetIds": list(subnets), "instanceTypes": ["trn1.32xlarge"], "launchTemplate": {"id": "lt-id"}},
-        ),
-    ]
-
-
-def test_efa_node_group_passes_one_subnet_all_cards():
-    ctx = rules.Context(reservation_azs={"cr-1": "us-west-2d"})
-    assert ids(efa_node_group(reservation="cr-1"), "efa-node-groups", ctx) == []
-
-
-def test_efa_node_group_fails_two_subnets_and_missing_cards():
-    msgs = ids(efa_node_group(subnets=("s1-id", "s2-id"), cards=4), "efa-node-groups")
-    assert any("2 subnets" in m for m in msgs)
-    assert any("AZs" in m for m in msgs)
-    assert any("4 EFA interfaces" in m and "8 EFA cards" in m for m in msgs)
-
-
-def test_efa_node_group_fails_reservation_in_other_az():
-    ctx = rules.Context(reservation_azs={"cr-1": "us-west-2a"})
-    msgs = ids(efa_node_group(reservation="cr-1"), "efa-node-groups", ctx)
-    assert msgs == ["capacity reservation cr-1 is in us-west-2a but the node group's subnet is in us-west-2d"]
-
-
-# --------------------------------------------------------------------------- 5 taints
-
-NEURON_TAINT = {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}
-NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-
-
-def pod(tolerations: list[dict], **container: Any) -> dict:
-    c = {
-        "name": "train",
-        "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1.0",
-        "resources": {"requests": {"aws.amazon.com/neuron": 16, "cpu": "8"}, "limits": {"aws.amazon.com/neuron": 16}},
-        **container,
-    }
-    return res(
-        "kubernetes:core/v1:Pod",
-        "p",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "p", "namespace": "training"},
-            "spec": {"containers": [c], "tolerations": tolerations},
-        },
-    )
-
-
-def test_taints_pass_tainted_nodes_and_tolerating_pod():
-    ng = res(props.T_NODE_GROUP, "ng", {"instanceTypes": ["trn1.32xlarge"], "taints": [NEURON_TAINT]})
-    assert ids([ng, pod([NEURON_TOLERATION])], "accelerator-taints") == []
-
-
-def test_taints_fail_untainted_nodes_and_pod_without_toleration():
-    ng = res(props.T_NODE_GROUP, "ng", {"instanceTypes": ["p5.48xlarge"], "taints": []})
-    msgs = ids([ng, pod([{"operator": "Exists"}])], "accelerator-taints")
-    assert any("lack the taint nvidia.com/gpu" in m for m in msgs)
-    assert any("tolerates every taint" in m for m in msgs)
-    assert any("does not tolerate aws.amazon.com/neuron" in m for m in msgs)
-
-
-def test_taints_checked_in_mpijob_replica_templates():
-    worker = {"template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 8}}}]}}}
-    job = res(
-        "kubernetes:kubeflow.org/v2beta1:MPIJob",
-        "j",
-        {"metadata": {"namespace": "t"}, "spec": {"mpiReplicaSpecs": {"Worker": worker}}},
-    )
-    assert ids([job], "accelerator-taints") == [
-        "spec.mpiReplicaSpecs.Worker.template.spec requests nvidia.com/gpu but does not tolerate"
-        " nvidia.com/gpu=true:NoSchedule"
-    ]
-
-
-# --------------------------------------------------------------------------- 6 ECR
+# --------------------------------------------------------------------------- ECR
 
 GOOD_ECR = {
     "imageTagMutability": "IMMUTABLE",
@@ -249,184 +198,76 @@ GOOD_ECR = {
 
 
 def test_ecr_passes_immutable_scanned_kms():
-    assert ids([res(props.T_ECR, "repo", GOOD_ECR)], "ecr-repositories") == []
+    assert messages([res(props.T_ECR, "repo", GOOD_ECR)], "ecr-repositories") == []
 
 
 def test_ecr_fails_defaults():
-    assert len(ids([res(props.T_ECR, "repo", {})], "ecr-repositories")) == 3
+    assert len(messages([res(props.T_ECR, "repo", {})], "ecr-repositories")) == 3
 
 
-# --------------------------------------------------------------------------- 7 FSx and S3
+def test_ecr_without_scan_on_push_passes_only_with_the_exception_tag():
+    no_scan = {**GOOD_ECR, "imageScanningConfiguration": {"scanOnPush": False}}
+    assert len(messages([res(props.T_ECR, "repo", no_scan)], "ecr-repositories")) == 1
+    no_scan["tags"] = {NO_SCAN_EXCEPTION_TAG: "scanned by the CI pipeline"}
+    assert messages([res(props.T_ECR, "repo", no_scan)], "ecr-repositories") == []
 
 
-def storage_fixture(*, good: bool) -> list[dict]:
-    fs = {
-        "deploymentType": "PERSISTENT_2" if good else "SCRATCH_2",
-        "automaticBackupRetentionDays": 7,
-        "skipFinalBackup": False,
-        "securityGroupIds": ["fsx-id"],
-    }
-    if good:
-        rule = {"securityGroupId": "fsx-id", "referencedSecurityGroupId": "nodes-id", "ipProtocol": "tcp"}
-    else:
-        rule = {"securityGroupId": "fsx-id", "cidrIpv4": "10.0.0.0/16", "ipProtocol": "tcp"}
-    out = [
-        res(props.T_SG, "fsx", {"description": "Lustre"}),
-        res(props.T_INGRESS, "lustre-988", {**rule, "fromPort": 988, "toPort": 988}),
-        res(props.T_FSX, "fs", fs),
-        res("aws:s3/bucketV2:BucketV2", "data", {"bucket": "data-bucket"}),
-    ]
-    if good:
-        out += [
-            res(props.T_VERSIONING[1], "data", {"bucket": "data-id", "versioningConfiguration": {"status": "Enabled"}}),
-            res(
-                props.T_SSE[1],
-                "data",
-                {"bucket": "data-id", "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}]},
-            ),
-            res(
-                props.T_PUBLIC_ACCESS_BLOCK,
-                "data",
-                {
-                    "bucket": "data-id",
-                    "blockPublicAcls": True,
-                    "blockPublicPolicy": True,
-                    "ignorePublicAcls": True,
-                    "restrictPublicBuckets": True,
-                },
-            ),
-        ]
-    return out
+def test_ecr_unknowns_make_no_violation():
+    kms_unknown = {**GOOD_ECR, "encryptionConfigurations": U, "imageScanningConfiguration": {"scanOnPush": U}}
+    assert messages([res(props.T_ECR, "repo", kms_unknown)], "ecr-repositories") == []
 
 
-def test_storage_passes_persistent_backed_up_private():
-    assert ids(storage_fixture(good=True), "storage-durability") == []
+# --------------------------------------------------------------------------- FSx
 
-
-def test_storage_fails_scratch_cidr_sg_and_bare_bucket():
-    msgs = ids(storage_fixture(good=False), "storage-durability")
-    assert any("SCRATCH_2" in m for m in msgs)
-    assert any("10.0.0.0/16" in m for m in msgs)
-    assert any("not versioned" in m for m in msgs)
-    assert any("encryption" in m for m in msgs)
-    assert any("public access" in m for m in msgs)
-
-
-def test_fsx_final_backup_is_skipped_by_default_and_fails():
-    fs = res(props.T_FSX, "fs", {"deploymentType": "PERSISTENT_2", "automaticBackupRetentionDays": 7})
-    assert any("skipFinalBackup" in m for m in ids([fs], "storage-durability"))
-
-
-# --------------------------------------------------------------------------- 8 protection
-
-
-def test_stateful_passes_when_protected_or_turned_off():
-    assert ids([res(props.T_KMS, "k", {}, protect=True)], "stateful-protected") == []
-    off = rules.Context(protect_stateful_resources=False)
-    assert ids([res(props.T_FSX, "fs", {})], "stateful-protected", off) == []
-
-
-def test_stateful_fails_unprotected_bucket():
-    assert ids([res("aws:s3/bucket:Bucket", "b", {})], "stateful-protected")
-
-
-# --------------------------------------------------------------------------- 9 pods
-
-
-def test_pods_pass_pinned_limited_namespaced():
-    assert ids([pod([NEURON_TOLERATION])], "pod-security") == []
-
-
-def test_pods_fail_latest_privileged_unbounded_default():
-    p = pod([], image="busybox:latest", securityContext={"privileged": True}, resources={})
-    p["inputs"]["metadata"]["namespace"] = "default"
-    msgs = ids([p], "pod-security")
-    assert len(msgs) == 4
-
-
-def test_device_plugin_may_be_privileged():
-    ds = res(
-        "kubernetes:apps/v1:DaemonSet",
-        "efa",
-        {
-            "metadata": {"name": "aws-efa-k8s-device-plugin", "namespace": "kube-system"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "plugin",
-                                "image": "public.ecr.aws/eks/aws-efa-k8s-device-plugin:v0.5.6",
-                                "securityContext": {"privileged": True},
-                                "resources": {"requests": {"cpu": "10m"}, "limits": {"memory": "64Mi"}},
-                            }
-                        ]
-                    }
-                }
-            },
-        },
-    )
-    assert ids([ds], "pod-security") == []
-
-
-def test_helm_release_in_default_namespace_fails():
-    assert ids([res(props.T_HELM_RELEASE, "r", {"chart": "x"})], "pod-security")
-
-
-# --------------------------------------------------------------------------- stacks and plan
-
-
-def test_every_example_stack_passes_every_mandatory_rule(example_stack):
-    violations = stack_plan(example_stack)["policy"]
-    assert [v for v in violations if v["enforcement"] == "mandatory"] == []
-
-
-def test_rules_are_robust_to_empty_and_odd_input():
-    assert rules.check([]) == []
-    assert rules.check([{"type": props.T_NODE_GROUP}, {"type": props.T_LAUNCH_TEMPLATE, "inputs": "x"}]) == [
-        v for v in rules.check([{"type": props.T_LAUNCH_TEMPLATE, "inputs": "x"}])
-    ]
-
-
-PUBLIC = {
-    **MINIMAL,
-    "llm-training-eks:cluster": {"publicAccessCidrs": ["0.0.0.0/0"], "allowPublicAccessFromAnywhere": True},
+GOOD_FSX = {
+    "deploymentType": "PERSISTENT_2",
+    "automaticBackupRetentionDays": 7,
+    "skipFinalBackup": False,
+    "securityGroupIds": ["fsx-id"],
 }
 
 
-def test_public_endpoint_stack_fails_the_offline_plan(tmp_path: Path):
-    plan = run_plan(PUBLIC)
-    assert [v["rule"] for v in plan["policy"]] == ["eks-control-plane"]
-    stack = tmp_path / "Pulumi.public.yaml"
-    stack.write_text(json.dumps({"config": PUBLIC}))
-    out, err = io.StringIO(), io.StringIO()
-    assert plan_mod.main(["--config-file", str(stack)], stdout=out, stderr=err) == 1
-    assert "Offline plan" in out.getvalue()  # the plan is still printed
-    lines = err.getvalue().splitlines()
-    assert lines == [
-        "policy mandatory [eks-control-plane] cluster-eks: public API endpoint is open to 0.0.0.0/0; turn it off"
-        " (cluster.publicAccessCidrs: []) or list your networks in cluster.publicAccessCidrs"
-    ]
+def test_fsx_passes_persistent_backed_up():
+    assert messages([res(props.T_FSX, "fs", GOOD_FSX)], "fsx-durability") == []
 
 
-def test_plan_json_has_policy_key():
-    plan = json.loads(plan_mod.to_json(stack_plan(EXAMPLE_STACKS[0])))
-    assert plan["policy"] == []
+def test_fsx_fails_scratch_no_final_backup_no_group():
+    assert any(
+        "SCRATCH_2" in m
+        for m in messages([res(props.T_FSX, "fs", {**GOOD_FSX, "deploymentType": "SCRATCH_2"})], "fsx-durability")
+    )
+    fs = {"deploymentType": "PERSISTENT_2", "automaticBackupRetentionDays": 0}
+    msgs = messages([res(props.T_FSX, "fs", fs)], "fsx-durability")
+    assert len(msgs) == 3 and any("skipFinalBackup" in m for m in msgs)
 
 
-# --------------------------------------------------------------------------- CrossGuard adapter
+def test_fsx_scratch_passes_only_with_the_exception_tag():
+    scratch = {"deploymentType": "SCRATCH_2", "securityGroupIds": ["fsx-id"], "tags": {SCRATCH_TAG: "throwaway"}}
+    assert messages([res(props.T_FSX, "fs", scratch)], "fsx-durability") == []
 
 
-def test_crossguard_adapter_reports_the_same_violations():
-    pytest.importorskip("pulumi_policy")
-    from pulumi_policy import PolicyResource, PolicyResourceOptions, StackValidationArgs
+def test_fsx_unknowns_make_no_violation():
+    fs = {**GOOD_FSX, "securityGroupIds": [U], "automaticBackupRetentionDays": U}
+    assert messages([res(props.T_FSX, "fs", fs)], "fsx-durability") == []
+    assert messages([res(props.T_FSX, "fs", {**GOOD_FSX, "deploymentType": U})], "fsx-durability") == []
 
-    import policy.__main__ as pack
 
-    opts = PolicyResourceOptions(False, [], None, [], None, [], None)  # type: ignore[arg-type]
-    bad = {**GOOD_EKS, "endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}
-    r = PolicyResource(props.T_EKS_COMPONENT, bad, "urn:x::eks", "eks", opts, None, None, [], {})
-    reported: list[tuple[str, str | None]] = []
-    policy = pack.policy_for(next(x for x in rules.RULES if x.id == "eks-control-plane"))
-    policy.validate(StackValidationArgs([r]), lambda msg, urn=None: reported.append((msg, urn)))
-    assert len(reported) == 1 and reported[0][1] == "urn:x::eks" and "0.0.0.0/0" in reported[0][0]
+# --------------------------------------------------------------------------- protection
+
+
+def test_stateful_passes_when_protected_or_turned_off():
+    assert messages([res(props.T_KMS, "k", {}, protect=True)], "stateful-protected") == []
+    off = rules.Context(protect_stateful_resources=False)
+    assert messages([res(props.T_FSX, "fs", {})], "stateful-protected", off) == []
+
+
+def test_stateful_fails_unprotected_bucket_and_eks_log_group():
+    assert messages([res("aws:s3/bucket:Bucket", "b", {})], "stateful-protected")
+    eks_logs = res(props.T_LOG_GROUP, "logs", {"name": "/aws/eks/llm-training/cluster"})
+    assert messages([eks_logs], "stateful-protected")
+    other_logs = res(props.T_LOG_GROUP, "logs", {"name": "/aws/fsx/lustre/llm-training"})
+    assert messages([other_logs], "stateful-protected") == []
+
+
+def test_stateful_log_group_with_unknown_name_makes_no_violation():
+    assert messages([res(props.T_LOG_GROUP, "logs", {"name": U})], "stateful-protected") == []
