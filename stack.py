@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 
@@ -68,17 +69,16 @@ class ClusterLayer:
 
 @dataclass
 class Infrastructure:
-    """The components the program declared, for the layers built on top of them."""
+    """The aws and cluster layers of one stack, with the components by name."""
 
-    network: Network
-    cluster: Cluster
-    node_groups: dict[str, AcceleratedNodeGroup]
-    storage: SharedStorage
-    registry: Registry
-    addons: ClusterAddons
-    queues: TeamQueues
-    volume: SharedVolume
-    platform: Platform
+    aws: AwsLayer
+    k8s: ClusterLayer
+
+    def __getattr__(self, name: str) -> Any:
+        """`network`, `cluster`, `node_groups`, `storage`, `registry`, `addons` from the aws layer;
+        `queues`, `volume`, `platform` from the cluster layer."""
+        layer = self.__dict__["k8s"] if name in ("queues", "volume", "platform") else self.__dict__["aws"]
+        return getattr(layer, name)
 
 
 # --------------------------------------------------------------------------- the layers
@@ -168,18 +168,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
     """Declare the platform's resources (aws and cluster layers in one stack)."""
     aws_layer = build_aws(cfg)
-    cluster_layer = build_cluster(cfg, aws_layer.inputs, aws_layer.addons)
-    return Infrastructure(
-        network=aws_layer.network,
-        cluster=aws_layer.cluster,
-        node_groups=aws_layer.node_groups,
-        storage=aws_layer.storage,
-        registry=aws_layer.registry,
-        addons=aws_layer.addons,
-        queues=cluster_layer.queues,
-        volume=cluster_layer.volume,
-        platform=cluster_layer.platform,
-    )
+    return Infrastructure(aws_layer, build_cluster(cfg, aws_layer.inputs, aws_layer.addons))
 
 
 # --------------------------------------------------------------------------- stacks
@@ -187,10 +176,9 @@ def build_infrastructure(cfg: StackConfig) -> Infrastructure:
 
 def build(cfg: StackConfig) -> Outputs:
     """Declare every resource of an all-in-one stack; return the stack outputs."""
-    aws_layer = build_aws(cfg)
-    cluster_layer = build_cluster(cfg, aws_layer.inputs, aws_layer.addons)
-    deploy.deploy(cfg.workloads, cfg.hugging_face_token, cluster_layer.platform)
-    return _aws_outputs(cfg, aws_layer)
+    infra = build_infrastructure(cfg)
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, infra.k8s.platform)
+    return _aws_outputs(cfg, infra.aws)
 
 
 def _aws_outputs(cfg: StackConfig, layer: AwsLayer) -> Outputs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from config.base import KeyProblem, Model
 
@@ -20,6 +20,15 @@ _CONNECTION_RE = re.compile(
 _KMS_KEY_RE = re.compile(r"^arn:aws(-[a-z]+)?:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$")
 # S3 bucket names: 3-63 lowercase letters, digits, '.', '-', starting and ending alphanumeric.
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_PATTERNS = {
+    "repository": (_REPOSITORY_RE, "a GitHub repository like my-org/llm-training-eks"),
+    "connection_arn": (
+        _CONNECTION_RE,
+        "a connection ARN like arn:aws:codeconnections:us-west-2:123456789012:connection/<uuid>",
+    ),
+    "secrets_key_arn": (_KMS_KEY_RE, "a KMS key ARN like arn:aws:kms:us-west-2:123456789012:key/<uuid>"),
+    "state_bucket": (_BUCKET_RE, "an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"),
+}
 
 # The Linux container sizes of the CodeBuild API's ComputeType enum (botocore codebuild model;
 # tests/unit/test_ci_runner.py holds them against it). Pulumi, Python and the Kubernetes
@@ -52,34 +61,12 @@ class CiRunnerConfig(Model):
         None, description="KMS key of the stacks' secrets provider (none: passphrase or Pulumi Cloud)."
     )
 
-    @field_validator("repository")
+    @field_validator("repository", "connection_arn", "secrets_key_arn", "state_bucket")
     @classmethod
-    def _repository(cls, v: str | None) -> str | None:
-        if v is not None and not _REPOSITORY_RE.match(v):
-            raise ValueError(f"{v!r} is not a GitHub repository like my-org/llm-training-eks")
-        return v
-
-    @field_validator("connection_arn")
-    @classmethod
-    def _connection(cls, v: str | None) -> str | None:
-        if v is not None and not _CONNECTION_RE.match(v):
-            raise ValueError(
-                f"{v!r} is not a connection ARN like arn:aws:codeconnections:us-west-2:123456789012:connection/<uuid>"
-            )
-        return v
-
-    @field_validator("secrets_key_arn")
-    @classmethod
-    def _key(cls, v: str | None) -> str | None:
-        if v is not None and not _KMS_KEY_RE.match(v):
-            raise ValueError(f"{v!r} is not a KMS key ARN like arn:aws:kms:us-west-2:123456789012:key/<uuid>")
-        return v
-
-    @field_validator("state_bucket")
-    @classmethod
-    def _bucket(cls, v: str | None) -> str | None:
-        if v is not None and not _BUCKET_RE.match(v):
-            raise ValueError(f"{v!r} is not an S3 bucket name (3-63 lowercase letters, digits, '.', '-')")
+    def _pattern(cls, v: str | None, info: ValidationInfo) -> str | None:
+        pattern, example = _PATTERNS[info.field_name or ""]
+        if v is not None and not pattern.match(v):
+            raise ValueError(f"{v!r} is not {example}")
         return v
 
     @model_validator(mode="after")

@@ -231,7 +231,7 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
 
 def group_views(groups: Mapping[str, NodeGroupFacts], lower_stack: str) -> dict[str, GroupView]:
     """The lower layer's node groups as the config rules see them."""
-    where = f"nodeGroups[].maxSize of the aws layer under {lower_stack}"
+    where = f"nodeGroups[].maxSize of the aws stack, as read through {lower_stack}"
     return {name: GroupView(name, g.instance, g.nodes, g.max_nodes, where) for name, g in groups.items()}
 
 

@@ -25,7 +25,7 @@ from config.stackfile import read_stack_file
 from facts.names import LOWER_LAYER
 from infra.ci_runner import runner_label
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, ROOT, stack_plan
+from tests.conftest import LAYERED_STACKS, ROOT, stack_plan
 from tests.repo.test_workflows import WORKFLOW_DIR, _load, _steps
 from tools import ci
 
@@ -33,7 +33,6 @@ CLI = upstream.facts("pulumi-cli-3.259.0")
 COMMANDS: dict[str, Any] = CLI["commands"]
 PR, DEPLOY, DRIFT = (_load(WORKFLOW_DIR / f) for f in ("pull-request.yml", "deploy.yml", "drift.yml"))
 IN_VPC_LABEL = runner_label("${{ matrix.project }}")
-LAYERED = [s for s in EXAMPLE_STACKS if read_stack_file(ROOT / f"Pulumi.{s}.yaml").get("llm-training-eks:layer")]
 ACTIONS = {
     "pulumi/actions": "pulumi-actions-v7.0.0",
     "actions/upload-artifact": "upload-artifact-v7.0.0",
@@ -230,7 +229,7 @@ def _aws_stack_under(stack: str) -> str:
     return stack
 
 
-@pytest.mark.parametrize("stack", LAYERED)
+@pytest.mark.parametrize("stack", LAYERED_STACKS)
 def test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner(stack: str) -> None:
     layer = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")["llm-training-eks:layer"]
     routes = ci.route([stack])
