@@ -1,4 +1,4 @@
-"""llm-training-eks: validate the stack config, check the account, declare the platform, export its outputs."""
+"""llm-training-eks: validate the stack config, check the account, declare the stack's layer, export its outputs."""
 
 import os
 
@@ -10,14 +10,23 @@ from tools import preflight
 
 cfg = config.load()
 # Preflight asks the AWS account whether the stack can run (offerings, EFA, reservations,
-# quotas) and stops `pulumi preview`/`up` before anything is created. Never under mocks;
+# quotas) and stops `pulumi preview`/`up` before anything is created. Only stacks that
+# declare node groups (all-in-one and aws layer); never under mocks;
 # LLM_TRAINING_EKS_PREFLIGHT=false skips it (e.g. a preview without EC2 read access).
-if os.environ.get("LLM_TRAINING_EKS_PREFLIGHT", "true").lower() != "false" and not preflight.under_mocks():
+wants_preflight = cfg.layer in ("all", "aws") and not preflight.under_mocks()
+if os.environ.get("LLM_TRAINING_EKS_PREFLIGHT", "true").lower() != "false" and wants_preflight:
     try:
         preflight.gate(cfg)
     except preflight.NoCredentials as e:
         pulumi.log.error(str(e))
         raise pulumi.RunError("preflight: no AWS credentials; nothing was created") from None
 
-for key, value in stack.build(cfg).items():
+try:
+    outputs = stack.build_layer(cfg)
+except config.ConfigError as e:
+    # A layered stack checks its config against the lower stack's outputs before it declares anything.
+    for line in e.problems:
+        pulumi.log.error(line)
+    raise pulumi.RunError(f"invalid stack config ({len(e.problems)} problem(s)); nothing was created") from None
+for key, value in outputs.items():
     pulumi.export(key, value)

@@ -1,36 +1,50 @@
 """The composition root: config in, components wired in order, stack outputs out.
 
-`__main__.py` calls `build` under the Pulumi engine; `tools.plan` and the tests call it
+`__main__.py` calls `build_layer` under the Pulumi engine; `tools.plan` and the tests call it
 under mocks. The only reader of the whole `StackConfig`: each component gets its own
-section and the shared `StackContext`. Data flows one way: network -> shared storage
-(beside, not after, the cluster) -> cluster -> node groups -> registry and add-ons ->
-Kueue queues -> the `Platform` value -> training runs.
+section and the shared `StackContext`.
+
+Three builders, one per layer, joined by the contracts of `infra.layers`:
+- `build_aws`: network -> shared storage (beside, not after, the cluster) -> cluster -> node
+  groups -> registry -> EKS add-ons and their roles -> CI runner; hands on `ClusterInputs`;
+- `build_cluster`: add-on charts, MPI operator, Kueue and its queues, the shared volume;
+  hands on the `Platform` value;
+- the training runs (`workloads.deploy`) on that `Platform`.
+`build` runs all three in one stack (the quick start); `build_layer` runs the one the
+stack's `layer` names, reading the layer below through a stack reference.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 
+from config import ConfigError, checks
 from config.stack import StackConfig
 from facts.names import STORAGE_CLAIM, WORKLOADS_NAMESPACE
-from infra import cost
+from infra import cost, layers
 from infra.addons import ClusterAddons
-from infra.cluster import Cluster
+from infra.ci_runner import CiRunner
+from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext
+from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
 from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import NodeGroupFacts, Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
 from infra.registry import Registry
-from infra.storage import SharedStorage, SharedVolume
+from infra.storage import FileSystemRef, SharedStorage, SharedVolume
 from workloads import deploy
+
+Outputs = dict[str, pulumi.Input[object]]
 
 
 @dataclass
-class Infrastructure:
-    """The components the program declared, for the layers built on top of them."""
+class AwsLayer:
+    """The components of the aws layer and what it hands to the cluster layer."""
 
     network: Network
     cluster: Cluster
@@ -38,18 +52,46 @@ class Infrastructure:
     storage: SharedStorage
     registry: Registry
     addons: ClusterAddons
+    """The add-ons component; the aws layer declares its EKS managed add-ons and IAM roles."""
+    runner: CiRunner | None
+    inputs: ClusterInputs
+
+
+@dataclass
+class ClusterLayer:
+    """The components of the cluster layer and the `Platform` it hands to the runs."""
+
+    addons: ClusterAddons
     queues: TeamQueues
     volume: SharedVolume
     platform: Platform
 
 
-def build_infrastructure(cfg: StackConfig) -> Infrastructure:
-    """Declare the platform's resources; return the components and the `Platform` value."""
+@dataclass
+class Infrastructure:
+    """The aws and cluster layers of one stack, with the components by name."""
+
+    aws: AwsLayer
+    k8s: ClusterLayer
+
+    def __getattr__(self, name: str) -> Any:
+        """`network`, `cluster`, `node_groups`, `storage`, `registry`, `addons` from the aws layer;
+        `queues`, `volume`, `platform` from the cluster layer."""
+        layer = self.__dict__["k8s"] if name in ("queues", "volume", "platform") else self.__dict__["aws"]
+        return getattr(layer, name)
+
+
+# --------------------------------------------------------------------------- the layers
+
+
+def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
+    """Declare everything that needs only the AWS API. `kubernetes=False` (an aws-layer stack)
+    leaves out the Kubernetes provider: nothing here talks to the cluster API."""
     ctx = StackContext.from_config(cfg)
     network = Network("network", cfg.network, ctx, cfg.availability_zones)
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
     storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az)
-    cluster = Cluster("cluster", cfg.cluster, cfg.system_node_group, ctx, network)
+    cluster = Cluster("cluster", cfg.cluster, cfg.system_node_group, ctx, network, with_kubernetes_provider=kubernetes)
     node_groups = {
         ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster)
         for ng in cfg.node_groups
@@ -58,62 +100,94 @@ def build_infrastructure(cfg: StackConfig) -> Infrastructure:
         {"cluster": cluster.security_group_id, **{name: ng.security_group_id for name, ng in node_groups.items()}}
     )
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn)
-    facts = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups}
-    addons = ClusterAddons(
-        "addons",
-        cfg.addons,
-        ctx,
-        cluster,
-        list(facts.values()),
-        storage.file_system.arn,
-        kueue_manager_config(cfg.queueing),
+    addons = ClusterAddons("addons", cfg.addons, ctx)
+    addons.declare_aws(cluster, storage.file_system.arn)
+    runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster) if cfg.ci_runner.enabled else None
+    fs = storage.file_system
+    inputs = ClusterInputs(
+        region=cfg.region,
+        cluster_name=cluster.name,
+        kubeconfig=cluster.kubeconfig,
+        node_groups={ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups},
+        file_system=FileSystemRef(id=fs.id, dns_name=fs.dns_name, mount_name=fs.mount_name),
+        storage_capacity_gib=cfg.storage.storage_capacity_gib,
+        registry_urls=dict(registry.urls),
+        fsx_csi_role_arn=addons.fsx_csi_role_arn,
+        provider=cluster.provider,
+        nodes_ready=[cluster.system_node_group],
+        role_ready=[addons.fsx_csi_policy],
+        # The claim binds only once the file system's data repository is linked.
+        volume_ready=[storage.association] if storage.association else [],
     )
+    return AwsLayer(network, cluster, node_groups, storage, registry, addons, runner, inputs)
+
+
+def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons | None = None) -> ClusterLayer:
+    """Declare everything that needs the Kubernetes API but outlives a run, on the aws layer's
+    `inputs`. `addons` is the aws layer's add-ons component when one stack holds both."""
+    provider = inputs.provider or kubernetes_provider("cluster-k8s", inputs.kubeconfig, pulumi.ResourceOptions())
+    if addons is None:
+        addons = ClusterAddons("addons", cfg.addons, StackContext.from_config(cfg))
+    groups = inputs.node_groups
+    addons.declare_kubernetes(
+        provider,
+        list(groups.values()),
+        inputs.fsx_csi_role_arn,
+        kueue_manager_config(cfg.queueing),
+        nodes_ready=inputs.nodes_ready,
+        role_ready=inputs.role_ready,
+    )
+    addons.finish()
     # Flavors and queues once Kueue runs; the LocalQueues need the workloads namespace.
     queues = TeamQueues(
-        "queues", teams_of(cfg.teams, facts), facts, cluster.provider, depends_on=[addons.kueue, addons.namespace]
+        "queues", teams_of(cfg.teams, groups), groups, provider, depends_on=[addons.kueue, addons.namespace]
     )
     volume = SharedVolume(
         "shared-volume",
-        cfg.storage.storage_capacity_gib,
-        storage,
+        inputs.storage_capacity_gib,
+        inputs.file_system,
         addons.namespace,
         STORAGE_CLAIM,
-        cluster.provider,
-        # The claim binds only once the file system's data repository is linked.
-        depends_on=[storage.association] if storage.association else None,
+        provider,
+        depends_on=inputs.volume_ready or None,
     )
     platform = Platform(
-        provider=cluster.provider,
+        provider=provider,
         namespace=WORKLOADS_NAMESPACE,
         storage_claim=STORAGE_CLAIM,
-        node_groups=facts,
-        registry_urls=dict(registry.urls),
+        node_groups=groups,
+        registry_urls=dict(inputs.registry_urls),
         depends_on=[addons.namespace, volume.claim, addons.mpi_operator, *addons.releases.values(), *queues.objects],
         queues=queues.queues,
         priority_classes=queues.priority_classes,
+        teams=dict(cfg.teams),
     )
-    return Infrastructure(
-        network=network,
-        cluster=cluster,
-        node_groups=node_groups,
-        storage=storage,
-        registry=registry,
-        addons=addons,
-        queues=queues,
-        volume=volume,
-        platform=platform,
-    )
+    return ClusterLayer(addons, queues, volume, platform)
 
 
-def build(cfg: StackConfig) -> dict[str, pulumi.Input[object]]:
-    """Declare every resource of the stack; return the stack outputs."""
+def build_infrastructure(cfg: StackConfig) -> Infrastructure:
+    """Declare the platform's resources (aws and cluster layers in one stack)."""
+    aws_layer = build_aws(cfg)
+    return Infrastructure(aws_layer, build_cluster(cfg, aws_layer.inputs, aws_layer.addons))
+
+
+# --------------------------------------------------------------------------- stacks
+
+
+def build(cfg: StackConfig) -> Outputs:
+    """Declare every resource of an all-in-one stack; return the stack outputs."""
     infra = build_infrastructure(cfg)
-    deploy.deploy(cfg.workloads, cfg.hugging_face_token, infra.platform)
-    return {
-        "clusterName": infra.cluster.name,
-        "kubeconfig": infra.cluster.kubeconfig,
-        "vpcId": infra.network.vpc_id,
-        "oidcProviderArn": infra.cluster.oidc_provider_arn,
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, infra.k8s.platform)
+    return _aws_outputs(cfg, infra.aws)
+
+
+def _aws_outputs(cfg: StackConfig, layer: AwsLayer) -> Outputs:
+    """The outputs people read (`pulumi stack output clusterName`, `dataBucket`, ...)."""
+    outputs: Outputs = {
+        "clusterName": layer.cluster.name,
+        "kubeconfig": layer.cluster.kubeconfig,
+        "vpcId": layer.network.vpc_id,
+        "oidcProviderArn": layer.cluster.oidc_provider_arn,
         "nodeGroups": {
             name: {
                 "instanceType": ng.config.instance_type,
@@ -121,12 +195,59 @@ def build(cfg: StackConfig) -> dict[str, pulumi.Input[object]]:
                 "availabilityZone": ng.availability_zone,
                 "capacity": ng.config.capacity.type,
             }
-            for name, ng in infra.node_groups.items()
+            for name, ng in layer.node_groups.items()
         },
-        "fileSystemId": infra.storage.file_system.id,
-        "fileSystemAvailabilityZone": infra.storage.availability_zone,
-        "dataBucket": infra.storage.bucket.bucket,
-        "registryUrls": infra.registry.urls,
+        "fileSystemId": layer.storage.file_system.id,
+        "fileSystemAvailabilityZone": layer.storage.availability_zone,
+        "dataBucket": layer.storage.bucket.bucket,
+        "registryUrls": layer.registry.urls,
         # USD from the dated price table (facts/prices.py); see `python -m tools.cost --live`.
         **cost.stack_outputs(cfg),
     }
+    if layer.runner is not None:
+        outputs["ciRunner"] = {"project": layer.runner.project_name, "label": layer.runner.label}
+    return outputs
+
+
+def aws_stack(cfg: StackConfig) -> Outputs:
+    """An aws-layer stack: the AWS resources, the contract for the cluster layer, the runner."""
+    layer = build_aws(cfg, kubernetes=False)
+    outputs = _aws_outputs(cfg, layer)
+    outputs[layers.AWS_LAYER_OUTPUT] = layers.aws_layer_output(layer.inputs)
+    return outputs
+
+
+def cluster_stack(cfg: StackConfig) -> Outputs:
+    """A cluster-layer stack on the aws layer's outputs; exports the `Platform` for the runs."""
+    ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
+    inputs = layers.parse_aws_layer(values, ref.require_output(KUBECONFIG_OUTPUT), cfg.lower_stack)
+    problems = checks.team_problems(cfg.teams, layers.group_views(inputs.node_groups, cfg.lower_stack))
+    if inputs.region != cfg.region:
+        problems.insert(0, f"aws:region: {cfg.region}, but the aws layer ({cfg.lower_stack}) is in {inputs.region}")
+    if problems:
+        raise ConfigError(problems)
+    platform = build_cluster(cfg, inputs).platform
+    return {
+        layers.PLATFORM_OUTPUT: layers.platform_output(platform),
+        KUBECONFIG_OUTPUT: pulumi.Output.secret(inputs.kubeconfig),
+    }
+
+
+def runs_stack(cfg: StackConfig) -> Outputs:
+    """A runs-layer stack: the training runs on the cluster layer's `Platform`."""
+    ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
+    platform = layers.parse_platform(values, None, cfg.lower_stack)
+    groups = layers.group_views(platform.node_groups, cfg.lower_stack)
+    problems = checks.runs_problems(cfg.workloads, groups) + checks.run_teams(cfg.workloads, platform.teams)
+    if problems:
+        raise ConfigError(problems)
+    provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider))
+    return {"runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())}}
+
+
+def build_layer(cfg: StackConfig) -> Outputs:
+    """Declare what the stack's `layer` holds. Raises ConfigError when the lower stack's
+    outputs do not fit this stack's config (before anything of this layer is declared)."""
+    builders = {"all": build, "aws": aws_stack, "cluster": cluster_stack, "runs": runs_stack}
+    return builders[cfg.layer](cfg)

@@ -3,22 +3,51 @@
 Each returns the problems it finds as `key.path: message` lines. The raw-dict rules read the
 stack values defensively, so they still run (and are reported with the rest) when another
 key is invalid; the others run on a validated `StackConfig`.
+
+Runs and team quotas are checked against node groups as a `GroupView`: from `nodeGroups` in
+an all-in-one stack, and from the lower layer's outputs in a layered one (`stack.py` calls
+`runs_problems` and `team_problems` once it has read them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from config.base import AZ_RE, DNS_LABEL_RE, RUN_ID_RE, did_you_mean
-from config.nodegroups import NodeGroupConfig
+from config.layers import layer_problems
 from config.stack import StackConfig
 from config.teams import TeamConfig
-from config.workloads import RunConfig
+from config.workloads import RunConfig, WorkloadConfig
+from facts import instances
 from facts.names import SYSTEM_NODE_GROUP
 
-Groups = Mapping[str, tuple[int, NodeGroupConfig]]
-"""Node group name -> (its index in nodeGroups, its config)."""
+
+@dataclass(frozen=True)
+class GroupView:
+    """What the rules know of a node group, wherever it is declared."""
+
+    name: str
+    instance: instances.InstanceType
+    nodes: int
+    """desiredSize: the nodes running now (Kueue's quota)."""
+    max_nodes: int
+    """maxSize: the most nodes the group can be scaled to."""
+    max_key: str
+    """The key that sets `max_nodes`, for messages: `nodeGroups[0].maxSize`, or where the lower layer has it."""
+
+
+Groups = Mapping[str, GroupView]
+"""Node group name -> its view."""
+
+
+def groups_of(cfg: StackConfig) -> dict[str, GroupView]:
+    """The node groups a stack declares itself."""
+    return {
+        ng.name: GroupView(ng.name, ng.instance, ng.desired_size, ng.max, f"nodeGroups[{i}].maxSize")
+        for i, ng in enumerate(cfg.node_groups)
+    }
 
 
 # --------------------------------------------------------------------------- raw values
@@ -78,7 +107,7 @@ def node_group_azs_in_vpc(raw: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc)
+RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems)
 
 
 # --------------------------------------------------------------------------- training runs
@@ -107,7 +136,7 @@ def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
     return [f"{key}.nodeGroup: unknown node group {wanted!r}{did_you_mean(wanted, groups)}; node groups: {known}"]
 
 
-def accelerator_matches(key: str, run: RunConfig, ng: NodeGroupConfig) -> list[str]:
+def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     it = ng.instance
     if run.ACCELERATOR is None or it.accelerator == run.ACCELERATOR:
         return []
@@ -118,33 +147,38 @@ def accelerator_matches(key: str, run: RunConfig, ng: NodeGroupConfig) -> list[s
     ]
 
 
-def nodes_fit(key: str, run: RunConfig, index: int, ng: NodeGroupConfig) -> list[str]:
-    if run.nodes <= ng.desired_size:
+def nodes_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A run fits the node group's ceiling. Fewer nodes running now (a group scaled to 0) is no
+    problem: Kueue's quota follows desiredSize, so the run waits in its queue until they are."""
+    if run.nodes <= ng.max_nodes:
         return []
     return [
-        f"{key}.nodes: {run.nodes} nodes, but node group {ng.name!r} runs {ng.desired_size}"
-        f" (nodeGroups[{index}].desiredSize); use at most {ng.desired_size} or grow the node group"
+        f"{key}.nodes: {run.nodes} nodes, but node group {ng.name!r} can have at most {ng.max_nodes}"
+        f" ({ng.max_key}); use at most {ng.max_nodes} or raise maxSize"
     ]
 
 
-def run_problems(cfg: StackConfig) -> list[str]:
+def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> list[str]:
     """Each run against the node groups: a rule whose precondition failed hides the rules after it."""
     problems: list[str] = []
-    groups = {ng.name: (i, ng) for i, ng in enumerate(cfg.node_groups)}
-    for name, run in cfg.workloads.items():
+    for name, run in workloads.items():
         key = f"workloads.{name}"
-        problems += run_name(name) + hugging_face_token(name, run, cfg)
         unknown = known_node_group(key, run.node_group, groups)
         if unknown:
             problems += unknown
             continue
-        i, ng = groups[run.node_group]
+        ng = groups[run.node_group]
         mismatch = accelerator_matches(key, run, ng)
         if mismatch:
             problems += mismatch
             continue
-        problems += nodes_fit(key, run, i, ng) + run.problems_on(key, ng.instance)
+        problems += nodes_fit(key, run, ng) + run.problems_on(key, ng.instance)
     return problems
+
+
+def run_names(cfg: StackConfig) -> list[str]:
+    """What a run needs of its own stack: a valid name, and the token where its recipe downloads."""
+    return [p for name, run in cfg.workloads.items() for p in run_name(name) + hugging_face_token(name, run, cfg)]
 
 
 # --------------------------------------------------------------------------- teams
@@ -156,20 +190,20 @@ def team_name(name: str) -> list[str]:
     return [f"teams.{name}: the team name must be 1-40 lowercase letters, digits and hyphens"]
 
 
-def quotas_fit(
-    name: str, team: TeamConfig, ng: NodeGroupConfig, index: int, shares: list[tuple[str, int]]
-) -> list[str]:
-    """The teams of one node group never ask for more nodes than it runs (reported once, at the
-    team that tips it over); a team borrows at most the nodes outside its own quota."""
+def quotas_fit(name: str, team: TeamConfig, ng: GroupView, shares: list[tuple[str, int]]) -> list[str]:
+    """The teams of one node group never ask for more nodes than it can have (reported once, at
+    the team that tips it over); a team borrows at most the nodes outside its own quota. While
+    the group runs fewer nodes (scaled down or to 0), Kueue gets the quotas scaled down to the
+    nodes present (`infra.queues.teams_of`), so queued runs wait instead of failing."""
     problems = []
     total = sum(n for _, n in shares)
-    if total > ng.desired_size and total - team.nodes <= ng.desired_size:
+    if total > ng.max_nodes and total - team.nodes <= ng.max_nodes:
         listed = ", ".join(f"{t}: {n}" for t, n in shares)
         problems.append(
-            f"teams.{name}.nodes: the teams on node group {ng.name!r} ask for {total} nodes ({listed}), but it runs"
-            f" {ng.desired_size} (nodeGroups[{index}].desiredSize); quotas must not exceed the nodes that exist"
+            f"teams.{name}.nodes: the teams on node group {ng.name!r} ask for {total} nodes ({listed}), but it can"
+            f" have at most {ng.max_nodes} ({ng.max_key}); quotas must not exceed the nodes that can exist"
         )
-    room = max(ng.desired_size - team.nodes, 0)
+    room = max(ng.max_nodes - team.nodes, 0)
     if team.borrowing_limit_nodes is not None and team.borrowing_limit_nodes > room:
         problems.append(
             f"teams.{name}.borrowingLimitNodes: {team.borrowing_limit_nodes} is more than the {room} nodes of"
@@ -178,19 +212,18 @@ def quotas_fit(
     return problems
 
 
-def team_problems(cfg: StackConfig) -> list[str]:
+def team_problems(teams: Mapping[str, TeamConfig], groups: Groups) -> list[str]:
+    """Each team's node group exists and the quotas on it fit."""
     problems: list[str] = []
-    groups = {ng.name: (i, ng) for i, ng in enumerate(cfg.node_groups)}
     shares: dict[str, list[tuple[str, int]]] = {}
-    for name, team in cfg.teams.items():
-        problems += team_name(name)
+    for name, team in teams.items():
         unknown = known_node_group(f"teams.{name}", team.node_group, groups)
         if unknown:
             problems += unknown
             continue
-        i, ng = groups[team.node_group]
+        ng = groups[team.node_group]
         shares.setdefault(ng.name, []).append((name, team.nodes))
-        problems += quotas_fit(name, team, ng, i, shares[ng.name])
+        problems += quotas_fit(name, team, ng, shares[ng.name])
     return problems
 
 
@@ -219,6 +252,10 @@ def run_team(name: str, run: RunConfig, teams: Mapping[str, TeamConfig]) -> list
     return []
 
 
+def run_teams(workloads: Mapping[str, WorkloadConfig], teams: Mapping[str, TeamConfig]) -> list[str]:
+    return [p for name, run in workloads.items() for p in run_team(name, run, teams)]
+
+
 def system_name_reserved(cfg: StackConfig) -> list[str]:
     return [
         f"nodeGroups[{i}].name: {SYSTEM_NODE_GROUP!r} is the system node group's name; choose another"
@@ -228,10 +265,19 @@ def system_name_reserved(cfg: StackConfig) -> list[str]:
 
 
 def config_problems(cfg: StackConfig) -> list[str]:
-    """Every cross-section rule over a validated config."""
-    return [
-        *run_problems(cfg),
-        *team_problems(cfg),
-        *(p for name, run in cfg.workloads.items() for p in run_team(name, run, cfg.teams)),
-        *system_name_reserved(cfg),
-    ]
+    """Every cross-section rule the stack can check on its own.
+
+    An all-in-one stack checks runs and teams against its own node groups; a layered stack
+    checks what it holds alone here, and the rest against its lower layer's outputs.
+    """
+    local = [*run_names(cfg), *(p for name in cfg.teams for p in team_name(name))]
+    if cfg.layer == "all":
+        groups = groups_of(cfg)
+        return [
+            *local,
+            *runs_problems(cfg.workloads, groups),
+            *team_problems(cfg.teams, groups),
+            *run_teams(cfg.workloads, cfg.teams),
+            *system_name_reserved(cfg),
+        ]
+    return [*local, *system_name_reserved(cfg)]

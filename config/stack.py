@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from config.addons import AddonsConfig
 from config.base import Model
+from config.ci_runner import CiRunnerConfig
 from config.cluster import ClusterConfig, SystemNodeGroupConfig
 from config.network import NetworkConfig
 from config.nodegroups import NodeGroupConfig
@@ -15,14 +16,27 @@ from config.registry import RegistryConfig
 from config.storage import StorageConfig
 from config.teams import QueueingConfig, TeamConfig
 from config.workloads import WorkloadConfig
+from facts.names import LAYERS, PROJECT
 
 _REGION_RE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+# A stack reference: `<stack>`, `<org>/<stack>` or `<org>/<project>/<stack>`; each part
+# alphanumerics, '-', '_', '.' (pulumi/pulumi sdk/go/common/tokens/stack_name.go and
+# pkg/backend/diy/store.go at v3.259.0; tests/upstream/pulumi-cli-3.259.0.yaml).
+_STACK_REF_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+/){0,2}[A-Za-z0-9_.-]{1,100}$")
 
 
 class StackConfig(Model):
     """The whole stack config (`llm-training-eks:*` keys plus `aws:region`)."""
 
     region: str = Field(description="aws:region")
+    layer: str = Field(
+        "all",
+        description="What this stack declares: all (one stack), or one layer: aws, cluster or runs.",
+    )
+    lower_stack: str = Field(
+        "", description="The stack of the layer below (cluster: the aws stack; runs: the cluster stack)."
+    )
+    ci_runner: CiRunnerConfig = Field(default_factory=CiRunnerConfig, description="In-VPC CI runner (aws layer).")
     network: NetworkConfig = Field(default_factory=NetworkConfig, description="VPC layout.")
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="EKS control plane.")
     system_node_group: SystemNodeGroupConfig = Field(
@@ -53,6 +67,28 @@ class StackConfig(Model):
         if not _REGION_RE.match(v):
             raise ValueError(f"{v!r} is not an AWS region name like us-west-2")
         return v
+
+    @field_validator("layer")
+    @classmethod
+    def _layer(cls, v: str) -> str:
+        if v not in LAYERS:
+            raise ValueError(f"{v!r} is not a layer; valid: {', '.join(LAYERS)}")
+        return v
+
+    @field_validator("lower_stack")
+    @classmethod
+    def _lower_stack(cls, v: str) -> str:
+        if v and not _STACK_REF_RE.match(v):
+            raise ValueError(f"{v!r} is not a stack name like organization/{PROJECT}/my-env-aws")
+        parts = v.split("/")
+        if len(parts) == 3 and parts[1] != PROJECT:
+            raise ValueError(f"{v!r} names project {parts[1]!r}; the layers are stacks of this project ({PROJECT})")
+        return v
+
+    @property
+    def lower_stack_name(self) -> str:
+        """The referenced stack's own name (the last part of `lowerStack`)."""
+        return self.lower_stack.rpartition("/")[2]
 
     @property
     def availability_zones(self) -> list[str]:

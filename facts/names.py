@@ -100,3 +100,17 @@ STORAGE_CLAIM = "shared-fsx"
 """The ReadWriteMany claim of the shared FSx for Lustre file system in the workloads namespace."""
 SHARED_VOLUME = "shared-fsx"
 """The static PersistentVolume behind that claim."""
+
+# --------------------------------------------------------------------------- layers and CI
+
+LAYERS = ("all", "aws", "cluster", "runs")
+"""`layer` of a stack: `all` declares everything in one stack (the quick start); the three
+others are one lifecycle each, joined by stack references: aws <- cluster <- runs."""
+LOWER_LAYER = {"cluster": "aws", "runs": "cluster"}
+"""The layer whose stack a layer reads (its `lowerStack`)."""
+
+
+def ci_runner_project(cluster_name: str) -> str:
+    """The CodeBuild project of a cluster's in-VPC CI runner; GitHub jobs name it in `runs-on`
+    as `codebuild-<project>-${{ github.run_id }}-${{ github.run_attempt }}`."""
+    return f"{cluster_name}-ci-runner"

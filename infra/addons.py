@@ -27,46 +27,76 @@ CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
 
 
 class ClusterAddons(pulumi.ComponentResource):
-    """EKS managed add-ons, the workloads namespace, device plugins, FSx CSI driver and MPI operator."""
+    """EKS managed add-ons, the workloads namespace, device plugins, FSx CSI driver and MPI operator.
+
+    Two halves, one per layer: `declare_aws` (through the AWS API) and `declare_kubernetes`
+    (through the Kubernetes API). An all-in-one stack declares both on one component; a
+    layered stack declares its half on a component of the same name, so resource names and
+    URNs are the same either way. `finish` registers the outputs.
+    """
 
     namespace: k8s.core.v1.Namespace
     releases: dict[str, k8s.helm.v3.Release]
     mpi_operator: pulumi.Resource
     eks_addons: dict[str, aws.eks.Addon]
     kueue: k8s.helm.v3.Release
+    fsx_csi_role_arn: pulumi.Output[str]
+    """The FSx CSI controller's IAM role (aws layer), which the driver's release names."""
+    fsx_csi_policy: aws.iam.RolePolicy
 
     def __init__(
         self,
         name: str,
         addons: AddonsConfig,
         ctx: StackContext,
-        cluster: Cluster,
-        groups: Sequence[NodeGroupFacts],
-        file_system_arn: pulumi.Input[str],
-        kueue_config: str,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(component_type("infra", "ClusterAddons"), name, None, opts)
         self._name = name
         self._ctx = ctx
-        self._cluster = cluster
-        # Pods need somewhere to run before their add-on or release can become ready.
-        self._k8s_opts = pulumi.ResourceOptions(
-            parent=self, provider=cluster.provider, depends_on=[cluster.system_node_group]
-        )
+        self._config = addons
         self.eks_addons = {}
         self.releases = {}
-        self._eks_managed_addons(addons)
+
+    def declare_aws(self, cluster: Cluster, file_system_arn: pulumi.Input[str]) -> None:
+        """The aws-layer half: EKS managed add-ons and the IAM roles of add-on service accounts."""
+        self._cluster = cluster
+        self._eks_managed_addons(self._config)
+        self.fsx_csi_role_arn, self.fsx_csi_policy = self._fsx_csi_role(file_system_arn)
+
+    def declare_kubernetes(
+        self,
+        provider: k8s.Provider,
+        groups: Sequence[NodeGroupFacts],
+        fsx_csi_role_arn: pulumi.Input[str],
+        kueue_config: str,
+        nodes_ready: Sequence[pulumi.Resource] = (),
+        role_ready: Sequence[pulumi.Resource] = (),
+    ) -> None:
+        """The cluster-layer half: namespace, device plugins, Kueue, FSx CSI driver, MPI operator.
+
+        `nodes_ready` (the system node group) and `role_ready` (the FSx CSI role's policy) are
+        waited for when one stack declares both halves; a cluster-layer stack finds them built.
+        """
+        addons = self._config
+        name = self._name
+        # Pods need somewhere to run before their add-on or release can become ready.
+        self._k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(nodes_ready))
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-workloads",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=WORKLOADS_NAMESPACE, labels=app_labels()),
-            opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
         self._device_plugins(addons, groups)
         # Queues: the Kueue controller and webhook (MPIJob integration). Its CRDs come with the
         # chart, so the queue objects (infra.queues) are created after it is ready.
         self.kueue = self._release(charts.KUEUE, addons.kueue_chart, charts.kueue_values(kueue_config), KUEUE_NAMESPACE)
-        self._fsx_csi_driver(addons, groups, file_system_arn)
+        self._release(
+            charts.FSX_CSI_DRIVER,
+            addons.fsx_csi_driver_chart,
+            pulumi.Output.from_input(fsx_csi_role_arn).apply(lambda arn: charts.fsx_csi_values(groups, arn)),
+            depends_on=role_ready,
+        )
         # MPI operator: the upstream release manifest, applied server-side (the MPIJob CRD is
         # over 256 KB, too big for client-side apply's annotation; the provider has
         # enable_server_side_apply). yaml/v2 orders the CRD first and awaits every object, so a
@@ -76,6 +106,9 @@ class ClusterAddons(pulumi.ComponentResource):
             file=charts.mpi_operator_manifest_url(addons.mpi_operator_version),
             opts=self._k8s_opts,
         )
+
+    def finish(self) -> None:
+        """Register the component's outputs, once both halves (or the one of this layer) are declared."""
         self.register_outputs({"releases": {k: r.status for k, r in self.releases.items()}})
 
     def _addon(
@@ -172,10 +205,8 @@ class ClusterAddons(pulumi.ComponentResource):
         if neuron:
             self._release(charts.NEURON, addons.neuron_chart, charts.neuron_values(neuron, addons.neuron_scheduler))
 
-    def _fsx_csi_driver(
-        self, addons: AddonsConfig, groups: Sequence[NodeGroupFacts], file_system_arn: pulumi.Input[str]
-    ) -> None:
-        """The FSx CSI driver, its controller with an IRSA role that may describe and grow this file system."""
+    def _fsx_csi_role(self, file_system_arn: pulumi.Input[str]) -> tuple[pulumi.Output[str], aws.iam.RolePolicy]:
+        """The FSx CSI controller's IRSA role, which may describe and grow this file system."""
         child = pulumi.ResourceOptions(parent=self)
         cluster = self._cluster
         role = aws.iam.Role(
@@ -192,9 +223,4 @@ class ClusterAddons(pulumi.ComponentResource):
             policy=pulumi.Output.from_input(file_system_arn).apply(fsx_csi_controller_policy),
             opts=child,
         )
-        self._release(
-            charts.FSX_CSI_DRIVER,
-            addons.fsx_csi_driver_chart,
-            role.arn.apply(lambda arn: charts.fsx_csi_values(groups, arn)),
-            depends_on=[policy],
-        )
+        return role.arn, policy

@@ -65,6 +65,12 @@ def node_launch_template_args(
     }
 
 
+def kubernetes_provider(name: str, kubeconfig: pulumi.Input[str], opts: pulumi.ResourceOptions) -> k8s.Provider:
+    """The Kubernetes provider of every in-cluster resource: server-side apply (the MPIJob CRD is
+    too big for client-side apply's annotation)."""
+    return k8s.Provider(name, kubeconfig=kubeconfig, enable_server_side_apply=True, opts=opts)
+
+
 class Cluster(pulumi.ComponentResource):
     """EKS control plane with private endpoint, KMS-encrypted secrets, all five audit log
     types, API access entries and OIDC; plus a multi-AZ system node group and the
@@ -74,7 +80,8 @@ class Cluster(pulumi.ComponentResource):
     security_group_id: pulumi.Output[str]
     """The EKS-managed cluster security group: control plane <-> nodes."""
     node_role: aws.iam.Role
-    provider: k8s.Provider
+    provider: k8s.Provider | None
+    """None in an aws-layer stack, which never talks to the Kubernetes API."""
     oidc_provider_arn: pulumi.Output[str]
     oidc_provider_url: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
@@ -92,6 +99,8 @@ class Cluster(pulumi.ComponentResource):
         ctx: StackContext,
         network: Network,
         opts: pulumi.ResourceOptions | None = None,
+        *,
+        with_kubernetes_provider: bool = True,
     ):
         super().__init__(component_type("infra", "Cluster"), name, None, opts)
         self._name = name
@@ -118,11 +127,10 @@ class Cluster(pulumi.ComponentResource):
         self.oidc_provider_arn = self.eks.oidc_provider_arn
         self.oidc_provider_url = self.eks.oidc_provider_url
         self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
+        self.provider = (
+            kubernetes_provider(f"{name}-k8s", self.kubeconfig, pulumi.ResourceOptions(parent=self))
+            if with_kubernetes_provider
+            else None
         )
         self.system_node_group = self._system_node_group(system, network)
         self.register_outputs(

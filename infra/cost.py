@@ -81,7 +81,10 @@ def summary(items: Sequence[CostItem], prices: Prices, runs: Sequence[dict[str, 
 
 
 def items_from_config(cfg: StackConfig, prices: Prices) -> list[CostItem]:
-    """Cost items of a stack from its config (what the program will declare)."""
+    """Cost items of a stack from its config (what the program will declare). The cluster and
+    runs layers declare nothing billed by the hour (their runs are priced by `runs_from_config`)."""
+    if cfg.layer in ("cluster", "runs"):
+        return []
     s = cfg.system_node_group
     items = [CostItem("eks-control-plane", "eks", 1, "cluster", prices.eks_hourly())]
     nat = 1 if cfg.network.nat_gateways == "single" else len(cfg.availability_zones)
@@ -125,35 +128,44 @@ def items_from_config(cfg: StackConfig, prices: Prices) -> list[CostItem]:
 LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16
 
 
-def estimated_step_seconds(cfg: StackConfig, name: str) -> tuple[float | None, str]:
-    """Seconds per step of a run: configured, estimated from a published sample, or unknown."""
+def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | None = None) -> tuple[float | None, str]:
+    """Seconds per step of a run: configured, estimated from a published sample, or unknown.
+
+    `instance_type` is that of the run's node group (default: from the stack's `nodeGroups`)."""
     run = cfg.workloads[name]
     if run.step_seconds is not None:
         return run.step_seconds, "configured"
-    ng = next(g for g in cfg.node_groups if g.name == run.node_group)
+    if instance_type is None:
+        instance_type = next(g for g in cfg.node_groups if g.name == run.node_group).instance_type
     model = run.model_shape
     if (
         run.recipe == "llama2-neuron"
         and model is not None
         and model.preset == "7b"
-        and ng.instance_type in ("trn1.32xlarge", "trn1n.32xlarge")
+        and instance_type in ("trn1.32xlarge", "trn1n.32xlarge")
     ):
         per_second = LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE * run.nodes
         return model.global_batch_size / per_second, "estimated from the Neuron 2.13.1 Llama2-7B sample"
     return None, "unknown: set workloads.<name>.stepSeconds"
 
 
-def runs_from_config(cfg: StackConfig, prices: Prices) -> list[dict[str, Any]]:
-    """Cost of each configured training run (nodes x hours x price)."""
+def runs_from_config(
+    cfg: StackConfig, prices: Prices, node_types: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Cost of each configured training run (nodes x hours x price).
+
+    `node_types` maps node group -> instance type (default: the stack's own `nodeGroups`; a
+    runs-layer stack passes the cluster layer's)."""
+    types = dict(node_types) if node_types is not None else {g.name: g.instance_type for g in cfg.node_groups}
     runs = []
     for name, run in sorted(cfg.workloads.items()):
-        ng = next(g for g in cfg.node_groups if g.name == run.node_group)
+        instance_type = types[run.node_group]
         steps = run.optimizer_steps
-        step_seconds, basis = estimated_step_seconds(cfg, name)
+        step_seconds, basis = estimated_step_seconds(cfg, name, instance_type)
         if steps is not None and step_seconds is not None:
             entry = training_run_cost(
                 name=name,
-                instance_type=ng.instance_type,
+                instance_type=instance_type,
                 nodes=run.nodes,
                 steps=steps,
                 step_seconds=round(step_seconds, 3),
@@ -161,10 +173,10 @@ def runs_from_config(cfg: StackConfig, prices: Prices) -> list[dict[str, Any]]:
                 prices=prices,
             )
         else:
-            hourly = run.nodes * prices.instance_hourly(ng.instance_type, cfg.region)
+            hourly = run.nodes * prices.instance_hourly(instance_type, cfg.region)
             entry = {
                 "name": name,
-                "instanceType": ng.instance_type,
+                "instanceType": instance_type,
                 "nodes": run.nodes,
                 "steps": steps,
                 "stepSeconds": None,

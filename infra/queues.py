@@ -71,12 +71,37 @@ class Team:
         return max(total, 1)
 
 
+def present_quotas(wanted: Mapping[str, int], present: int) -> dict[str, int]:
+    """Teams' node quotas on one node group, scaled down to the nodes it runs now.
+
+    Config checks hold the quotas within the group's maxSize; while it runs fewer nodes
+    (scaled down, or to 0 before a Capacity Block ends), a quota over the nodes present
+    would admit runs whose pods cannot be placed: Kueue would evict them after
+    `podsReadyTimeout` and count the requeue. Scaled quotas keep them waiting in the queue.
+    Shares are kept in proportion (largest remainders first, ties by team order).
+    """
+    total = sum(wanted.values())
+    if total <= present:
+        return dict(wanted)
+    exact = {team: nodes * present / total for team, nodes in wanted.items()}
+    out = {team: int(share) for team, share in exact.items()}
+    by_remainder = sorted(wanted, key=lambda t: (-(exact[t] - out[t]), list(wanted).index(t)))
+    for team in by_remainder[: present - sum(out.values())]:
+        out[team] += 1
+    return out
+
+
 def teams_of(teams: Mapping[str, TeamConfig], groups: Mapping[str, NodeGroupFacts]) -> list[Team]:
-    """The configured teams, or the `default` team over every accelerated node group."""
+    """The configured teams (quotas within the nodes present), or the `default` team over
+    every accelerated node group."""
     if not teams:
         return [Team(DEFAULT_QUEUE, {g.name: Quota(g.nodes, None) for g in groups.values()}, priority=0)]
+    nodes: dict[str, int] = {}
+    for group in {t.node_group for t in teams.values()}:
+        wanted = {name: t.nodes for name, t in teams.items() if t.node_group == group}
+        nodes.update(present_quotas(wanted, groups[group].nodes))
     return [
-        Team(name, {t.node_group: Quota(t.nodes, t.borrowing_limit_nodes)}, t.priority) for name, t in teams.items()
+        Team(name, {t.node_group: Quota(nodes[name], t.borrowing_limit_nodes)}, t.priority) for name, t in teams.items()
     ]
 
 

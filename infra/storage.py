@@ -8,6 +8,8 @@ are separate resources declared once both sides exist.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
@@ -239,6 +241,16 @@ class SharedStorage(pulumi.ComponentResource):
                 )
 
 
+@dataclass(frozen=True)
+class FileSystemRef:
+    """What Kubernetes needs to mount the file system: from the `SharedStorage` of the same
+    stack, or from the aws layer's outputs."""
+
+    id: pulumi.Input[str]
+    dns_name: pulumi.Input[str]
+    mount_name: pulumi.Input[str]
+
+
 class SharedVolume(pulumi.ComponentResource):
     """The file system as Kubernetes sees it: a static PersistentVolume (FSx CSI driver, `flock`)
     and the ReadWriteMany claim that jobs mount on `/shared`."""
@@ -249,7 +261,7 @@ class SharedVolume(pulumi.ComponentResource):
         self,
         name: str,
         capacity_gib: int,
-        storage: SharedStorage,
+        file_system: FileSystemRef,
         namespace: k8s.core.v1.Namespace,
         claim_name: str,
         provider: k8s.Provider,
@@ -259,7 +271,7 @@ class SharedVolume(pulumi.ComponentResource):
         super().__init__(component_type("infra", "SharedVolume"), name, None, opts)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on or [])
         size = f"{capacity_gib}Gi"
-        fs = storage.file_system
+        fs = file_system
         pv = k8s.core.v1.PersistentVolume(
             f"{name}-pv",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=SHARED_VOLUME, labels={VOLUME_LABEL: SHARED_VOLUME}),

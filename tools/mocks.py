@@ -9,6 +9,7 @@ registration as the engine would, including dependencies and resource options su
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,8 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _sync_await
+
+from config.stackfile import SECRET
 
 ACCOUNT_ID = "123456789012"
 
@@ -48,14 +51,35 @@ def _service(type_token: str) -> str:
     return {"index": "aws"}.get(module, module)
 
 
-class PlanMocks(pulumi_mocks.Mocks):
-    """Deterministic provider mocks: the same program always yields the same ids."""
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
 
-    def __init__(self, region: str = "us-west-2"):
+
+class PlanMocks(pulumi_mocks.Mocks):
+    """Deterministic provider mocks: the same program always yields the same ids.
+
+    `stack_outputs` answers stack references: referenced stack name -> its outputs, as
+    `pulumi stack output --json` prints them (secrets as `[secret]`, reported secret again).
+    """
+
+    def __init__(self, region: str = "us-west-2", stack_outputs: Mapping[str, Mapping[str, Any]] | None = None):
         self.region = region
+        self.stack_outputs = dict(stack_outputs or {})
+
+    def _stack_reference(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        # pulumi.StackReference reads a `pulumi:pulumi:StackReference` with id and input `name`
+        # = the referenced stack; its state holds `outputs` and `secretOutputNames`.
+        name = args.inputs.get("name") or args.resource_id
+        if name not in self.stack_outputs:
+            known = ", ".join(sorted(self.stack_outputs)) or "none"
+            raise KeyError(f"no outputs for stack reference {name!r} (known: {known})")
+        outputs = dict(self.stack_outputs[name])
+        secret = sorted(k for k, v in outputs.items() if v == SECRET)
+        return name, {"name": name, "outputs": outputs, "secretOutputNames": secret}
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         t = args.typ
+        if t == STACK_REFERENCE:
+            return self._stack_reference(args)
         state: dict[str, Any] = dict(args.inputs)
         prefix = _ID_PREFIX.get(t)
         rid = f"{prefix}-{_fake_hex(t + args.name)}" if prefix else f"{args.name}-id"
@@ -159,6 +183,23 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             return resource_pb2.RegisterResourceResponse(urn=urn, id=reg.id, object=obj)
         return response
 
+    def ReadResource(self, request: Any) -> Any:
+        """Record a read (a stack reference) like a registration: the plan shows what a layer reads."""
+        urn = self.make_urn(request.parent, request.type, request.name)
+        self.registrations[urn] = Registration(
+            urn=urn,
+            type=request.type,
+            name=request.name,
+            custom=True,
+            parent=request.parent,
+            dependencies=sorted(set(request.dependencies)),
+            protect=False,
+            retain_on_delete=False,
+            provider=request.provider,
+            inputs={k: v for k, v in rpc.deserialize_properties(request.properties).items() if v is not None},
+        )
+        return super().ReadResource(request)
+
     def _stand_up_eks_cluster_child(self, component_urn: str, request: Any) -> dict[str, str]:
         inputs = rpc.deserialize_properties(request.object)
         name = inputs.get("name") or request.name
@@ -212,11 +253,13 @@ def _without_resource_references(request: Any) -> Any:
     return copy
 
 
-def install(region: str, project: str, stack: str) -> RecordingMonitor:
+def install(
+    region: str, project: str, stack: str, stack_outputs: Mapping[str, Mapping[str, Any]] | None = None
+) -> RecordingMonitor:
     """Point the Pulumi runtime at fresh mocks (and a fresh root stack); return the monitor."""
 
     settings.ROOT.set(None)
-    mocks = PlanMocks(region)
+    mocks = PlanMocks(region, stack_outputs)
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
     return monitor

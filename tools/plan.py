@@ -1,6 +1,7 @@
 """Offline plan: run the program under Pulumi mocks and show what `pulumi up` would create.
 
     python -m tools.plan (--stack NAME | --config-file PATH) [--format table|json] [--out DIR]
+                         [--lower-outputs FILE]
 
 No AWS account and no Pulumi CLI needed. The policy pack's rules (`policy.rules`) run over
 the planned resources. Exit 0 on success, 2 on invalid config (one line per problem on
@@ -8,6 +9,10 @@ stderr, naming the key), 1 on a mandatory policy violation (one line per violati
 stderr, after the plan) or any other failure. The JSON format is one object:
 `{"stack", "resources": [{"urn", "type", "name", "custom", "parent", "dependencies",
 "protect", "retainOnDelete", "inputs"}], "outputs", "cost", "policy"}`.
+
+A layered stack (`layer: cluster` or `runs`) reads its lower stack's outputs: from the offline
+plan of `Pulumi.<lower stack>.yaml` beside it (planned first, recursively), or from
+`--lower-outputs FILE`, the JSON of `pulumi stack output --json --stack <lower stack>`.
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ from pulumi.runtime import rpc
 import config
 import stack
 from config.stackfile import SECRET, UsageError, engine_value, read_stack_file, secret_keys
-from facts.names import PROJECT
+from facts.names import LOWER_LAYER, PROJECT
 from infra import cost
+from infra.layers import PLATFORM_OUTPUT
 from policy import rules
 from tools import mocks
-from tools.cli import add_stack_arguments, bad_input, stack_file, stack_name
+from tools.cli import ROOT, add_stack_arguments, bad_input, stack_file, stack_name
 from tools.plan_table import render_table, violation_line
 
 # --------------------------------------------------------------------------- running
@@ -58,19 +64,54 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def run(values: dict[str, Any], name: str) -> dict[str, Any]:
+def lower_outputs(cfg: config.StackConfig, stack_dir: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The outputs of a layered stack's lower stack, from that stack's own offline plan."""
+    lower = cfg.lower_stack_name
+    path = stack_dir / f"Pulumi.{lower}.yaml"
+    if not path.is_file():
+        raise UsageError(
+            f"lowerStack {cfg.lower_stack}: no {path.name} here to plan it from; pass --lower-outputs FILE"
+            " (the JSON of `pulumi stack output --json`)"
+        )
+    if lower in seen:
+        raise UsageError(f"lowerStack {cfg.lower_stack}: the stacks read each other in a circle ({' -> '.join(seen)})")
+    values = read_stack_file(path)
+    wanted = LOWER_LAYER[cfg.layer]
+    found = config.parse_stack_values(values).layer
+    if found != wanted:
+        raise UsageError(
+            f"lowerStack {cfg.lower_stack}: {path.name} is a stack of layer {found!r}; the {cfg.layer} layer reads"
+            f" a stack of layer {wanted!r}"
+        )
+    return dict(run(values, lower, stack_dir, seen=(*seen, lower))["outputs"])
+
+
+def run(
+    values: dict[str, Any],
+    name: str,
+    stack_dir: Path = ROOT,
+    recorded: dict[str, Any] | None = None,
+    seen: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """Run the program exactly as `__main__.py` does, under mocks; return the plan dict.
 
-    Raises config.ConfigError on invalid config (before anything is declared).
+    A layered stack's lower outputs come from `recorded` (a `pulumi stack output --json`), or
+    from the offline plan of the lower stack's file in `stack_dir`. Raises
+    config.ConfigError on invalid config (before anything is declared) and
+    config.stackfile.UsageError when the lower stack cannot be planned.
     """
     cfg = config.parse_stack_values(values)
-    monitor = mocks.install(cfg.region, PROJECT, name)
+    referenced = {}
+    if cfg.layer in LOWER_LAYER:
+        below = recorded if recorded is not None else lower_outputs(cfg, stack_dir, seen or (name,))
+        referenced[cfg.lower_stack] = below
+    monitor = mocks.install(cfg.region, PROJECT, name, referenced)
     runtime_config.set_all_config({k: engine_value(v) for k, v in values.items()}, secret_keys(values))
     outputs: dict[str, Any] = {}
 
     @pulumi.runtime.test
     def _program() -> Any:
-        declared = stack.build(config.load())
+        declared = stack.build_layer(config.load())
 
         async def collect() -> None:
             for key, value in declared.items():
@@ -81,7 +122,33 @@ def run(values: dict[str, Any], name: str) -> dict[str, Any]:
 
     _program()
 
-    resources = [
+    resources = planned_resources(monitor)
+    violations = rules.check(resources, rules.Context(protect_stateful_resources=cfg.protect_stateful_resources))
+    below = referenced.get(cfg.lower_stack, {})
+    return {
+        "stack": name,
+        "resources": resources,
+        "outputs": outputs,
+        "cost": cost.summary(
+            cost.items_from_plan(resources, cfg.region, cost.Prices()),
+            cost.Prices(),
+            cost.runs_from_config(cfg, cost.Prices(), run_node_types(cfg, below)),
+        ),
+        "policy": [v.as_dict() for v in violations],
+    }
+
+
+def run_node_types(cfg: config.StackConfig, below: dict[str, Any]) -> dict[str, str]:
+    """Node group -> instance type, for pricing runs: the stack's own groups, or the platform's."""
+    if cfg.layer == "runs" and PLATFORM_OUTPUT in below:
+        groups = below[PLATFORM_OUTPUT].get("nodeGroups") or {}
+        return {n: str(g.get("instanceType")) for n, g in groups.items() if isinstance(g, dict)}
+    return {ng.name: ng.instance_type for ng in cfg.node_groups}
+
+
+def planned_resources(monitor: mocks.RecordingMonitor) -> list[dict[str, Any]]:
+    """Every registration (and read) the program made, as the plan JSON lists it."""
+    return [
         {
             "urn": r.urn,
             "id": monitor.resources[r.urn].id if r.urn in monitor.resources else None,
@@ -96,18 +163,6 @@ def run(values: dict[str, Any], name: str) -> dict[str, Any]:
         }
         for r in sorted(monitor.registrations.values(), key=lambda r: r.urn)
     ]
-    violations = rules.check(resources, rules.Context(protect_stateful_resources=cfg.protect_stateful_resources))
-    return {
-        "stack": name,
-        "resources": resources,
-        "outputs": outputs,
-        "cost": cost.summary(
-            cost.items_from_plan(resources, cfg.region, cost.Prices()),
-            cost.Prices(),
-            cost.runs_from_config(cfg, cost.Prices()),
-        ),
-        "policy": [v.as_dict() for v in violations],
-    }
 
 
 # --------------------------------------------------------------------------- output files
@@ -137,6 +192,19 @@ def write_out(plan: dict[str, Any], out: Path) -> None:
         (k8s_dir / f"{stem}.yaml").write_text(yaml.safe_dump(obj, sort_keys=True))
 
 
+def recorded_outputs(path: Path | None) -> dict[str, Any] | None:
+    """A lower stack's outputs recorded with `pulumi stack output --json`."""
+    if path is None:
+        return None
+    try:
+        outputs = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"--lower-outputs {path}: not a readable JSON file: {e}") from None
+    if not isinstance(outputs, dict):
+        raise UsageError(f"--lower-outputs {path}: expected the JSON object of `pulumi stack output --json`")
+    return outputs
+
+
 def to_json(plan: dict[str, Any]) -> str:
     return json.dumps(plan, indent=2, sort_keys=True) + "\n"
 
@@ -153,6 +221,11 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     add_stack_arguments(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--out", type=Path, help="also write plan.json and every Kubernetes object as YAML here")
+    parser.add_argument(
+        "--lower-outputs",
+        type=Path,
+        help="a layered stack: its lower stack's outputs (`pulumi stack output --json`) instead of its offline plan",
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -160,7 +233,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
 
     try:
         values = read_stack_file(stack_file(args))
-        plan = run(values, stack_name(args))
+        plan = run(values, stack_name(args), stack_file(args).parent, recorded_outputs(args.lower_outputs))
     except (UsageError, config.ConfigError) as e:
         return bad_input(e, stderr)
     except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from facts.names import PROJECT, component_type
+from infra.ci_runner import runner_label
 
 
 def _children(plan: dict[str, Any], urn: str) -> list[dict[str, Any]]:
@@ -162,7 +163,29 @@ def _training_run_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]
     return facts
 
 
+def _ci_runner_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+    kids = _children(plan, comp["urn"])
+    facts = []
+    for r in _of_type(kids, "aws:codebuild/project:Project"):
+        env = r["inputs"].get("environment") or {}
+        vpc = r["inputs"].get("vpcConfig") or {}
+        facts.append(
+            f"CodeBuild {r['inputs'].get('name')}: {env.get('image')} {env.get('computeType')},"
+            f" {len(vpc.get('subnets') or [])} private subnets, source {r['inputs'].get('source', {}).get('location')}"
+        )
+        facts.append(f"runs-on: {runner_label(str(r['inputs'].get('name')))}")
+    for r in _of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+        facts.append(f"cluster API: TCP {r['inputs'].get('fromPort')} from the runner's security group")
+    return facts
+
+
+def _stack_reference_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+    return [f"reads the outputs of stack {comp['inputs'].get('name')}"]
+
+
 FACTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
+    "pulumi:pulumi:StackReference": _stack_reference_facts,
+    component_type("infra", "CiRunner"): _ci_runner_facts,
     component_type("workloads", "TrainingRun"): _training_run_facts,
     component_type("infra", "SharedStorage"): _storage_facts,
     component_type("infra", "Registry"): _registry_facts,

@@ -15,7 +15,7 @@ import yaml
 import stack as program
 from config import stackfile
 from infra.protection import stateful
-from tests.conftest import MINIMAL, ROOT
+from tests.conftest import EXAMPLE_STACKS, MINIMAL, ROOT
 from tools import plan
 
 
@@ -102,6 +102,7 @@ def test_stateful_helper_sets_protect_and_keeps_other_options() -> None:
     assert stateful(False).protect is False
 
 
-def test_every_example_stack_plans(example_stack: str) -> None:
-    code, _, err = _main("--stack", example_stack, "--format", "json")
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_every_example_stack_plans(stack: str) -> None:
+    code, _, err = _main("--stack", stack, "--format", "json")
     assert code == 0, err

@@ -233,7 +233,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     (
         "too many nodes",
         {"llama2": _with(LLAMA, nodes=8)},
-        "workloads.llama2.nodes: 8 nodes, but node group 'trn1' runs 4",
+        "workloads.llama2.nodes: 8 nodes, but node group 'trn1' can have at most 4",
     ),
     (
         "tp x pp does not divide ranks",

@@ -222,7 +222,7 @@ def test_readme_names_the_commands(command: str) -> None:
 
 def test_real_deploy_commands_are_in_order() -> None:
     text = README.read_text()
-    section = text[text.index("### Commands, in order") :]
+    section = text[text.index("### Quick start: one stack from your machine") :]
     order = [
         "make venv",
         "pulumi login",
@@ -236,3 +236,20 @@ def test_real_deploy_commands_are_in_order() -> None:
     ]
     positions = [section.index(c) for c in order]
     assert positions == sorted(positions), dict(zip(order, positions, strict=True))
+
+
+def test_the_layered_walkthrough_goes_from_an_empty_account_up_the_layers() -> None:
+    text = README.read_text()
+    section = text[text.index("### From an empty account to a running training run") :]
+    section = section[: section.index("### Day 2")]
+    rows = [line for line in section.splitlines() if re.match(r"^\| \d ", line)]
+    assert [int(r.split("|")[1]) for r in rows] == list(range(1, len(rows) + 1))
+    where = {int(r.split("|")[1]): r.split("|")[3] for r in rows}
+    first = {layer: next(n for n, r in enumerate(rows, 1) if f"Pulumi.prod-{layer}.yaml" in r) for layer in LAYER_ORDER}
+    assert first["aws"] < first["cluster"] < first["runs"], first
+    assert "GitHub-hosted" in where[first["aws"]]
+    assert "in-VPC" in where[first["cluster"]] and "in-VPC" in where[first["runs"]]
+    assert not any("inside the VPC" in w and "runner" not in w for w in where.values())
+
+
+LAYER_ORDER = ("aws", "cluster", "runs")

@@ -137,23 +137,3 @@ def test_checkout_does_not_persist_credentials(path: Path) -> None:
     for name, _job, step in _steps(_load(path)):
         if step.get("uses", "").startswith("actions/checkout@"):
             assert step.get("with", {}).get("persist-credentials") is False, name
-
-
-def test_deploys_queue_per_stack_and_production_needs_its_environment() -> None:
-    doc = _load(WORKFLOW_DIR / "deploy.yml")
-    ups = {n: j for n, j in doc["jobs"].items() if any(s.get("with", {}).get("command") == "up" for s in j["steps"])}
-    assert ups
-    for name, job in ups.items():
-        assert job["concurrency"]["cancel-in-progress"] is False, name
-        assert "pulumi-up-" in job["concurrency"]["group"], name
-        assert job.get("environment"), f"{name}: deploys run in a GitHub environment"
-    assert any(j["environment"] == "production" for j in ups.values())
-    assert doc["jobs"]["production"]["needs"] == "up", "production deploys after the other stacks"
-
-
-def test_pull_requests_preview_with_the_policy_pack_and_comment() -> None:
-    doc = _load(WORKFLOW_DIR / "pull-request.yml")
-    previews = [s["with"] for _n, _j, s in _steps(doc) if s.get("with", {}).get("command") == "preview"]
-    assert previews and all(w.get("comment-on-pr") is True and w.get("policyPacks") for w in previews)
-    runs = "\n".join(s.get("run", "") for _n, _j, s in _steps(doc))
-    assert "make test" in runs and "make --silent plan" in runs and "GITHUB_STEP_SUMMARY" in runs

@@ -1,0 +1,247 @@
+"""The contracts between the layers: what a layer's stack exports, and how the layer above reads it.
+
+    aws      --awsLayer, kubeconfig-->  cluster  --platform, kubeconfig-->  runs
+
+`ClusterInputs` is what the cluster layer builds on (the Kubernetes API, the node groups,
+the file system, the registry, the FSx CSI role); `Platform` (infra/platform.py) is what the
+runs layer builds on. Each is written (`*_output`) and read (`parse_*`) here and nowhere
+else. An all-in-one stack hands the same values from layer to layer in memory, so both
+shapes of a stack run the same builders.
+
+A layer reads the stack below through a `pulumi.StackReference` (`read_lower_stack`). The
+values decide what the layer declares (which device plugins, which queues, whether a run
+fits its node group), so they are read as plain values before anything is declared. The
+kubeconfig stays a secret Output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime.sync_await import _sync_await
+from pydantic import ValidationError
+
+from config import ConfigError
+from config.checks import GroupView
+from config.teams import TeamConfig
+from facts import instances
+from facts.names import LOWER_LAYER
+from infra.platform import NodeGroupFacts, Platform
+from infra.storage import FileSystemRef
+
+AWS_LAYER_OUTPUT = "awsLayer"
+PLATFORM_OUTPUT = "platform"
+KUBECONFIG_OUTPUT = "kubeconfig"
+"""The secret kubeconfig: exported by the aws layer, passed on by the cluster layer."""
+
+
+class ContractError(ConfigError):
+    """The lower stack's outputs are not what this layer reads (exit 2, one line per problem)."""
+
+
+@dataclass
+class ClusterInputs:
+    """What the cluster layer builds on: the aws layer's outputs."""
+
+    region: str
+    cluster_name: pulumi.Input[str]
+    kubeconfig: pulumi.Input[str]
+    node_groups: Mapping[str, NodeGroupFacts]
+    file_system: FileSystemRef
+    storage_capacity_gib: int
+    registry_urls: Mapping[str, pulumi.Input[str]]
+    fsx_csi_role_arn: pulumi.Input[str]
+    # Only when one stack holds both layers: the live resources the cluster layer waits for.
+    provider: Any = None
+    """The Cluster's Kubernetes provider; a cluster-layer stack makes its own from `kubeconfig`."""
+    nodes_ready: list[pulumi.Resource] = field(default_factory=list)
+    role_ready: list[pulumi.Resource] = field(default_factory=list)
+    volume_ready: list[pulumi.Resource] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- node groups
+
+
+def node_group_output(g: NodeGroupFacts) -> dict[str, Any]:
+    return {
+        "instanceType": g.instance.name,
+        "nodes": g.nodes,
+        "maxNodes": g.max_nodes,
+        "availabilityZone": g.availability_zone,
+        "labels": dict(g.labels),
+    }
+
+
+class _Reader:
+    """Reads one output of the lower stack, collecting every problem with its key path."""
+
+    def __init__(self, stack: str, output: str, value: Any):
+        self.stack = stack
+        self.output = output
+        self.value = value
+        self.problems: list[str] = []
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(f"lowerStack: {self.stack} output {self.output}.{path}: {message}")
+
+    def get(self, path: str, kind: type | tuple[type, ...], where: Any = None) -> Any:
+        """The value at `path` (dot-separated) of `where` (default: the output), or None after a problem."""
+        node = self.value if where is None else where
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                self.problem(path, "missing; deploy that stack with this version of the project")
+                return None
+            node = node[part]
+        if kind is int and isinstance(node, float) and node.is_integer():
+            node = int(node)  # the engine carries every number as a double
+        if not isinstance(node, kind) or (isinstance(node, bool) and kind is int):
+            self.problem(path, f"expected {getattr(kind, '__name__', kind)}, got {node!r}")
+            return None
+        return node
+
+    def strings(self, path: str) -> dict[str, str]:
+        found = self.get(path, dict) or {}
+        bad = [k for k, v in found.items() if not isinstance(v, str)]
+        for k in bad:
+            self.problem(f"{path}.{k}", f"expected a string, got {found[k]!r}")
+        return {k: v for k, v in found.items() if isinstance(v, str)}
+
+    def node_groups(self, path: str = "nodeGroups") -> dict[str, NodeGroupFacts]:
+        out = {}
+        for name in self.get(path, dict) or {}:
+            key = f"{path}.{name}"
+            itype = self.get(f"{key}.instanceType", str)
+            nodes, max_nodes = self.get(f"{key}.nodes", int), self.get(f"{key}.maxNodes", int)
+            az, labels = self.get(f"{key}.availabilityZone", str), self.strings(f"{key}.labels")
+            if itype is not None and itype not in instances.ACCELERATED:
+                self.problem(f"{key}.instanceType", f"{itype!r} is not in this project's instance catalog")
+                continue
+            if None in (itype, nodes, max_nodes, az):
+                continue
+            out[name] = NodeGroupFacts(name, instances.ACCELERATED[itype], nodes, max_nodes, az, labels)
+        return out
+
+    def done(self) -> None:
+        if self.problems:
+            raise ContractError(self.problems)
+
+
+def _output(outputs: Mapping[str, Any], stack: str, name: str) -> Any:
+    if name not in outputs:
+        raise ContractError(
+            [
+                f"lowerStack: {stack} has no output {name!r} (it has: {', '.join(sorted(outputs)) or 'none'});"
+                " is it the right layer, deployed with this version of the project?"
+            ]
+        )
+    return outputs[name]
+
+
+# --------------------------------------------------------------------------- aws -> cluster
+
+
+def aws_layer_output(ci: ClusterInputs) -> dict[str, Any]:
+    """The aws layer's `awsLayer` output (the kubeconfig goes out on its own, as a secret)."""
+    fs = ci.file_system
+    return {
+        "region": ci.region,
+        "clusterName": ci.cluster_name,
+        "nodeGroups": {name: node_group_output(g) for name, g in ci.node_groups.items()},
+        "fileSystem": {
+            "id": fs.id,
+            "dnsName": fs.dns_name,
+            "mountName": fs.mount_name,
+            "capacityGib": ci.storage_capacity_gib,
+        },
+        "registryUrls": dict(ci.registry_urls),
+        "fsxCsiRoleArn": ci.fsx_csi_role_arn,
+    }
+
+
+def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], stack: str) -> ClusterInputs:
+    """The aws layer's outputs as the cluster layer uses them. Raises ContractError."""
+    _output(outputs, stack, KUBECONFIG_OUTPUT)
+    r = _Reader(stack, AWS_LAYER_OUTPUT, _output(outputs, stack, AWS_LAYER_OUTPUT))
+    inputs = ClusterInputs(
+        region=r.get("region", str),
+        cluster_name=r.get("clusterName", str),
+        kubeconfig=kubeconfig,
+        node_groups=r.node_groups(),
+        file_system=FileSystemRef(
+            id=r.get("fileSystem.id", str),
+            dns_name=r.get("fileSystem.dnsName", str),
+            mount_name=r.get("fileSystem.mountName", str),
+        ),
+        storage_capacity_gib=r.get("fileSystem.capacityGib", int),
+        registry_urls=r.strings("registryUrls"),
+        fsx_csi_role_arn=r.get("fsxCsiRoleArn", str),
+    )
+    r.done()
+    return inputs
+
+
+# --------------------------------------------------------------------------- cluster -> runs
+
+
+def platform_output(p: Platform) -> dict[str, Any]:
+    """The cluster layer's `platform` output: every field of `Platform` but the live provider
+    and dependencies (the runs layer makes its provider from the kubeconfig)."""
+    return {
+        "namespace": p.namespace,
+        "storageClaim": p.storage_claim,
+        "sharedMount": p.shared_mount,
+        "nodeGroups": {name: node_group_output(g) for name, g in p.node_groups.items()},
+        "registryUrls": dict(p.registry_urls),
+        "queues": dict(p.queues),
+        "priorityClasses": dict(p.priority_classes),
+        "teams": {name: t.model_dump(by_alias=True) for name, t in p.teams.items()},
+    }
+
+
+def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Platform:
+    """The cluster layer's outputs as the runs layer uses them. Raises ContractError."""
+    _output(outputs, stack, KUBECONFIG_OUTPUT)
+    r = _Reader(stack, PLATFORM_OUTPUT, _output(outputs, stack, PLATFORM_OUTPUT))
+    teams = {}
+    for name, value in (r.get("teams", dict) or {}).items():
+        try:
+            teams[name] = TeamConfig.model_validate(value)
+        except ValidationError as e:
+            r.problem(f"teams.{name}", str(e.errors()[0]["msg"]))
+    platform = Platform(
+        provider=provider,
+        namespace=r.get("namespace", str),
+        storage_claim=r.get("storageClaim", str),
+        shared_mount=r.get("sharedMount", str),
+        node_groups=r.node_groups(),
+        registry_urls=r.strings("registryUrls"),
+        queues=r.strings("queues"),
+        priority_classes=r.strings("priorityClasses"),
+        teams=teams,
+    )
+    r.done()
+    return platform
+
+
+# --------------------------------------------------------------------------- reading the lower stack
+
+
+def group_views(groups: Mapping[str, NodeGroupFacts], lower_stack: str) -> dict[str, GroupView]:
+    """The lower layer's node groups as the config rules see them."""
+    where = f"nodeGroups[].maxSize of the aws stack, as read through {lower_stack}"
+    return {name: GroupView(name, g.instance, g.nodes, g.max_nodes, where) for name, g in groups.items()}
+
+
+def read_lower_stack(layer: str, stack_name: str) -> tuple[pulumi.StackReference, dict[str, Any]]:
+    """The lower layer's StackReference and its outputs as plain values.
+
+    The read is awaited here, before this layer declares anything, because what it declares
+    depends on the values (the SDK pumps its event loop the same way for a synchronous invoke).
+    Pulumi reads stack references in previews too, so `pulumi preview` sees the real values.
+    """
+    ref = pulumi.StackReference(f"{LOWER_LAYER[layer]}-layer", stack_name=stack_name)
+    values = _sync_await(ref.outputs.future())
+    return ref, dict(values or {})

@@ -1,0 +1,286 @@
+"""Delivery: the workflows and the layers agree, and every `pulumi` command line exists.
+
+- Every `pulumi ...` command in the workflows and the README uses only flags the pinned CLI
+  defines (tests/upstream/pulumi-cli-3.259.0.yaml, read from its cobra commands), and every
+  action input exists at the pinned action commit.
+- Pull requests save an update plan per stack with the policy pack; the deploy applies
+  exactly that plan; the drift check refreshes and expects no changes, per stack, and fails.
+- Each layered example stack is routed (tools.ci) to the job of its layer, on the runner that
+  reaches what it needs: GitHub-hosted for the aws layer, the in-VPC CodeBuild runner that
+  its aws layer declares for the cluster and runs layers.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.stackfile import read_stack_file
+from facts.names import LOWER_LAYER
+from infra.ci_runner import runner_label
+from tests import upstream
+from tests.conftest import LAYERED_STACKS, ROOT, stack_plan
+from tests.repo.test_workflows import WORKFLOW_DIR, _load, _steps
+from tools import ci
+
+CLI = upstream.facts("pulumi-cli-3.259.0")
+COMMANDS: dict[str, Any] = CLI["commands"]
+PR, DEPLOY, DRIFT = (_load(WORKFLOW_DIR / f) for f in ("pull-request.yml", "deploy.yml", "drift.yml"))
+IN_VPC_LABEL = runner_label("${{ matrix.project }}")
+ACTIONS = {
+    "pulumi/actions": "pulumi-actions-v7.0.0",
+    "actions/upload-artifact": "upload-artifact-v7.0.0",
+    "actions/download-artifact": "download-artifact-v8.0.1",
+}
+
+
+# --------------------------------------------------------------------------- pulumi command lines
+
+
+def pulumi_invocations(script: str) -> Iterator[list[str]]:
+    """The argument lists of every `pulumi` command in a shell script."""
+    text = script.replace("\\\n", " ")
+    for line in text.splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            tokens = list(lexer)
+        except ValueError:
+            continue
+        for i, tok in enumerate(tokens):
+            if tok == "pulumi" and (i == 0 or tokens[i - 1] in ("!", "|", "||", "&&", ";", "(", "$(")):
+                args = []
+                for t in tokens[i + 1 :]:
+                    if set(t) <= set("|&;<>()"):
+                        break
+                    args.append(t)
+                yield args
+
+
+def command_of(args: list[str]) -> tuple[str, list[str]]:
+    """The recorded command an argument list runs (aliases resolved), and its flags."""
+    words = [a for a in args if not a.startswith("-")]
+    names = {name: name for name in COMMANDS} | {
+        f"{name.rsplit(' ', 1)[0]} {alias}" if " " in name else alias: name
+        for name, c in COMMANDS.items()
+        for alias in c["aliases"]
+    }
+    groups = {name.split(" ")[0] for name in COMMANDS if " " in name}
+    for n in (2, 1):
+        if n == 1 and words[:1] and words[0] in groups and len(words) > 1:
+            break  # `pulumi stack <sub>` with a subcommand not recorded
+        if len(words) >= n and " ".join(words[:n]) in names:
+            return names[" ".join(words[:n])], [a for a in args if a.startswith("-")]
+    raise AssertionError(f"`pulumi {' '.join(args)}`: command not in tests/upstream/pulumi-cli-3.259.0.yaml")
+
+
+def unknown_flags(args: list[str]) -> list[str]:
+    command, flags = command_of(args)
+    scopes = [command, "(root)", *([command.split(" ")[0]] if " " in command else [])]
+    long = {f for s in scopes for f in COMMANDS[s]["flags"]}
+    short = {k for s in scopes for k in COMMANDS[s]["short"]}
+    bad = []
+    for flag in flags:
+        if flag.startswith("--"):
+            if flag[2:].split("=", 1)[0] not in long:
+                bad.append(flag)
+        elif any(c not in short for c in flag[1:]):
+            bad.append(flag)
+    return bad
+
+
+def scripts() -> Iterator[tuple[str, str]]:
+    for path in sorted(WORKFLOW_DIR.glob("*.yml")):
+        for name, _job, step in _steps(_load(path)):
+            if "run" in step:
+                yield f"{path.name}:{name}", step["run"]
+    readme = (ROOT / "README.md").read_text()
+    for i, block in enumerate(re.findall(r"```sh\n(.*?)```", readme, re.S)):
+        yield f"README.md sh block {i}", block
+
+
+def test_the_flag_checker_catches_what_does_not_exist() -> None:
+    (args,) = pulumi_invocations('if ! pulumi preview --stack "$S" --save-plan p.json --refresh 2>&1; then exit 1; fi')
+    assert args[:1] == ["preview"] and unknown_flags(args) == []
+    assert unknown_flags(["up", "--plann", "p.json"]) == ["--plann"]
+    assert unknown_flags(["stack", "output", "--json", "-s", "x"]) == []
+    assert unknown_flags(["stack", "init", "dev", "--secrets-provider", "passphrase"]) == []
+    assert unknown_flags(["preview", "-q"]) == ["-q"]
+    with pytest.raises(AssertionError):
+        command_of(["stack", "frobnicate"])
+
+
+def test_every_pulumi_command_uses_only_flags_the_pinned_cli_defines() -> None:
+    found = 0
+    for where, script in scripts():
+        for args in pulumi_invocations(script):
+            found += 1
+            assert unknown_flags(args) == [], f"{where}: `pulumi {' '.join(args)}`"
+    assert found >= 10
+
+
+def test_the_cli_version_is_pinned_once_and_is_the_one_read() -> None:
+    assert (ROOT / ".pulumi-version").read_text().strip() == CLI["version"]
+    for path in sorted(WORKFLOW_DIR.glob("*.yml")):
+        for name, _job, step in _steps(_load(path)):
+            if step.get("uses", "").startswith("pulumi/actions@"):
+                assert step.get("with") == {"pulumi-version-file": ".pulumi-version"}, f"{path.name}:{name}"
+
+
+def test_actions_are_the_read_commits_and_use_only_their_inputs() -> None:
+    for path in sorted(WORKFLOW_DIR.glob("*.yml")):
+        for name, _job, step in _steps(_load(path)):
+            repo, _, rest = step.get("uses", "").partition("@")
+            if repo not in ACTIONS:
+                continue
+            doc = upstream.load(ACTIONS[repo])
+            assert rest.split()[0] == doc["source"]["commit"], f"{path.name}:{name}: {repo} is not the commit read"
+            assert set(step.get("with", {})) <= set(doc["facts"]["inputs"]), f"{path.name}:{name}"
+
+
+# --------------------------------------------------------------------------- plans and drift
+
+
+def _runs(job: dict[str, Any]) -> str:
+    return "\n".join(s.get("run", "") for s in job["steps"])
+
+
+def _pulumi(job: dict[str, Any]) -> list[list[str]]:
+    return list(pulumi_invocations(_runs(job)))
+
+
+def _option(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def test_pull_requests_save_the_update_plan_of_each_stack_with_the_policy_pack() -> None:
+    jobs = {n: j for n, j in PR["jobs"].items() if _pulumi(j)}
+    assert set(jobs) == {"preview-aws", "preview-in-vpc"}
+    for name, job in jobs.items():
+        (args,) = _pulumi(job)
+        assert args[0] == "preview" and _option(args, "--policy-pack") == "policy", name
+        assert _option(args, "--save-plan") == "plan-$STACK.json" and _option(args, "--stack") == "$STACK", name
+        assert job["env"]["STACK"] == "${{ matrix.stack }}"
+        (upload,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+        assert upload["with"]["name"] == "plan-${{ matrix.stack }}"
+        assert upload["with"]["path"] == "plan-${{ matrix.stack }}.json"
+        assert upload["with"]["if-no-files-found"] == "error"
+
+
+def test_the_deploy_applies_exactly_the_reviewed_plan() -> None:
+    ups = {n: j for n, j in DEPLOY["jobs"].items() if _pulumi(j)}
+    assert set(ups) == {"up-aws", "up-cluster", "up-runs"}
+    for name, job in ups.items():
+        (args,) = _pulumi(job)
+        assert args[0] == "up" and _option(args, "--plan") == "plan-$STACK.json", name
+        assert "--yes" in args and _option(args, "--policy-pack") == "policy", name
+        (download,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+        assert download["with"]["name"] == "plan-${{ matrix.stack }}"
+        assert download["with"]["run-id"] == "${{ needs.test.outputs.reviewed-run }}"
+        assert job["permissions"]["actions"] == "read"
+        assert job["concurrency"] == {"group": "pulumi-up-${{ matrix.stack }}", "cancel-in-progress": False}
+        assert job["environment"] == "${{ matrix.stack }}" and job["strategy"]["max-parallel"] == 1
+    finder = _runs(DEPLOY["jobs"]["test"])
+    assert "actions/workflows/pull-request.yml/runs?head_sha=" in finder and ".commit.tree.sha" in finder
+
+
+def test_layers_deploy_in_order_and_a_run_failure_stops_nothing_below() -> None:
+    jobs = DEPLOY["jobs"]
+    assert jobs["up-cluster"]["needs"] == ["test", "up-aws"]
+    assert jobs["up-runs"]["needs"] == ["test", "up-cluster"]
+    assert "needs.up-aws.result != 'failure'" in jobs["up-cluster"]["if"]
+    assert not any("up-runs" in str(j.get("needs", "")) for j in jobs.values()), "nothing waits for the runs"
+
+
+def test_the_drift_check_is_scheduled_per_stack_and_fails_visibly() -> None:
+    assert DRIFT["on"]["schedule"] and "workflow_dispatch" in DRIFT["on"]
+    checks = {n: j for n, j in DRIFT["jobs"].items() if _pulumi(j)}
+    assert set(checks) == {"drift-aws", "drift-in-vpc"}
+    for name, job in checks.items():
+        (args,) = _pulumi(job)
+        assert args[0] == "preview" and {"--refresh", "--expect-no-changes"} <= set(args), name
+        script = _runs(job)
+        assert "::error title=Drift in $STACK::" in script and "exit 1" in script, name
+        assert job["strategy"]["fail-fast"] is False, "one drifted stack does not hide the others"
+
+
+# --------------------------------------------------------------------------- the right job on the right runner
+
+# workflow -> phase -> the job that takes the stacks of that phase
+JOBS = {
+    "pull-request.yml": {"aws": "preview-aws", "cluster": "preview-in-vpc", "runs": "preview-in-vpc"},
+    "deploy.yml": {"aws": "up-aws", "cluster": "up-cluster", "runs": "up-runs"},
+    "drift.yml": {"aws": "drift-aws", "cluster": "drift-in-vpc", "runs": "drift-in-vpc"},
+}
+PHASE_OUTPUT = {"preview-in-vpc": "in_vpc", "drift-in-vpc": "in_vpc"}
+
+
+def _aws_stack_under(stack: str) -> str:
+    values = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    while values.get("llm-training-eks:layer") in LOWER_LAYER:
+        stack = values["llm-training-eks:lowerStack"].rpartition("/")[2]
+        values = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    return stack
+
+
+@pytest.mark.parametrize("stack", LAYERED_STACKS)
+def test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner(stack: str) -> None:
+    layer = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")["llm-training-eks:layer"]
+    routes = ci.route([stack])
+    ((entry,),) = [m for phase, m in routes.items() if m and phase != "in_vpc"]
+    assert entry["layer"] == layer and entry in routes[layer]
+    if layer == "aws":
+        assert entry["project"] == ""
+    else:
+        aws = _aws_stack_under(stack)
+        (project,) = [r for r in stack_plan(aws)["resources"] if r["type"] == "aws:codebuild/project:Project"]
+        assert entry["project"] == project["inputs"]["name"], "the runner its aws layer declares"
+    for workflow, jobs in JOBS.items():
+        doc = {"pull-request.yml": PR, "deploy.yml": DEPLOY, "drift.yml": DRIFT}[workflow]
+        name = jobs[layer]
+        job = doc["jobs"][name]
+        output = PHASE_OUTPUT.get(name, layer)
+        assert output in job["strategy"]["matrix"]["include"], f"{workflow}:{name} takes the {output} stacks"
+        if layer == "aws":
+            assert job["runs-on"] == ci.HOSTED_RUNNER, f"{workflow}:{name}"
+            assert job["permissions"].get("id-token") == "write", "AWS credentials through OIDC"
+        else:
+            assert job["runs-on"] == IN_VPC_LABEL, f"{workflow}:{name} runs on the in-VPC runner"
+            assert "id-token" not in job["permissions"], "the runner's own role, no OIDC exchange"
+
+
+def test_ci_refuses_what_no_runner_can_do(tmp_path: Path) -> None:
+    with pytest.raises(ci.UsageError, match="all-in-one stack"):
+        ci.route(["trn1-llama2"])
+    aws = (ROOT / "Pulumi.trn1-llama2-aws.yaml").read_text().replace("enabled: true", "enabled: false")
+    (tmp_path / "Pulumi.trn1-llama2-aws.yaml").write_text(aws)
+    for name in ("cluster", "runs"):
+        stack = f"Pulumi.trn1-llama2-{name}.yaml"
+        (tmp_path / stack).write_text((ROOT / stack).read_text())
+    with pytest.raises(ci.UsageError, match="declares no in-VPC runner"):
+        ci.route(["trn1-llama2-runs"], tmp_path)
+
+
+def test_a_change_previews_the_stacks_it_touches() -> None:
+    stacks = ["a-aws", "a-cluster", "a-runs"]
+    assert ci.touched(stacks, ["Pulumi.a-runs.yaml"]) == ["a-runs"]
+    assert ci.touched(stacks, ["README.md", "tests/unit/test_x.py"]) == []
+    assert ci.touched(stacks, ["infra/queues.py"]) == stacks
+    assert ci.touched(stacks, ["requirements.txt"]) == stacks
+
+
+def test_the_github_output_format() -> None:
+    out = io.StringIO()
+    code = ci.main(["stacks", "--stacks", '["trn1-llama2-aws", "trn1-llama2-runs"]', "--format", "github"], stdout=out)
+    assert code == 0
+    lines = dict(line.split("=", 1) for line in out.getvalue().splitlines())
+    assert set(lines) == {"aws", "cluster", "runs", "in_vpc", "count"} and lines["count"] == "2"
+    err = io.StringIO()
+    assert ci.main(["stacks", "--stacks", "dev"], stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue().startswith("error: --stacks: not a JSON list")
