@@ -18,7 +18,7 @@ from facts.names import STORAGE_CLAIM, WORKLOADS_NAMESPACE
 from infra import cost
 from infra.addons import ClusterAddons
 from infra.cluster import Cluster
-from infra.context import StackContext
+from infra.context import StackContext, aws_provider
 from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import NodeGroupFacts, Platform
@@ -46,27 +46,25 @@ class Infrastructure:
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
     """Declare the platform's resources; return the components and the `Platform` value."""
     ctx = StackContext.from_config(cfg)
-    network = Network("network", cfg.network, ctx, cfg.availability_zones)
+    # Every AWS resource goes through one provider that carries the stack's tags.
+    on_aws = pulumi.ResourceOptions(providers=[aws_provider(ctx)])
+    network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws)
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
-    storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az)
-    cluster = Cluster("cluster", cfg.cluster, cfg.system_node_group, ctx, network)
+    storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, opts=on_aws)
+    cluster = Cluster("cluster", cfg.cluster, cfg.system_node_group, ctx, network, opts=on_aws)
     node_groups = {
-        ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster)
+        ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, opts=on_aws)
         for ng in cfg.node_groups
     }
-    storage.allow_clients(
+    lustre_client_rules = storage.allow_clients(
         {"cluster": cluster.security_group_id, **{name: ng.security_group_id for name, ng in node_groups.items()}}
     )
-    registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn)
+    registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
     facts = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups}
+    kueue_config = kueue_manager_config(cfg.queueing)
+    groups = list(facts.values())
     addons = ClusterAddons(
-        "addons",
-        cfg.addons,
-        ctx,
-        cluster,
-        list(facts.values()),
-        storage.file_system.arn,
-        kueue_manager_config(cfg.queueing),
+        "addons", cfg.addons, ctx, cluster, groups, storage.file_system.arn, kueue_config, opts=on_aws
     )
     # Flavors and queues once Kueue runs; the LocalQueues need the workloads namespace.
     queues = TeamQueues(
@@ -79,8 +77,8 @@ def build_infrastructure(cfg: StackConfig) -> Infrastructure:
         addons.namespace,
         STORAGE_CLAIM,
         cluster.provider,
-        # The claim binds only once the file system's data repository is linked.
-        depends_on=[storage.association] if storage.association else None,
+        # Binds once the S3 link exists; mounts once the nodes may reach the file system.
+        depends_on=[*([storage.association] if storage.association else []), *lustre_client_rules],
     )
     platform = Platform(
         provider=cluster.provider,

@@ -20,10 +20,17 @@ from infra import charts
 from infra.charts import HelmChart
 from infra.cluster import Cluster
 from infra.context import StackContext
-from infra.iam import POD_IDENTITY_TRUST, fsx_csi_controller_policy, irsa_trust_policy
+from infra.iam import POD_IDENTITY_TRUST, fsx_csi_controller_policy, irsa_trust_policy, neuron_health_policy
 from infra.platform import NodeGroupFacts
 
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
+# The CloudWatch Observability add-on turns on Container Insights and Application Signals; its
+# agent needs both policies (EKS user guide, amazon-cloudwatch-observability, required IAM
+# permissions).
+CLOUDWATCH_POLICIES = {
+    "cloudwatch": "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
+    "xray": "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
+}
 
 
 class ClusterAddons(pulumi.ComponentResource):
@@ -70,25 +77,42 @@ class ClusterAddons(pulumi.ComponentResource):
         # MPI operator: the upstream release manifest, applied server-side (the MPIJob CRD is
         # over 256 KB, too big for client-side apply's annotation; the provider has
         # enable_server_side_apply). yaml/v2 orders the CRD first and awaits every object, so a
-        # resource that depends on this one is created only once the operator runs.
+        # resource that depends on this one is created only once the operator runs. The
+        # project publishes its image to Docker Hub only; mpiOperatorImage points at a copy.
+        image = addons.mpi_operator_image
         self.mpi_operator = k8s.yaml.v2.ConfigFile(
             f"{name}-mpi-operator",
             file=charts.mpi_operator_manifest_url(addons.mpi_operator_version),
-            opts=self._k8s_opts,
+            opts=pulumi.ResourceOptions.merge(
+                self._k8s_opts,
+                pulumi.ResourceOptions(transforms=[charts.mpi_operator_image_transform(image)] if image else None),
+            ),
         )
         self.register_outputs({"releases": {k: r.status for k, r in self.releases.items()}})
 
     def _addon(
         self, addon_name: str, version: str | None, opts: pulumi.ResourceOptions, **kwargs: Any
     ) -> aws.eks.Addon:
+        """One EKS add-on at the configured version, or at the version EKS names as the default
+        for the cluster's Kubernetes version (looked up at deploy, so it is explicit in state and
+        moves with a Kubernetes upgrade). OVERWRITE on create adopts what EKS bootstrapped."""
+        resolved: pulumi.Input[str] = (
+            version
+            or aws.eks.get_addon_version_output(
+                addon_name=addon_name,
+                kubernetes_version=self._cluster.kubernetes_version,
+                most_recent=False,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
+        )
         res = aws.eks.Addon(
             f"{self._name}-{addon_name}",
             cluster_name=self._cluster.name,
             addon_name=addon_name,
-            addon_version=version,
+            addon_version=resolved,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="PRESERVE",
-            tags=dict(self._ctx.tags) or None,
+            tags=dict(self._ctx.owned_tags),
             opts=opts,
             **kwargs,
         )
@@ -113,17 +137,18 @@ class ClusterAddons(pulumi.ComponentResource):
             description=f"CloudWatch agent (Container Insights) of {self._ctx.cluster_name}",
             opts=child,
         )
-        cw_policy = aws.iam.RolePolicyAttachment(
-            f"{self._name}-cloudwatch",
-            role=cw_role.name,
-            policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
-            opts=child,
-        )
-        # Container Insights with enhanced observability; it collects Neuron and EFA metrics too.
+        cw_policies = [
+            aws.iam.RolePolicyAttachment(f"{self._name}-{short}", role=cw_role.name, policy_arn=arn, opts=child)
+            for short, arn in CLOUDWATCH_POLICIES.items()
+        ]
+        # Container Insights with enhanced observability (it collects Neuron and EFA metrics too)
+        # and Application Signals, both on by default in the add-on.
         self._addon(
             "amazon-cloudwatch-observability",
             v.cloudwatch_observability,
-            pulumi.ResourceOptions(parent=self, depends_on=[self._cluster.system_node_group, pod_identity, cw_policy]),
+            pulumi.ResourceOptions(
+                parent=self, depends_on=[self._cluster.system_node_group, pod_identity, *cw_policies]
+            ),
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=cw_role.arn, service_account=CLOUDWATCH_AGENT_SA)
             ],
@@ -170,22 +195,48 @@ class ClusterAddons(pulumi.ComponentResource):
             self._release(charts.DCGM_EXPORTER, addons.dcgm_exporter_chart, charts.dcgm_exporter_values(nvidia))
         neuron = charts.accelerator_groups(groups, "neuron")
         if neuron:
-            self._release(charts.NEURON, addons.neuron_chart, charts.neuron_values(neuron, addons.neuron_scheduler))
+            self._neuron(addons, neuron)
+
+    def _neuron(self, addons: AddonsConfig, groups: Sequence[NodeGroupFacts]) -> None:
+        """The Neuron chart: device plugin, scheduler extension, node problem detector. The chart
+        puts the detector in a namespace it does not create (the Neuron SDK's guide creates it
+        first); without it the install fails and the atomic release rolls back the device plugin
+        too. The detector's health container gets an IRSA role for its CloudWatch metrics."""
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            f"{self._name}-neuron-health",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=charts.NEURON_HEALTH_NAMESPACE, labels=app_labels()),
+            opts=pulumi.ResourceOptions(parent=self, provider=self._cluster.provider),
+        )
+        role = self._irsa_role("neuron-health", charts.NEURON_HEALTH_NAMESPACE, charts.NEURON_NPD_SA, "Neuron health")
+        policy = aws.iam.RolePolicy(
+            f"{self._name}-neuron-health", role=role.id, policy=neuron_health_policy(), opts=child
+        )
+        self._release(
+            charts.NEURON,
+            addons.neuron_chart,
+            role.arn.apply(lambda arn: charts.neuron_values(groups, addons.neuron_scheduler, arn)),
+            depends_on=[namespace, policy],
+        )
+
+    def _irsa_role(self, short: str, namespace: str, service_account: str, what: str) -> aws.iam.Role:
+        """A role one service account of this cluster assumes through the OIDC provider (IRSA)."""
+        cluster = self._cluster
+        return aws.iam.Role(
+            f"{self._name}-{short}",
+            assume_role_policy=pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_provider_url).apply(
+                lambda o: irsa_trust_policy(o[0], o[1], namespace, service_account)
+            ),
+            description=f"{what} of {self._ctx.cluster_name}",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _fsx_csi_driver(
         self, addons: AddonsConfig, groups: Sequence[NodeGroupFacts], file_system_arn: pulumi.Input[str]
     ) -> None:
         """The FSx CSI driver, its controller with an IRSA role that may describe and grow this file system."""
         child = pulumi.ResourceOptions(parent=self)
-        cluster = self._cluster
-        role = aws.iam.Role(
-            f"{self._name}-fsx-csi",
-            assume_role_policy=pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_provider_url).apply(
-                lambda o: irsa_trust_policy(o[0], o[1], SYSTEM_NAMESPACE, charts.FSX_CSI_CONTROLLER_SA)
-            ),
-            description=f"FSx CSI controller of {self._ctx.cluster_name}",
-            opts=child,
-        )
+        role = self._irsa_role("fsx-csi", SYSTEM_NAMESPACE, charts.FSX_CSI_CONTROLLER_SA, "FSx CSI controller")
         policy = aws.iam.RolePolicy(
             f"{self._name}-fsx-csi",
             role=role.id,
@@ -195,6 +246,6 @@ class ClusterAddons(pulumi.ComponentResource):
         self._release(
             charts.FSX_CSI_DRIVER,
             addons.fsx_csi_driver_chart,
-            role.arn.apply(lambda arn: charts.fsx_csi_values(groups, arn)),
+            role.arn.apply(lambda arn: charts.fsx_csi_values(groups, arn, self._ctx.region)),
             depends_on=[policy],
         )

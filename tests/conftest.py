@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
 EXAMPLE_STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
 
+API_PATH = {"publicAccessCidrs": ["203.0.113.10/32"]}
+"""A path to the Kubernetes API (config.checks.api_path): every stack needs one."""
+BASE = {"aws:region": "us-west-2", "llm-training-eks:cluster": API_PATH}
+"""The smallest valid stack: a region and a path to the API."""
 MINIMAL = {
-    "aws:region": "us-west-2",
+    **BASE,
     "llm-training-eks:nodeGroups": [
         {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
     ],

@@ -404,7 +404,7 @@ def test_public_endpoint_stack_fails_the_offline_plan(tmp_path: Path):
     assert "Offline plan" in out.getvalue()  # the plan is still printed
     lines = err.getvalue().splitlines()
     assert lines == [
-        "policy mandatory [eks-control-plane] cluster-eks: public API endpoint is open to 0.0.0.0/0; turn it off"
+        "policy mandatory [eks-control-plane] cluster-eks-eksCluster: public API endpoint is open to 0.0.0.0/0; turn it off"
         " (cluster.publicAccessCidrs: []) or list your networks in cluster.publicAccessCidrs"
     ]
 
