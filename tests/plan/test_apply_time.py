@@ -266,7 +266,7 @@ def test_neuron_health_container_gets_credentials() -> None:
 
 
 def test_flow_log_role_may_describe_log_groups() -> None:
-    plan = run_plan(MINIMAL)
+    plan = stack_plan("dev")
     (policy,) = [r for r in resources(plan, "aws:iam/rolePolicy:RolePolicy") if r["name"] == "network-flow-logs"]
     actions = {a for st in json.loads(policy["inputs"]["policy"])["Statement"] for a in st["Action"]}
     documented = set(NETWORK_RULES["vpc_flow_logs_role_actions"]) - {"logs:CreateLogGroup"}  # the group is ours

@@ -24,6 +24,11 @@ TAGGED = {**MINIMAL, "llm-training-eks:tags": TAGS}
 
 
 @cache
+def tagged_plan() -> dict[str, Any]:
+    return run_plan(TAGGED, "tagged")
+
+
+@cache
 def takes_tags(type_token: str) -> bool:
     """`aws:ec2/launchTemplate:LaunchTemplate` -> does pulumi_aws.ec2.LaunchTemplate take `tags`?"""
     module, cls = type_token.split(":")[1].split("/")[0], type_token.split(":")[2]
@@ -51,7 +56,7 @@ def test_taggable_types_come_from_the_provider_sdk() -> None:
 
 
 def test_every_taggable_resource_carries_the_stack_tags() -> None:
-    plan = run_plan(TAGGED, "tagged")
+    plan = tagged_plan()
     wanted = {**TAGS, CLUSTER_TAG: "llm-training"}
     taggable = [r for r in plan["resources"] if r["custom"] and r["type"].startswith("aws:") and takes_tags(r["type"])]
     missing = [f"{r['type']} {r['name']}" for r in taggable if not wanted.items() <= effective_tags(plan, r).items()]
@@ -72,7 +77,7 @@ def test_every_aws_resource_uses_the_tagging_provider(example_stack: str) -> Non
 
 @pytest.mark.parametrize("kind", ["instance", "volume", "network-interface"])
 def test_launch_templates_tag_what_they_launch(kind: str) -> None:
-    plan = run_plan(TAGGED, "tagged")
+    plan = tagged_plan()
     lts = resources(plan, "aws:ec2/launchTemplate:LaunchTemplate")
     assert len(lts) == 2  # the system nodes and the accelerated group
     for lt in lts:
@@ -81,7 +86,7 @@ def test_launch_templates_tag_what_they_launch(kind: str) -> None:
 
 
 def test_pulumi_eks_children_get_the_tags_through_the_provider() -> None:
-    plan = run_plan(TAGGED, "tagged")
+    plan = tagged_plan()
     urns = by_urn(plan)
     (component,) = resources(plan, "eks:index:Cluster")
     children = [r for r in plan["resources"] if r["parent"] == component["urn"] and r["type"].startswith("aws:")]
