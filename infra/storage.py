@@ -8,6 +8,8 @@ are separate resources declared once both sides exist.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
@@ -207,33 +209,25 @@ class SharedStorage(pulumi.ComponentResource):
         )
 
     def _lustre_rules(self, name: str, source_sg_id: pulumi.Input[str], who: str) -> list[pulumi.Resource]:
-        rules: list[pulumi.Resource] = []
-        for low, high in LUSTRE_PORTS:
-            rules.append(
-                aws.vpc.SecurityGroupIngressRule(
-                    f"{name}-{low}",
-                    security_group_id=self.security_group_id,
-                    referenced_security_group_id=source_sg_id,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    description=f"Lustre {low}-{high} from {who}",
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
+        """The Lustre ports between this file system's group and another (or itself), both ways."""
+        directions: tuple[tuple[Any, str, str], ...] = (
+            (aws.vpc.SecurityGroupIngressRule, "", "from"),
+            (aws.vpc.SecurityGroupEgressRule, "-out", "to"),
+        )
+        return [
+            rule(
+                f"{name}-{low}{suffix}",
+                security_group_id=self.security_group_id,
+                referenced_security_group_id=source_sg_id,
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                description=f"Lustre {low}-{high} {way} {who}",
+                opts=pulumi.ResourceOptions(parent=self),
             )
-            rules.append(
-                aws.vpc.SecurityGroupEgressRule(
-                    f"{name}-{low}-out",
-                    security_group_id=self.security_group_id,
-                    referenced_security_group_id=source_sg_id,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    description=f"Lustre {low}-{high} to {who}",
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-            )
-        return rules
+            for low, high in LUSTRE_PORTS
+            for rule, suffix, way in directions
+        ]
 
     def allow_clients(self, client_security_groups: dict[str, pulumi.Input[str]]) -> list[pulumi.Resource]:
         """Let the nodes in: Lustre ports from (and, for server callbacks, to) each client security

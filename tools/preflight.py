@@ -7,7 +7,8 @@ with the catalog's number of EFA interfaces; its capacity reservation or Capacit
 exists, is active (or says when it starts), is for the right type and AZ, has enough free
 instances, does not end within the margin, was made in the placement group the config names
 (or none), and (Capacity Blocks) ends when `endsAt` says, with the scale-down still ahead; a
-Capacity Block group is at desired size 0 before its Kubernetes version changes; and the
+Capacity Block group is at desired size 0 before its Kubernetes version changes; the identity
+running Pulumi is not listed again in `adminPrincipalArns` (EKS already made it admin); and the
 account's On-Demand vCPU quota of each instance family covers the node groups at their
 maximum size.
 
@@ -235,6 +236,33 @@ def check_capacity_block_upgrades(eks: Any, cfg: StackConfig) -> list[Finding]:
     return out
 
 
+def check_admin_entries(sts: Any, cfg: StackConfig) -> list[Finding]:
+    """pulumi-eks creates the cluster with bootstrapClusterCreatorAdminPermissions, so the
+    identity running `pulumi up` already has an access entry; listing it again in
+    adminPrincipalArns makes CreateAccessEntry fail with ResourceInUseException
+    (tests/upstream/pulumi-eks-4.4.0.yaml; botocore's eks CreateAccessEntry errors)."""
+    arn = str(sts.get_caller_identity().get("Arn", ""))
+    # An assumed role's session ARN names the role: arn:aws:sts::<account>:assumed-role/<role>/<session>.
+    account, _, rest = arn.partition(":assumed-role/") if ":assumed-role/" in arn else (arn, "", "")
+    role = rest.split("/", 1)[0] if rest else None
+    same = [
+        a
+        for a in cfg.cluster.admin_principal_arns
+        if a == arn or (role and a.startswith(account.replace(":sts:", ":iam:") + ":role/") and a.endswith("/" + role))
+    ]
+    if same:
+        return [
+            Finding(
+                "admins",
+                "cluster.adminPrincipalArns",
+                False,
+                f"{same[0]} is the identity running Pulumi, which EKS already makes a cluster admin at creation:"
+                " remove it from adminPrincipalArns (a second access entry for it fails)",
+            )
+        ]
+    return [Finding("admins", "cluster.adminPrincipalArns", True, f"the deployer ({arn}) is not listed again")]
+
+
 def quota_family(instance_type: str) -> str:
     family = instance_type.split(".", 1)[0]
     if family.startswith("trn"):
@@ -281,12 +309,14 @@ def run_checks(
     ec2 = session.client("ec2", region_name=cfg.region)
     quotas = session.client("service-quotas", region_name=cfg.region)
     eks = session.client("eks", region_name=cfg.region)
+    sts = session.client("sts", region_name=cfg.region)
     now = now or dt.datetime.now(dt.UTC)
     return [
         *check_offerings(ec2, cfg),
         *check_efa(ec2, cfg),
         *check_reservations(ec2, cfg, now, margin_hours),
         *check_capacity_block_upgrades(eks, cfg),
+        *check_admin_entries(sts, cfg),
         *check_quotas(quotas, cfg),
     ]
 

@@ -181,6 +181,17 @@ EKS = None
 """No Capacity Block group in these stacks: the EKS client is never called."""
 
 
+class _Sts:
+    def __init__(self, arn: str):
+        self.arn = arn
+
+    def get_caller_identity(self) -> dict[str, str]:
+        return {"Arn": self.arn, "Account": "123456789012", "UserId": "x"}
+
+
+STS = _Sts("arn:aws:sts::123456789012:assumed-role/deployer/ci-session")
+
+
 class Session:
     def __init__(self, **clients: Any):
         self.clients = clients
@@ -192,7 +203,9 @@ class Session:
 @mock_aws
 def test_all_good_exit_0():
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 1024})
-    session = Session(**{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS})
+    session = Session(
+        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": STS}
+    )
     out, err = io.StringIO(), io.StringIO()
     assert preflight.main(["--stack", "dev"], stdout=out, stderr=err, session=session) == 0
     assert err.getvalue() == ""
@@ -205,7 +218,9 @@ def test_failing_check_exit_1_one_line_each(tmp_path: Path):
     group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2a"}
     stack.write_text(json.dumps({"config": {**BASE, "llm-training-eks:nodeGroups": [group]}}))
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
-    session = Session(**{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS})
+    session = Session(
+        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": STS}
+    )
     err = io.StringIO()
     assert preflight.main(["--config-file", str(stack)], stdout=io.StringIO(), stderr=err, session=session) == 1
     lines = err.getvalue().splitlines()
@@ -309,3 +324,18 @@ def test_capacity_block_upgrade_only_at_desired_zero(deployed: str | None, desir
     assert finding.ok is ok
     if not ok:
         assert "keep cluster.kubernetesVersion at 1.34" in finding.message and "desiredSize: 0" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("admins", "ok"),
+    [
+        ([], True),
+        (["arn:aws:iam::123456789012:role/platform-admins"], True),
+        (["arn:aws:iam::123456789012:role/deployer"], False),
+        (["arn:aws:iam::123456789012:role/teams/deployer"], False),
+    ],
+)
+def test_the_deployer_is_not_listed_as_admin_again(admins: list[str], ok: bool):
+    cfg = config.parse({"region": "us-west-2", "cluster": {**API_PATH, "adminPrincipalArns": admins}})
+    (finding,) = preflight.check_admin_entries(STS, cfg)
+    assert finding.ok is ok
