@@ -29,7 +29,7 @@ from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner
 from infra.cluster import Cluster, kubernetes_provider
-from infra.context import StackContext
+from infra.context import StackContext, aws_provider
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
 from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
@@ -88,36 +88,41 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     """Declare everything that needs only the AWS API. `kubernetes=False` (an aws-layer stack)
     leaves out the Kubernetes provider: nothing here talks to the cluster API."""
     ctx = StackContext.from_config(cfg)
-    network = Network("network", cfg.network, ctx, cfg.availability_zones)
+    # Every AWS resource goes through one provider that carries the stack's tags.
+    on_aws = pulumi.ResourceOptions(providers=[aws_provider(ctx)])
+    network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws)
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
-    storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az)
-    cluster = Cluster("cluster", cfg.cluster, cfg.system_node_group, ctx, network, with_kubernetes_provider=kubernetes)
+    storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, opts=on_aws)
+    cluster = Cluster(
+        "cluster", cfg.cluster, cfg.system_node_group, ctx, network, with_kubernetes_provider=kubernetes, opts=on_aws
+    )
     node_groups = {
-        ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster)
+        ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, opts=on_aws)
         for ng in cfg.node_groups
     }
-    storage.allow_clients(
+    lustre_client_rules = storage.allow_clients(
         {"cluster": cluster.security_group_id, **{name: ng.security_group_id for name, ng in node_groups.items()}}
     )
-    registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn)
-    addons = ClusterAddons("addons", cfg.addons, ctx)
-    addons.declare_aws(cluster, storage.file_system.arn)
-    runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster) if cfg.ci_runner.enabled else None
+    registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
+    facts = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups}
+    addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws)
+    addons.declare_aws(cluster, list(facts.values()), storage.file_system.arn)
+    runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
     fs = storage.file_system
     inputs = ClusterInputs(
         region=cfg.region,
         cluster_name=cluster.name,
         kubeconfig=cluster.kubeconfig,
-        node_groups={ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups},
+        node_groups=facts,
         file_system=FileSystemRef(id=fs.id, dns_name=fs.dns_name, mount_name=fs.mount_name),
         storage_capacity_gib=cfg.storage.storage_capacity_gib,
         registry_urls=dict(registry.urls),
-        fsx_csi_role_arn=addons.fsx_csi_role_arn,
+        role_arns=dict(addons.role_arns),
         provider=cluster.provider,
         nodes_ready=[cluster.system_node_group],
-        role_ready=[addons.fsx_csi_policy],
-        # The claim binds only once the file system's data repository is linked.
-        volume_ready=[storage.association] if storage.association else [],
+        role_ready=list(addons.role_policies),
+        # Binds once the S3 link exists; mounts once the nodes may reach the file system.
+        volume_ready=[*([storage.association] if storage.association else []), *lustre_client_rules],
     )
     return AwsLayer(network, cluster, node_groups, storage, registry, addons, runner, inputs)
 
@@ -132,7 +137,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     addons.declare_kubernetes(
         provider,
         list(groups.values()),
-        inputs.fsx_csi_role_arn,
+        inputs.role_arns,
         kueue_manager_config(cfg.queueing),
         nodes_ready=inputs.nodes_ready,
         role_ready=inputs.role_ready,

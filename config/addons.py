@@ -6,14 +6,17 @@ import re
 
 from pydantic import Field, field_validator
 
-from config.base import Model
+from config.base import Model, check_image
 
 _CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+$")
 _EKS_ADDON_VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 
 
 class EksAddonVersions(Model):
-    """Versions of the EKS managed add-ons; null lets EKS install its default for the cluster version."""
+    """Versions of the EKS managed add-ons (all owned by this stack, none by pulumi-eks). Null: the
+    version EKS names as the default for the cluster's Kubernetes version, looked up at deploy
+    (`DescribeAddonVersions`) and written into the add-on, so a Kubernetes upgrade moves the
+    add-ons with it and the version in state is always explicit."""
 
     vpc_cni: str | None = Field(None, description="vpc-cni, e.g. v1.20.1-eksbuild.3.")
     coredns: str | None = Field(None, description="coredns.")
@@ -30,22 +33,37 @@ class EksAddonVersions(Model):
         return v
 
 
-class AddonsConfig(Model):
-    """Cluster add-ons. Helm chart versions are pinned here; bump them deliberately."""
+# NVIDIA device plugin 0.19.0-0.19.2 turned MOFED (and GDS, GDRCopy) on by default, which clashes
+# with EFA on these nodes; 0.19.3 reverted it (NVIDIA/k8s-device-plugin CHANGELOG, v0.19.0 #1550,
+# v0.19.3 #1837).
+NVIDIA_MOFED_DEFAULT_ON = ("0.19.0", "0.19.1", "0.19.2")
 
-    # https://aws.github.io/eks-charts; v0.5.7 as pinned by terraform-aws-eks-blueprints (patterns/targeted-odcr).
-    efa_device_plugin_chart: str = Field("v0.5.7", description="aws-efa-k8s-device-plugin chart version.")
-    # https://nvidia.github.io/k8s-device-plugin; 0.17.1 as pinned by terraform-aws-eks-blueprints.
-    nvidia_device_plugin_chart: str = Field("0.17.1", description="nvidia-device-plugin chart version.")
-    # oci://public.ecr.aws/neuron/neuron-helm-chart; aws-neuron/neuron-helm-charts Chart.yaml.
+
+class AddonsConfig(Model):
+    """Cluster add-ons. Helm chart versions are pinned here; bump them deliberately. Each pin is
+    checked against its chart at that version (tests/upstream/chart-*.yaml)."""
+
+    # aws/eks-charts stable/aws-efa-k8s-device-plugin, v0.5.30 (image v0.5.20) at bfe91c4b
+    # (2026-07-21); images below v0.5.10 miscount devices on newer instances.
+    efa_device_plugin_chart: str = Field("v0.5.30", description="aws-efa-k8s-device-plugin chart version.")
+    # NVIDIA/k8s-device-plugin tag v0.19.3 (deployments/helm/nvidia-device-plugin); not 0.19.0-0.19.2.
+    nvidia_device_plugin_chart: str = Field("0.19.3", description="nvidia-device-plugin chart version.")
+    # oci://public.ecr.aws/neuron/neuron-helm-chart; aws-neuron/neuron-helm-charts Chart.yaml 1.1.2 at 1a1d41e3.
     neuron_chart: str = Field("1.1.2", description="neuron-helm-chart version.")
-    # https://kubernetes-sigs.github.io/aws-fsx-csi-driver (chart 1.11.0).
-    fsx_csi_driver_chart: str = Field("1.11.0", description="aws-fsx-csi-driver chart version.")
-    # kubeflow/mpi-operator releases; v0.8.0 is the release its README installs.
+    # kubernetes-sigs/aws-fsx-csi-driver tag helm-chart-aws-fsx-csi-driver-1.17.0 (driver v1.9.0), in the
+    # chart repository index; the first versions with controller.podDisruptionBudget and node.region.
+    fsx_csi_driver_chart: str = Field("1.17.0", description="aws-fsx-csi-driver chart version.")
+    # kubeflow/mpi-operator tag v0.8.0 (101db144, 2026-02-18): the newest tag we could confirm.
     mpi_operator_version: str = Field("v0.8.0", description="kubeflow/mpi-operator release (v0.8.x).")
-    # oci://registry.k8s.io/kueue/charts/kueue; v0.19.7 is the latest v0.19 patch in kueue's CHANGELOG-0.19.
-    kueue_chart: str = Field("0.19.7", description="Kueue chart version (v0.19.x: kueue.x-k8s.io/v1beta2).")
-    # https://nvidia.github.io/dcgm-exporter/helm-charts (GPU stacks only).
+    mpi_operator_image: str | None = Field(
+        None,
+        description="MPI operator image to run instead of the release manifest's Docker Hub image"
+        " (mpioperator/mpi-operator, the only registry the project publishes to), e.g. a copy in your ECR.",
+    )
+    # kubernetes-sigs/kueue tag v0.19.2 (8eab6877, 2026-08-20): charts/kueue 0.19.2, pushed to
+    # oci://registry.k8s.io/kueue/charts/kueue (its README). 0.19.7 does not exist.
+    kueue_chart: str = Field("0.19.2", description="Kueue chart version (v0.19.x: kueue.x-k8s.io/v1beta2).")
+    # NVIDIA/dcgm-exporter gh-pages helm-charts/index.yaml lists 4.1.1 (DCGM 4.2.3); GPU stacks only.
     dcgm_exporter_chart: str = Field("4.1.1", description="dcgm-exporter chart version (GPU stacks only).")
     neuron_scheduler: bool = Field(True, description="Install the Neuron scheduler extension (Neuron stacks).")
     eks_addon_versions: EksAddonVersions = Field(
@@ -65,6 +83,21 @@ class AddonsConfig(Model):
         if not _CHART_VERSION_RE.match(v):
             raise ValueError(f"{v!r} is not an exact chart version like 1.2.3 (ranges are not pins)")
         return v
+
+    @field_validator("nvidia_device_plugin_chart")
+    @classmethod
+    def _nvidia(cls, v: str) -> str:
+        if v.removeprefix("v") in NVIDIA_MOFED_DEFAULT_ON:
+            raise ValueError(
+                f"{v} turns MOFED on by default, which clashes with EFA (fixed in 0.19.3); use 0.19.3 or later,"
+                " or a version below 0.19.0"
+            )
+        return v
+
+    @field_validator("mpi_operator_image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        return check_image(v)
 
     @field_validator("mpi_operator_version")
     @classmethod

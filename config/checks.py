@@ -15,13 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from config.aws import tag_problems
 from config.base import AZ_RE, DNS_LABEL_RE, RUN_ID_RE, did_you_mean
 from config.layers import layer_problems
 from config.stack import StackConfig
+from config.stackfile import SECRET
 from config.teams import TeamConfig
 from config.workloads import RunConfig, WorkloadConfig
 from facts import instances
-from facts.names import SYSTEM_NODE_GROUP
+from facts.names import CLUSTER_TAG, SYSTEM_NODE_GROUP
 
 
 @dataclass(frozen=True)
@@ -264,13 +266,47 @@ def system_name_reserved(cfg: StackConfig) -> list[str]:
     ]
 
 
+# --------------------------------------------------------------------------- API access
+
+
+def api_path(cfg: StackConfig) -> list[str]:
+    """The program deploys Kubernetes objects (add-ons, queues, runs) through the cluster's API,
+    so the deployer needs a way in. The endpoint is private unless publicAccessCidrs is set,
+    and only the EKS-managed cluster security group guards it: without public CIDRs or an
+    ingress rule on TCP 443 for a network routed into the VPC, the first Kubernetes object
+    times out (EKS user guide, "Cluster API server endpoint")."""
+    c = cfg.cluster
+    if cfg.layer in ("cluster", "runs"):
+        return []  # the cluster's settings, and its path, belong to the aws layer
+    if c.public_access_cidrs or c.private_access_cidrs or c.private_access_security_group_ids:
+        return []
+    if cfg.layer == "aws" and cfg.ci_runner.enabled:
+        return []  # the in-VPC CI runner reaches the API for the layers above (its group is allowed in)
+    return [
+        "cluster.publicAccessCidrs: nothing can reach the Kubernetes API (the endpoint is private and no network is"
+        " allowed in), so every Kubernetes resource would time out; list your egress CIDR here (e.g."
+        " [203.0.113.10/32]), or set cluster.privateAccessCidrs / cluster.privateAccessSecurityGroupIds for networks"
+        " routed into the VPC (VPN, Direct Connect, peering)"
+        + ("; or enable ciRunner, which deploys the layers above from inside the VPC" if cfg.layer == "aws" else "")
+    ]
+
+
+def tag_rules(cfg: StackConfig) -> list[str]:
+    """`tags` reach every taggable resource (provider default tags): each key and value must pass
+    the tag rules of every service involved, and with `Name` and the cluster tag the stack adds,
+    stay within the per-resource limit (botocore's TagKey/TagValue/Tags shapes)."""
+    # A value stored encrypted is only a placeholder offline; the real value is checked at deploy.
+    tags = {k: v for k, v in cfg.tags.items() if v != SECRET}
+    return tag_problems(tags, reserved=("Name", CLUSTER_TAG))
+
+
 def config_problems(cfg: StackConfig) -> list[str]:
     """Every cross-section rule the stack can check on its own.
 
     An all-in-one stack checks runs and teams against its own node groups; a layered stack
     checks what it holds alone here, and the rest against its lower layer's outputs.
     """
-    local = [*run_names(cfg), *(p for name in cfg.teams for p in team_name(name))]
+    local = [*api_path(cfg), *tag_rules(cfg), *run_names(cfg), *(p for name in cfg.teams for p in team_name(name))]
     if cfg.layer == "all":
         groups = groups_of(cfg)
         return [

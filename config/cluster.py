@@ -7,8 +7,10 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import Model, check_sizes
+from config.aws import check, documented_values
+from config.base import KeyProblem, Model, check_sizes
 from facts import instances
+from facts.networks import covers_internet
 
 # EKS standard support as of 2026-11 (EKS user guide, kubernetes-versions; endoflife.date/amazon-eks):
 # 1.34 ends 2026-12-02, 1.35 runs to 2027-03-27, 1.36 is in the EKS guide since mid-2026.
@@ -16,6 +18,17 @@ from facts import instances
 SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
 DEFAULT_KUBERNETES_VERSION = "1.35"
 _ARN_PRINCIPAL_RE = re.compile(r"^arn:aws(-[a-z]+)?:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
+# Security group ids: `sg-` and 8 or 17 hex digits (EC2 user guide, resource IDs).
+_SG_ID_RE = re.compile(r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$")
+
+
+def _ipv4_cidrs(v: list[str]) -> list[str]:
+    for cidr in v:
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError:
+            raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as 203.0.113.0/24") from None
+    return v
 
 
 class ClusterConfig(Model):
@@ -26,6 +39,16 @@ class ClusterConfig(Model):
     public_access_cidrs: list[str] = Field(
         default_factory=list,
         description="CIDRs allowed to reach the public API endpoint; empty means the public endpoint is off.",
+    )
+    private_access_cidrs: list[str] = Field(
+        default_factory=list,
+        description="CIDRs routed into the VPC (VPN, Direct Connect, peering, Transit Gateway) allowed to reach the"
+        " private API endpoint: ingress on TCP 443 of the cluster security group.",
+    )
+    private_access_security_group_ids: list[str] = Field(
+        default_factory=list,
+        description="Security groups (sg-...) allowed to reach the private API endpoint on TCP 443 (a bastion or CI"
+        " runner in a peered VPC of the same region).",
     )
     allow_public_access_from_anywhere: bool = Field(
         False, description="Must be true to put 0.0.0.0/0 in publicAccessCidrs; a deliberate choice."
@@ -38,6 +61,8 @@ class ClusterConfig(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
+        check(v, "eks:CreateCluster:name")
+        # Stricter than EKS: the name also prefixes IAM, KMS alias, ECR and log-group names.
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,99}", v):
             raise ValueError("must start with a letter and hold only letters, digits and hyphens (1-100)")
         return v
@@ -52,11 +77,22 @@ class ClusterConfig(Model):
     @field_validator("public_access_cidrs")
     @classmethod
     def _cidrs(cls, v: list[str]) -> list[str]:
-        for cidr in v:
-            try:
-                ipaddress.IPv4Network(cidr)
-            except ValueError:
-                raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as 203.0.113.0/24") from None
+        return _ipv4_cidrs(v)
+
+    @field_validator("private_access_cidrs")
+    @classmethod
+    def _private_cidrs(cls, v: list[str]) -> list[str]:
+        for cidr in _ipv4_cidrs(v):
+            if ipaddress.IPv4Network(cidr).prefixlen == 0:
+                raise ValueError(f"{cidr} admits every address; list the networks routed into the VPC")
+        return v
+
+    @field_validator("private_access_security_group_ids")
+    @classmethod
+    def _sg_ids(cls, v: list[str]) -> list[str]:
+        for sg in v:
+            if not _SG_ID_RE.match(sg):
+                raise ValueError(f"{sg!r} is not a security group id (sg- and 8 or 17 hex digits)")
         return v
 
     @field_validator("admin_principal_arns")
@@ -70,41 +106,19 @@ class ClusterConfig(Model):
     @field_validator("log_retention_days")
     @classmethod
     def _retention(cls, v: int) -> int:
-        allowed = (
-            1,
-            3,
-            5,
-            7,
-            14,
-            30,
-            60,
-            90,
-            120,
-            150,
-            180,
-            365,
-            400,
-            545,
-            731,
-            1096,
-            1827,
-            2192,
-            2557,
-            2922,
-            3288,
-            3653,
-        )
+        allowed = documented_values("logs:PutRetentionPolicy:retentionInDays")
         if v not in allowed:
-            raise ValueError(f"CloudWatch accepts {', '.join(map(str, allowed))} days")
+            raise ValueError(f"CloudWatch Logs accepts {', '.join(map(str, allowed))} days (PutRetentionPolicy)")
         return v
 
     @model_validator(mode="after")
     def _public_anywhere(self) -> ClusterConfig:
-        opens_world = any(ipaddress.IPv4Network(c).prefixlen == 0 for c in self.public_access_cidrs)
-        if opens_world and not self.allow_public_access_from_anywhere:
-            raise ValueError(
-                "publicAccessCidrs opens the API endpoint to the whole internet (0.0.0.0/0); list your "
-                "networks instead, or set allowPublicAccessFromAnywhere: true on purpose"
+        # Several CIDRs can add up to the whole internet (0.0.0.0/1 + 128.0.0.0/1).
+        if covers_internet(self.public_access_cidrs) and not self.allow_public_access_from_anywhere:
+            raise KeyProblem(
+                "publicAccessCidrs",
+                f"{', '.join(self.public_access_cidrs)} opens the API endpoint to the whole internet; list your"
+                " networks instead, or set allowPublicAccessFromAnywhere: true on purpose",
             )
         return self
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from config.aws import problems
 from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean
 from facts import instances
 from facts.names import NODE_GROUP_LABEL
 
 # ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
 _RESERVATION_RE = re.compile(r"^cr-([0-9a-f]{8}|[0-9a-f]{17})$")
+# Placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
+_PLACEMENT_GROUP_RE = re.compile(r"^[\x20-\x7e]{1,255}$")
+# EKS and EC2 Auto Scaling guides on Capacity Blocks: scale to zero more than 30 minutes before
+# the block ends, so the nodes drain before EC2 reclaims the instances.
+MIN_SCALE_DOWN_MINUTES = 30
 
 
 class CapacityConfig(Model):
@@ -24,6 +31,21 @@ class CapacityConfig(Model):
     reservation_id: str | None = Field(
         None, description="cr-... id; required for reservation and capacity-block, not allowed otherwise."
     )
+    placement_group_name: str | None = Field(
+        None,
+        description="The cluster placement group the reservation was made in (its PlacementGroupArn); capacity made"
+        " in a placement group is usable only there. Leave out for reservations made without one.",
+    )
+    ends_at: dt.datetime | None = Field(
+        None,
+        description="End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g. 2027-03-01T11:30:00Z);"
+        " required for capacity-block: the group scales to 0 before it.",
+    )
+    scale_down_minutes_before_end: int = Field(
+        60,
+        ge=MIN_SCALE_DOWN_MINUTES,
+        description="Capacity Blocks: minutes before endsAt at which the group scales to 0 (at least 30).",
+    )
 
     @field_validator("reservation_id")
     @classmethod
@@ -34,13 +56,41 @@ class CapacityConfig(Model):
             )
         return v
 
+    @field_validator("placement_group_name")
+    @classmethod
+    def _pg(cls, v: str | None) -> str | None:
+        if v is not None and not _PLACEMENT_GROUP_RE.match(v):
+            raise ValueError(f"{v!r} is not a placement group name (1-255 ASCII characters)")
+        return v
+
+    @field_validator("ends_at")
+    @classmethod
+    def _ends_at(cls, v: dt.datetime | None) -> dt.datetime | None:
+        if v is not None and v.tzinfo is None:
+            raise ValueError(f"{v.isoformat()} has no time zone; give it in UTC, e.g. 2027-03-01T11:30:00Z")
+        return v.astimezone(dt.UTC) if v is not None else None
+
     @model_validator(mode="after")
     def _needs_id(self) -> CapacityConfig:
         if self.type in ("reservation", "capacity-block") and self.reservation_id is None:
             raise KeyProblem("reservationId", f"required when type is {self.type} (the cr-... id of the reservation)")
         if self.type in ("on-demand", "spot") and self.reservation_id is not None:
             raise KeyProblem("reservationId", f"only for reservation and capacity-block, not {self.type}")
+        if not self.targets_reservation and self.placement_group_name is not None:
+            raise KeyProblem("placementGroupName", f"only for reservation and capacity-block, not {self.type}")
+        if self.type == "capacity-block" and self.ends_at is None:
+            raise KeyProblem("endsAt", "required for capacity-block: the block's end time (EndDate), so the group"
+                             " scales to 0 before EC2 reclaims the instances")  # fmt: skip
+        if self.type != "capacity-block" and self.ends_at is not None:
+            raise KeyProblem("endsAt", f"only for capacity-block, not {self.type}")
         return self
+
+    @property
+    def scale_down_at(self) -> dt.datetime | None:
+        """When a Capacity Block group scales to 0: scaleDownMinutesBeforeEnd before endsAt."""
+        if self.ends_at is None:
+            return None
+        return self.ends_at - dt.timedelta(minutes=self.scale_down_minutes_before_end)
 
     @property
     def targets_reservation(self) -> bool:
@@ -118,9 +168,10 @@ class NodeGroupConfig(Model):
         None, description="AZ of the nodes (and of the reservation); default: the VPC's first AZ."
     )
     capacity: CapacityConfig = Field(default_factory=CapacityConfig, description="Capacity source.")
-    placement_group: bool = Field(
-        True,
-        description="Launch into a `cluster` placement group; turn off for ODCRs/Capacity Blocks made without one.",
+    placement_group: bool | None = Field(
+        None,
+        description="On-demand and spot: launch into a new `cluster` placement group (default true). Reservations and"
+        " Capacity Blocks use capacity.placementGroupName instead (their own group, or none).",
     )
     root_volume_size_gib: int = Field(
         500,
@@ -130,7 +181,7 @@ class NodeGroupConfig(Model):
         description="Encrypted gp3 root volume, GiB (training images are many GB).",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra node labels.")
-    max_unavailable: int = Field(1, ge=1, description="Nodes an update may replace at once.")
+    max_unavailable: int = Field(1, ge=1, le=100, description="Nodes an update may replace at once (EKS: 1-100).")
     node_repair: NodeRepairConfig = Field(default_factory=NodeRepairConfig, description="EKS node auto repair.")
 
     @field_validator("name")
@@ -148,6 +199,15 @@ class NodeGroupConfig(Model):
             raise ValueError(f"unknown instance type {v!r}{hint}; valid: {', '.join(instances.ACCELERATED)}")
         return v
 
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            bad = problems(key, "eks:CreateNodegroup:labels.<key>") + problems(value, "eks:CreateNodegroup:labels.{}")
+            if bad:
+                raise ValueError(f"label {key}={value}: {'; '.join(bad)} (EKS CreateNodegroup labels)")
+        return v
+
     @field_validator("availability_zone")
     @classmethod
     def _az(cls, v: str | None) -> str | None:
@@ -158,7 +218,25 @@ class NodeGroupConfig(Model):
     @model_validator(mode="after")
     def _sizes(self) -> NodeGroupConfig:
         check_sizes(self.desired_size, self.min_size, self.max_size)
+        if self.capacity.targets_reservation and self.placement_group:
+            raise KeyProblem(
+                "placementGroup",
+                f"a {self.capacity.type} is usable only in the placement group it was made in, not a new one: set"
+                " capacity.placementGroupName to that group, or leave placementGroup out if it was made without one",
+            )
         return self
+
+    @property
+    def creates_placement_group(self) -> bool:
+        """A new `cluster` placement group: on-demand and spot only (default on)."""
+        return not self.capacity.targets_reservation and self.placement_group is not False
+
+    @property
+    def update_strategy(self) -> str:
+        """EKS node group update strategy (NodegroupUpdateConfig.updateStrategy). DEFAULT launches new
+        nodes before it terminates old ones; a group sized to its whole reservation or Capacity
+        Block has no room for them, so reserved groups use MINIMAL, which terminates first."""
+        return "MINIMAL" if self.capacity.targets_reservation else "DEFAULT"
 
     @property
     def instance(self) -> instances.InstanceType:

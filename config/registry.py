@@ -6,6 +6,7 @@ import re
 
 from pydantic import Field, field_validator
 
+from config.aws import problems
 from config.base import Model
 from config.workloads import RECIPES
 
@@ -37,7 +38,9 @@ class RegistryConfig(Model):
     @classmethod
     def _names(cls, v: dict[str, RepositoryConfig]) -> dict[str, RepositoryConfig]:
         for key in v:
-            if len(key) > 128 or not _ECR_NAME_RE.match(key):
+            # The repository is `<cluster>/<key>`: the key must be a valid name segment for ECR.
+            refused = problems(f"cluster/{key}", "ecr:CreateRepository:repositoryName")
+            if refused or len(key) > 128 or not _ECR_NAME_RE.match(key):
                 raise ValueError(
                     f"{key!r} is not an ECR repository name: lowercase letters and digits, separated by . _ or -"
                 )

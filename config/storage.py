@@ -7,9 +7,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from config.aws import check
 from config.base import Model
 
 _HH_MM_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+_FSX = "fsx:CreateFileSystem:"
 
 # FSx for Lustre PERSISTENT_2 throughput tiers, MB/s per TiB of storage (FSx API reference,
 # CreateFileSystemLustreConfiguration.PerUnitStorageThroughput).
@@ -38,6 +40,7 @@ class StorageConfig(Model):
     @field_validator("storage_capacity_gib")
     @classmethod
     def _capacity(cls, v: int) -> int:
+        check(v, _FSX + "StorageCapacity")
         if v != 1200 and (v <= 0 or v % 2400):
             raise ValueError(
                 f"{v} GiB is not a valid Lustre capacity; use 1200 or a multiple of 2400 (2400, 4800, ...)"
@@ -47,6 +50,7 @@ class StorageConfig(Model):
     @field_validator("throughput_per_tib")
     @classmethod
     def _throughput(cls, v: int) -> int:
+        check(v, _FSX + "LustreConfiguration.PerUnitStorageThroughput")
         if v not in LUSTRE_THROUGHPUT_TIERS:
             raise ValueError(
                 f"{v} MB/s/TiB is not a PERSISTENT_2 tier; valid: {', '.join(map(str, LUSTRE_THROUGHPUT_TIERS))}"
@@ -56,6 +60,7 @@ class StorageConfig(Model):
     @field_validator("backup_retention_days")
     @classmethod
     def _retention(cls, v: int) -> int:
+        check(v, _FSX + "LustreConfiguration.AutomaticBackupRetentionDays")
         if not 1 <= v <= 90:
             raise ValueError(f"{v} is outside 1..90 days (0 would turn daily backups off; FSx keeps at most 90)")
         return v
@@ -63,6 +68,7 @@ class StorageConfig(Model):
     @field_validator("daily_backup_start_time")
     @classmethod
     def _start(cls, v: str) -> str:
+        check(v, _FSX + "LustreConfiguration.DailyAutomaticBackupStartTime")
         if not _HH_MM_RE.match(v):
             raise ValueError(f"{v!r} is not a UTC time HH:MM such as 05:00")
         return v

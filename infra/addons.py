@@ -7,7 +7,7 @@ Trainium-only stack, and the reverse. What each chart gets is in `infra.charts`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -20,19 +20,30 @@ from infra import charts
 from infra.charts import HelmChart
 from infra.cluster import Cluster
 from infra.context import StackContext
-from infra.iam import POD_IDENTITY_TRUST, fsx_csi_controller_policy, irsa_trust_policy
+from infra.iam import POD_IDENTITY_TRUST, fsx_csi_controller_policy, irsa_trust_policy, neuron_health_policy
 from infra.platform import NodeGroupFacts
 
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
+# The CloudWatch Observability add-on turns on Container Insights and Application Signals; its
+# agent needs both policies (EKS user guide, amazon-cloudwatch-observability, required IAM
+# permissions).
+CLOUDWATCH_POLICIES = {
+    "cloudwatch": "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
+    "xray": "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
+}
+# The service accounts whose IAM roles the aws layer makes and the cluster layer names.
+FSX_CSI_ROLE = "fsx-csi"
+NEURON_HEALTH_ROLE = "neuron-health"
 
 
 class ClusterAddons(pulumi.ComponentResource):
     """EKS managed add-ons, the workloads namespace, device plugins, FSx CSI driver and MPI operator.
 
-    Two halves, one per layer: `declare_aws` (through the AWS API) and `declare_kubernetes`
-    (through the Kubernetes API). An all-in-one stack declares both on one component; a
-    layered stack declares its half on a component of the same name, so resource names and
-    URNs are the same either way. `finish` registers the outputs.
+    Two halves, one per layer: `declare_aws` (through the AWS API: EKS add-ons and the IAM
+    roles of add-on service accounts) and `declare_kubernetes` (through the Kubernetes API).
+    An all-in-one stack declares both on one component; a layered stack declares its half on a
+    component of the same name, so resource names and URNs are the same either way. `finish`
+    registers the outputs.
     """
 
     namespace: k8s.core.v1.Namespace
@@ -40,9 +51,9 @@ class ClusterAddons(pulumi.ComponentResource):
     mpi_operator: pulumi.Resource
     eks_addons: dict[str, aws.eks.Addon]
     kueue: k8s.helm.v3.Release
-    fsx_csi_role_arn: pulumi.Output[str]
-    """The FSx CSI controller's IAM role (aws layer), which the driver's release names."""
-    fsx_csi_policy: aws.iam.RolePolicy
+    role_arns: dict[str, pulumi.Output[str]]
+    """Service-account role (FSX_CSI_ROLE, NEURON_HEALTH_ROLE) -> its IAM role ARN (aws layer)."""
+    role_policies: list[aws.iam.RolePolicy]
 
     def __init__(
         self,
@@ -57,29 +68,49 @@ class ClusterAddons(pulumi.ComponentResource):
         self._config = addons
         self.eks_addons = {}
         self.releases = {}
+        self.role_arns = {}
+        self.role_policies = []
 
-    def declare_aws(self, cluster: Cluster, file_system_arn: pulumi.Input[str]) -> None:
+    def declare_aws(
+        self, cluster: Cluster, groups: Sequence[NodeGroupFacts], file_system_arn: pulumi.Input[str]
+    ) -> None:
         """The aws-layer half: EKS managed add-ons and the IAM roles of add-on service accounts."""
         self._cluster = cluster
         self._eks_managed_addons(self._config)
-        self.fsx_csi_role_arn, self.fsx_csi_policy = self._fsx_csi_role(file_system_arn)
+        self._role(
+            FSX_CSI_ROLE,
+            SYSTEM_NAMESPACE,
+            charts.FSX_CSI_CONTROLLER_SA,
+            "FSx CSI controller",
+            pulumi.Output.from_input(file_system_arn).apply(fsx_csi_controller_policy),
+        )
+        if charts.accelerator_groups(groups, "neuron"):
+            # The node problem detector's health container publishes CloudWatch metrics.
+            self._role(
+                NEURON_HEALTH_ROLE,
+                charts.NEURON_HEALTH_NAMESPACE,
+                charts.NEURON_NPD_SA,
+                "Neuron health",
+                neuron_health_policy(),
+            )
 
     def declare_kubernetes(
         self,
         provider: k8s.Provider,
         groups: Sequence[NodeGroupFacts],
-        fsx_csi_role_arn: pulumi.Input[str],
+        role_arns: Mapping[str, pulumi.Input[str]],
         kueue_config: str,
         nodes_ready: Sequence[pulumi.Resource] = (),
         role_ready: Sequence[pulumi.Resource] = (),
     ) -> None:
-        """The cluster-layer half: namespace, device plugins, Kueue, FSx CSI driver, MPI operator.
+        """The cluster-layer half: namespaces, device plugins, Kueue, FSx CSI driver, MPI operator.
 
-        `nodes_ready` (the system node group) and `role_ready` (the FSx CSI role's policy) are
+        `nodes_ready` (the system node group) and `role_ready` (the roles' policies) are
         waited for when one stack declares both halves; a cluster-layer stack finds them built.
         """
         addons = self._config
         name = self._name
+        self._provider = provider
         # Pods need somewhere to run before their add-on or release can become ready.
         self._k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(nodes_ready))
         self.namespace = k8s.core.v1.Namespace(
@@ -87,24 +118,31 @@ class ClusterAddons(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(name=WORKLOADS_NAMESPACE, labels=app_labels()),
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
-        self._device_plugins(addons, groups)
+        self._device_plugins(addons, groups, role_arns, role_ready)
         # Queues: the Kueue controller and webhook (MPIJob integration). Its CRDs come with the
         # chart, so the queue objects (infra.queues) are created after it is ready.
         self.kueue = self._release(charts.KUEUE, addons.kueue_chart, charts.kueue_values(kueue_config), KUEUE_NAMESPACE)
         self._release(
             charts.FSX_CSI_DRIVER,
             addons.fsx_csi_driver_chart,
-            pulumi.Output.from_input(fsx_csi_role_arn).apply(lambda arn: charts.fsx_csi_values(groups, arn)),
+            pulumi.Output.from_input(role_arns[FSX_CSI_ROLE]).apply(
+                lambda arn: charts.fsx_csi_values(groups, arn, self._ctx.region)
+            ),
             depends_on=role_ready,
         )
         # MPI operator: the upstream release manifest, applied server-side (the MPIJob CRD is
         # over 256 KB, too big for client-side apply's annotation; the provider has
         # enable_server_side_apply). yaml/v2 orders the CRD first and awaits every object, so a
-        # resource that depends on this one is created only once the operator runs.
+        # resource that depends on this one is created only once the operator runs. The
+        # project publishes its image to Docker Hub only; mpiOperatorImage points at a copy.
+        image = addons.mpi_operator_image
         self.mpi_operator = k8s.yaml.v2.ConfigFile(
             f"{name}-mpi-operator",
             file=charts.mpi_operator_manifest_url(addons.mpi_operator_version),
-            opts=self._k8s_opts,
+            opts=pulumi.ResourceOptions.merge(
+                self._k8s_opts,
+                pulumi.ResourceOptions(transforms=[charts.mpi_operator_image_transform(image)] if image else None),
+            ),
         )
 
     def finish(self) -> None:
@@ -114,14 +152,26 @@ class ClusterAddons(pulumi.ComponentResource):
     def _addon(
         self, addon_name: str, version: str | None, opts: pulumi.ResourceOptions, **kwargs: Any
     ) -> aws.eks.Addon:
+        """One EKS add-on at the configured version, or at the version EKS names as the default
+        for the cluster's Kubernetes version (looked up at deploy, so it is explicit in state and
+        moves with a Kubernetes upgrade). OVERWRITE on create adopts what EKS bootstrapped."""
+        resolved: pulumi.Input[str] = (
+            version
+            or aws.eks.get_addon_version_output(
+                addon_name=addon_name,
+                kubernetes_version=self._cluster.kubernetes_version,
+                most_recent=False,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
+        )
         res = aws.eks.Addon(
             f"{self._name}-{addon_name}",
             cluster_name=self._cluster.name,
             addon_name=addon_name,
-            addon_version=version,
+            addon_version=resolved,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="PRESERVE",
-            tags=dict(self._ctx.tags) or None,
+            tags=dict(self._ctx.owned_tags),
             opts=opts,
             **kwargs,
         )
@@ -146,21 +196,41 @@ class ClusterAddons(pulumi.ComponentResource):
             description=f"CloudWatch agent (Container Insights) of {self._ctx.cluster_name}",
             opts=child,
         )
-        cw_policy = aws.iam.RolePolicyAttachment(
-            f"{self._name}-cloudwatch",
-            role=cw_role.name,
-            policy_arn="arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
-            opts=child,
-        )
-        # Container Insights with enhanced observability; it collects Neuron and EFA metrics too.
+        cw_policies = [
+            aws.iam.RolePolicyAttachment(f"{self._name}-{short}", role=cw_role.name, policy_arn=arn, opts=child)
+            for short, arn in CLOUDWATCH_POLICIES.items()
+        ]
+        # Container Insights with enhanced observability (it collects Neuron and EFA metrics too)
+        # and Application Signals, both on by default in the add-on.
         self._addon(
             "amazon-cloudwatch-observability",
             v.cloudwatch_observability,
-            pulumi.ResourceOptions(parent=self, depends_on=[self._cluster.system_node_group, pod_identity, cw_policy]),
+            pulumi.ResourceOptions(
+                parent=self, depends_on=[self._cluster.system_node_group, pod_identity, *cw_policies]
+            ),
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=cw_role.arn, service_account=CLOUDWATCH_AGENT_SA)
             ],
         )
+
+    def _role(self, short: str, namespace: str, service_account: str, what: str, policy: pulumi.Input[str]) -> None:
+        """An IAM role one service account of this cluster assumes through the OIDC provider
+        (IRSA), with its inline policy."""
+        cluster = self._cluster
+        role = aws.iam.Role(
+            f"{self._name}-{short}",
+            assume_role_policy=pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_provider_url).apply(
+                lambda o: irsa_trust_policy(o[0], o[1], namespace, service_account)
+            ),
+            description=f"{what} of {self._ctx.cluster_name}",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.role_policies.append(
+            aws.iam.RolePolicy(
+                f"{self._name}-{short}", role=role.id, policy=policy, opts=pulumi.ResourceOptions(parent=self)
+            )
+        )
+        self.role_arns[short] = role.arn
 
     def _release(
         self,
@@ -186,7 +256,13 @@ class ClusterAddons(pulumi.ComponentResource):
         self.releases[chart.release] = res
         return res
 
-    def _device_plugins(self, addons: AddonsConfig, groups: Sequence[NodeGroupFacts]) -> None:
+    def _device_plugins(
+        self,
+        addons: AddonsConfig,
+        groups: Sequence[NodeGroupFacts],
+        role_arns: Mapping[str, pulumi.Input[str]],
+        role_ready: Sequence[pulumi.Resource],
+    ) -> None:
         """Device plugins (and GPU health metrics) only where a node group has the hardware."""
         efa = charts.efa_groups(groups)
         if efa:
@@ -203,24 +279,29 @@ class ClusterAddons(pulumi.ComponentResource):
             self._release(charts.DCGM_EXPORTER, addons.dcgm_exporter_chart, charts.dcgm_exporter_values(nvidia))
         neuron = charts.accelerator_groups(groups, "neuron")
         if neuron:
-            self._release(charts.NEURON, addons.neuron_chart, charts.neuron_values(neuron, addons.neuron_scheduler))
+            self._neuron(addons, neuron, role_arns[NEURON_HEALTH_ROLE], role_ready)
 
-    def _fsx_csi_role(self, file_system_arn: pulumi.Input[str]) -> tuple[pulumi.Output[str], aws.iam.RolePolicy]:
-        """The FSx CSI controller's IRSA role, which may describe and grow this file system."""
-        child = pulumi.ResourceOptions(parent=self)
-        cluster = self._cluster
-        role = aws.iam.Role(
-            f"{self._name}-fsx-csi",
-            assume_role_policy=pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_provider_url).apply(
-                lambda o: irsa_trust_policy(o[0], o[1], SYSTEM_NAMESPACE, charts.FSX_CSI_CONTROLLER_SA)
+    def _neuron(
+        self,
+        addons: AddonsConfig,
+        groups: Sequence[NodeGroupFacts],
+        health_role_arn: pulumi.Input[str],
+        role_ready: Sequence[pulumi.Resource],
+    ) -> None:
+        """The Neuron chart: device plugin, scheduler extension, node problem detector. The chart
+        puts the detector in a namespace it does not create (the Neuron SDK's guide creates it
+        first); without it the install fails and the atomic release rolls back the device plugin
+        too. The detector's health container gets its IRSA role for its CloudWatch metrics."""
+        namespace = k8s.core.v1.Namespace(
+            f"{self._name}-neuron-health",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=charts.NEURON_HEALTH_NAMESPACE, labels=app_labels()),
+            opts=pulumi.ResourceOptions(parent=self, provider=self._provider),
+        )
+        self._release(
+            charts.NEURON,
+            addons.neuron_chart,
+            pulumi.Output.from_input(health_role_arn).apply(
+                lambda arn: charts.neuron_values(groups, addons.neuron_scheduler, arn)
             ),
-            description=f"FSx CSI controller of {self._ctx.cluster_name}",
-            opts=child,
+            depends_on=[namespace, *role_ready],
         )
-        policy = aws.iam.RolePolicy(
-            f"{self._name}-fsx-csi",
-            role=role.id,
-            policy=pulumi.Output.from_input(file_system_arn).apply(fsx_csi_controller_policy),
-            opts=child,
-        )
-        return role.arn, policy

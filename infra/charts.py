@@ -6,10 +6,13 @@ node-group catalog (`NodeGroupFacts`), never typed by hand.
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import pulumi
 
 from facts import instances
 from facts.names import ACCELERATOR_LABEL, EFA_LABEL, NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
@@ -17,6 +20,14 @@ from infra.platform import NodeGroupFacts
 
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
 SYSTEM_NODE_SELECTOR = {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
+# The Neuron chart (1.1.x) puts its node problem detector in this namespace
+# (npd.namespaceOverride) and does not create it; nor does its service account get credentials
+# (values.yaml and templates/_helpers.tpl of aws-neuron/neuron-helm-charts 1.1.2).
+NEURON_HEALTH_NAMESPACE = "neuron-healthcheck-system"
+NEURON_NPD_SA = "node-problem-detector"
+# The MPI operator's Deployment in its release manifest (deploy/v2beta1/mpi-operator.yaml).
+MPI_OPERATOR_DEPLOYMENT = ("mpi-operator", "mpi-operator", "mpi-operator")
+"""Namespace, Deployment name and container name."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +93,21 @@ def nvidia_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, A
     }
 
 
-def neuron_values(groups: Sequence[NodeGroupFacts], scheduler: bool) -> dict[str, Any]:
+def neuron_values(groups: Sequence[NodeGroupFacts], scheduler: bool, health_role_arn: str) -> dict[str, Any]:
     """Device plugin and node problem detector on Neuron nodes; the scheduler extension (a
     Deployment) on system nodes. The detector only reports (`NeuronHealth`): EKS node
-    auto-repair is the one component that remediates (two remediators would fight over a node)."""
+    auto-repair is the one component that remediates (two remediators would fight over a node).
+    Its health container always runs and publishes metrics to CloudWatch; with IMDS closed to
+    pods (hop limit 1) it gets its own IRSA role."""
     on_neuron = {"nodeSelector": {ACCELERATOR_LABEL: "neuron"}, "tolerations": tolerations_for(groups)}
     return {
         "devicePlugin": dict(on_neuron),
-        "npd": {**on_neuron, "enabled": True, "nodeRecovery": {"enabled": False}},
+        "npd": {
+            **on_neuron,
+            "enabled": True,
+            "nodeRecovery": {"enabled": False},
+            "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": health_role_arn}},
+        },
         "scheduler": {
             "enabled": scheduler,
             "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
@@ -111,18 +129,28 @@ def dcgm_exporter_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
 
 def kueue_values(manager_config: str) -> dict[str, Any]:
     """The Kueue controller on system nodes with our configuration (MPIJob integration,
-    all-or-nothing admission)."""
+    all-or-nothing admission). Its webhooks fail closed (failurePolicy: Fail), so one replica
+    restarting would refuse every MPIJob: two replicas, and the chart's PDB keeps one up."""
     return {
-        "controllerManager": {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "replicas": 1},
+        "controllerManager": {
+            "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+            "replicas": 2,
+            "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+        },
         "managerConfig": {"controllerManagerConfigYaml": manager_config},
     }
 
 
-def fsx_csi_values(groups: Sequence[NodeGroupFacts], controller_role_arn: str) -> dict[str, Any]:
+def fsx_csi_values(groups: Sequence[NodeGroupFacts], controller_role_arn: str, region: str) -> dict[str, Any]:
     """Controller (two replicas) on system nodes with its IRSA role; the node plugin on every
-    node, accelerated ones included (that is where jobs mount `/shared`)."""
+    node, accelerated ones included (that is where jobs mount `/shared`). The controller, which
+    calls the FSx API, gets the region explicitly: with IMDS closed to pods (hop limit 1) it
+    would wait on IMDS before falling back to the Kubernetes API (aws-fsx-csi-driver
+    pkg/cloud/metadata.go). The node plugin only mounts; `node.region` is not a value of the
+    chart (its template reads it, values.yaml does not declare it), so it is left to that fallback."""
     return {
         "controller": {
+            "region": region,
             "replicaCount": 2,
             # The chart's own PDB (maxUnavailable 1 at two replicas). A second PDB over the same
             # pods would make every eviction fail, so none is added beside it.
@@ -136,6 +164,25 @@ def fsx_csi_values(groups: Sequence[NodeGroupFacts], controller_role_arn: str) -
         },
         "node": {"tolerateAllTaints": False, "tolerations": tolerations_for(groups)},
     }
+
+
+def mpi_operator_image_transform(image: str) -> Callable[[pulumi.ResourceTransformArgs], Any]:
+    """A Pulumi transform (applied to the children of the release manifest) that runs the
+    operator's container from `image` instead of the manifest's Docker Hub image."""
+    namespace, deployment, container = MPI_OPERATOR_DEPLOYMENT
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        props: dict[str, Any] = dict(args.props)
+        meta = props.get("metadata") or {}
+        if props.get("kind") != "Deployment" or (meta.get("namespace"), meta.get("name")) != (namespace, deployment):
+            return None
+        new = copy.deepcopy(props)
+        for c in new["spec"]["template"]["spec"]["containers"]:
+            if c.get("name") == container:
+                c["image"] = image
+        return pulumi.ResourceTransformResult(props=new, opts=args.opts)
+
+    return transform
 
 
 # CoreDNS runs two replicas; keep one up through node drains and upgrades (EKS add-on

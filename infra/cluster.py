@@ -6,6 +6,8 @@ encryption, no audit logs), so every security-relevant argument is set here expl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
@@ -33,12 +35,22 @@ NODE_POLICIES = {
 }
 
 
+# What the launch templates tag: the instances, their volumes and network interfaces. Provider
+# default tags reach the launch template itself, never what EC2 launches from it.
+LAUNCHED_RESOURCE_TYPES = ("instance", "volume", "network-interface")
+
+
 def node_launch_template_args(
-    *, name: str, root_volume_size_gib: int, kms_key_arn: pulumi.Input[str] | None = None
+    *,
+    name: str,
+    root_volume_size_gib: int,
+    tags: Mapping[str, str],
+    kms_key_arn: pulumi.Input[str] | None = None,
 ) -> dict[str, object]:
     """Launch-template arguments every node of the cluster shares: IMDSv2 only with hop
-    limit 1 (pods cannot borrow the node role through IMDS), and an encrypted gp3 root
-    volume large enough for multi-GB training images."""
+    limit 1 (pods cannot borrow the node role through IMDS), an encrypted gp3 root volume
+    large enough for multi-GB training images, and the stack's tags on every instance,
+    volume and network interface launched (so accelerator spend can be charged back)."""
     return {
         "metadata_options": aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
@@ -58,8 +70,8 @@ def node_launch_template_args(
             )
         ],
         "tag_specifications": [
-            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={"Name": name})
-            for kind in ("instance", "volume", "network-interface")
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**tags, "Name": name})
+            for kind in LAUNCHED_RESOURCE_TYPES
         ],
         "update_default_version": True,
     }
@@ -105,6 +117,7 @@ class Cluster(pulumi.ComponentResource):
         super().__init__(component_type("infra", "Cluster"), name, None, opts)
         self._name = name
         self._config = cluster
+        self._tags = ctx.owned_tags
         self.kubernetes_version = cluster.kubernetes_version
         self.secrets_key = kms_key(
             f"{name}-secrets",
@@ -127,8 +140,13 @@ class Cluster(pulumi.ComponentResource):
         self.oidc_provider_arn = self.eks.oidc_provider_arn
         self.oidc_provider_url = self.eks.oidc_provider_url
         self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
+        # Every Kubernetes object goes through this provider, so it waits for the deployer's path
+        # to the private endpoint.
+        self.api_access_rules = self._api_access()
         self.provider = (
-            kubernetes_provider(f"{name}-k8s", self.kubeconfig, pulumi.ResourceOptions(parent=self))
+            kubernetes_provider(
+                f"{name}-k8s", self.kubeconfig, pulumi.ResourceOptions(parent=self, depends_on=self.api_access_rules)
+            )
             if with_kubernetes_provider
             else None
         )
@@ -151,6 +169,28 @@ class Cluster(pulumi.ComponentResource):
                 f"{self._name}-node-{short}", role=self.node_role.name, policy_arn=arn, opts=child
             )
             for short, arn in NODE_POLICIES.items()
+        ]
+
+    def _api_access(self) -> list[pulumi.Resource]:
+        """TCP 443 on the EKS-managed cluster security group from the networks and security
+        groups routed into the VPC (`privateAccessCidrs`, `privateAccessSecurityGroupIds`):
+        with a private endpoint nothing else reaches the API (EKS user guide, "Cluster API
+        server endpoint"). Public CIDRs need no rule; EKS filters them at the public endpoint."""
+        c, child = self._config, pulumi.ResourceOptions(parent=self)
+        sources = [(cidr, cidr.replace("/", "-"), {"cidr_ipv4": cidr}) for cidr in c.private_access_cidrs]
+        sources += [(sg, sg, {"referenced_security_group_id": sg}) for sg in c.private_access_security_group_ids]
+        return [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{self._name}-api-from-{label}",
+                security_group_id=self.security_group_id,
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                description=f"Kubernetes API (private endpoint) from {source}",
+                opts=child,
+                **peer,
+            )
+            for source, label, peer in sources
         ]
 
     def _control_plane_role_parts(self) -> list[pulumi.Resource]:
@@ -212,8 +252,18 @@ class Cluster(pulumi.ComponentResource):
             create_oidc_provider=True,
             skip_default_node_group=True,
             skip_default_security_groups=True,
+            # The EKS add-ons are all ours (infra.addons), pinned and tagged alike. pulumi-eks 4.x
+            # would create vpc-cni and kube-proxy itself unless told not to, and a second
+            # CreateAddon of the same name fails with 409 "Addon already exists"
+            # (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts; tests/upstream/pulumi-eks-4.4.0.yaml).
+            use_default_vpc_cni=True,
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            # EKS installs its self-managed vpc-cni, kube-proxy and CoreDNS at creation, so nodes
+            # join before our managed add-ons adopt them (resolveConflictsOnCreate OVERWRITE).
+            bootstrap_self_managed_addons=True,
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
-            tags=dict(ctx.tags) or None,
+            tags=dict(self._tags),
             cluster_tags=policy_exception(
                 PUBLIC_ENDPOINT_EXCEPTION_TAG,
                 "stack config cluster.allowPublicAccessFromAnywhere" if anywhere else None,
@@ -229,7 +279,9 @@ class Cluster(pulumi.ComponentResource):
             f"{self._name}-system",
             description=f"{c.name} system nodes",
             vpc_security_group_ids=[self.security_group_id],
-            **node_launch_template_args(name=f"{c.name}-system", root_volume_size_gib=s.root_volume_size_gib),
+            **node_launch_template_args(
+                name=f"{c.name}-system", root_volume_size_gib=s.root_volume_size_gib, tags=self._tags
+            ),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return aws.eks.NodeGroup(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import pulumi_aws as aws
+
 from config.stack import StackConfig
 from facts.names import CLUSTER_TAG
 
@@ -35,3 +37,15 @@ class StackContext:
     def owned_tags(self) -> dict[str, str]:
         """The stack's tags plus the tag that names the cluster a resource belongs to."""
         return {**self.tags, CLUSTER_TAG: self.cluster_name}
+
+
+def aws_provider(ctx: StackContext) -> aws.Provider:
+    """The AWS provider of every component: the stack's region, and the stack's tags as default
+    tags, so every taggable AWS resource carries them, pulumi-eks's children included (a remote
+    component inherits its parent's providers). Default tags do not reach what EC2 launches from
+    a launch template: the templates tag their instances, volumes and interfaces themselves."""
+    return aws.Provider(
+        "aws",
+        region=ctx.region,
+        default_tags=aws.ProviderDefaultTagsArgs(tags=ctx.owned_tags),
+    )

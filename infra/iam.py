@@ -76,7 +76,10 @@ def kms_envelope_policy(key_arn: str) -> str:
 
 
 def log_writer_policy(log_group_arn: str) -> str:
-    """Write to one CloudWatch log group (and its streams) only."""
+    """What VPC flow logs need to publish to one CloudWatch log group (and its streams): the
+    flow-logs guide's role policy, scoped to that group. DescribeLogGroups cannot be scoped to a
+    group ARN (it lists), so it gets the account's log groups in the region of the group."""
+    region_account = ":".join(log_group_arn.split(":")[:5])  # arn:aws:logs:<region>:<account>
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -85,9 +88,88 @@ def log_writer_policy(log_group_arn: str) -> str:
                     "Effect": "Allow",
                     "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
                     "Resource": [log_group_arn, f"{log_group_arn}:*"],
-                }
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": ["logs:DescribeLogGroups"],
+                    "Resource": [f"{region_account}:log-group:*"],
+                },
             ],
         }
+    )
+
+
+# The role FSx for Lustre creates for each file system linked to S3 (FSx for Lustre guide,
+# "Working with server-side encrypted Amazon S3 buckets"; the suffix is the file-system id).
+FSX_S3_LINK_ROLE_PATH = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_"
+FSX_S3_LINK_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
+
+
+def data_key_policy(*, account_id: str, partition: str, region: str, bucket_arn: str) -> str:
+    """Key policy of the training-data key: the account administers it (the default key policy,
+    so IAM policies keep working), and FSx's S3 service-linked role of any file system of this
+    account may use it through S3, on this bucket's objects only: the FSx guide's statement.
+    The guide names the role with the file-system id; that id exists only after the file system,
+    which itself uses this key, so the role is matched by its path instead (aws:PrincipalArn)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "AccountAdministersTheKey",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "FsxS3LinkThroughS3OnThisBucket",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": "*"},
+                    "Action": FSX_S3_LINK_KEY_ACTIONS,
+                    "Resource": "*",
+                    "Condition": {
+                        "StringEquals": {
+                            "kms:CallerAccount": account_id,
+                            "kms:ViaService": f"s3.{region}.amazonaws.com",
+                        },
+                        # With S3 Bucket Keys the context is the bucket ARN; without, the object ARN.
+                        "StringLike": {"kms:EncryptionContext:aws:s3:arn": [bucket_arn, f"{bucket_arn}/*"]},
+                        "ArnLike": {"aws:PrincipalArn": f"arn:{partition}:iam::{account_id}:{FSX_S3_LINK_ROLE_PATH}*"},
+                    },
+                },
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def neuron_health_policy() -> str:
+    """What the Neuron node problem detector's health container needs with recovery off: publish
+    its metrics to the NeuronHealthCheck namespace and look up the node's instance and group
+    (Neuron SDK, "Permissions for Neuron Node Problem Detector and Recovery").
+    autoscaling:SetInstanceHealth is left out on purpose: EKS node auto repair is the one
+    component that remediates."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "Metrics",
+                    "Effect": "Allow",
+                    "Action": ["cloudwatch:PutMetricData"],
+                    "Resource": "*",
+                    "Condition": {"StringEquals": {"cloudwatch:Namespace": "NeuronHealthCheck"}},
+                },
+                {
+                    "Sid": "Describe",
+                    "Effect": "Allow",
+                    "Action": ["ec2:DescribeInstances", "autoscaling:DescribeAutoScalingInstances"],
+                    "Resource": "*",
+                },
+            ],
+        },
+        sort_keys=True,
     )
 
 
@@ -156,14 +238,17 @@ def kms_key(
     protect: bool,
     parent: pulumi.Resource,
     tags: Mapping[str, str] | None = None,
+    policy: pulumi.Input[str] | None = None,
 ) -> aws.kms.Key:
     """A customer-managed key with yearly rotation and a 30-day deletion window, protected like
-    the data it encrypts, and its `alias/<alias>`."""
+    the data it encrypts, and its `alias/<alias>`. Without `policy`, KMS's default key policy
+    (the account administers the key)."""
     key = aws.kms.Key(
         name,
         description=description,
         enable_key_rotation=True,
         deletion_window_in_days=30,
+        policy=policy,
         tags=dict(tags) if tags is not None else None,
         opts=stateful(protect, pulumi.ResourceOptions(parent=parent)),
     )

@@ -3,7 +3,7 @@
     aws      --awsLayer, kubeconfig-->  cluster  --platform, kubeconfig-->  runs
 
 `ClusterInputs` is what the cluster layer builds on (the Kubernetes API, the node groups,
-the file system, the registry, the FSx CSI role); `Platform` (infra/platform.py) is what the
+the file system, the registry, the IAM roles of add-on service accounts); `Platform` (infra/platform.py) is what the
 runs layer builds on. Each is written (`*_output`) and read (`parse_*`) here and nowhere
 else. An all-in-one stack hands the same values from layer to layer in memory, so both
 shapes of a stack run the same builders.
@@ -29,6 +29,7 @@ from config.checks import GroupView
 from config.teams import TeamConfig
 from facts import instances
 from facts.names import LOWER_LAYER
+from infra.addons import FSX_CSI_ROLE, NEURON_HEALTH_ROLE
 from infra.platform import NodeGroupFacts, Platform
 from infra.storage import FileSystemRef
 
@@ -53,7 +54,8 @@ class ClusterInputs:
     file_system: FileSystemRef
     storage_capacity_gib: int
     registry_urls: Mapping[str, pulumi.Input[str]]
-    fsx_csi_role_arn: pulumi.Input[str]
+    role_arns: Mapping[str, pulumi.Input[str]]
+    """Add-on service account -> the IAM role the aws layer made for it (infra.addons)."""
     # Only when one stack holds both layers: the live resources the cluster layer waits for.
     provider: Any = None
     """The Cluster's Kubernetes provider; a cluster-layer stack makes its own from `kubeconfig`."""
@@ -157,7 +159,7 @@ def aws_layer_output(ci: ClusterInputs) -> dict[str, Any]:
             "capacityGib": ci.storage_capacity_gib,
         },
         "registryUrls": dict(ci.registry_urls),
-        "fsxCsiRoleArn": ci.fsx_csi_role_arn,
+        "serviceAccountRoleArns": dict(ci.role_arns),
     }
 
 
@@ -177,8 +179,15 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
         ),
         storage_capacity_gib=r.get("fileSystem.capacityGib", int),
         registry_urls=r.strings("registryUrls"),
-        fsx_csi_role_arn=r.get("fsxCsiRoleArn", str),
+        role_arns=r.strings("serviceAccountRoleArns"),
     )
+    needed = [
+        FSX_CSI_ROLE,
+        *([NEURON_HEALTH_ROLE] if any(g.accelerator == "neuron" for g in inputs.node_groups.values()) else []),
+    ]
+    for role in needed:
+        if role not in inputs.role_arns:
+            r.problem(f"serviceAccountRoleArns.{role}", "missing; deploy that stack with this version of the project")
     r.done()
     return inputs
 

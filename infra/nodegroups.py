@@ -8,6 +8,7 @@ launch template is built here, with everything derived from the instance catalog
 from __future__ import annotations
 
 import base64
+import datetime as dt
 from dataclasses import dataclass
 
 import pulumi
@@ -119,9 +120,10 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
         super().__init__(component_type("infra", "AcceleratedNodeGroup"), name, None, opts)
         self._name = name
         self._full_name = f"{ctx.cluster_name}-{ng.name}"
+        self._tags = ctx.owned_tags
         self.config = ng
         self.availability_zone = availability_zone
-        sg = self._efa_security_group(network)
+        sg, efa_rules = self._efa_security_group(network)
         self.security_group_id = sg.id
         lt = self._launch_template(ng, [cluster.security_group_id, sg.id])
         self.node_group = aws.eks.NodeGroup(
@@ -139,18 +141,40 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=ng.desired_size, min_size=ng.min, max_size=ng.max
             ),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=ng.max_unavailable),
+            # Reserved groups have no spare capacity to surge into: MINIMAL replaces nodes in place.
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(
+                max_unavailable=ng.max_unavailable, update_strategy=ng.update_strategy
+            ),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
             labels=ng.node_labels,
             node_repair_config=node_repair_args(ng),
             taints=[
                 aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in ng.instance.taints
             ],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster.node_policy_attachments),
+            # Nodes start only once EFA traffic between them is allowed.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*cluster.node_policy_attachments, *efa_rules]),
         )
+        if ng.capacity.scale_down_at is not None:
+            self._scale_down_before_block_ends(ng, ng.capacity.scale_down_at)
         self.register_outputs({"nodeGroup": self.node_group.node_group_name, "securityGroupId": sg.id})
 
-    def _efa_security_group(self, network: Network) -> aws.ec2.SecurityGroup:
+    def _scale_down_before_block_ends(self, ng: NodeGroupConfig, when: dt.datetime) -> None:
+        """A Capacity Block's instances are reclaimed when it ends: scale the group's Auto Scaling
+        group to 0 `scaleDownMinutesBeforeEnd` (at least 30) before, so nodes drain first (EKS user
+        guide, capacity-blocks and capacity-blocks-mng; EC2 Auto Scaling guide, Capacity Blocks)."""
+        asg_name = self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)
+        aws.autoscaling.Schedule(
+            f"{self._name}-capacity-block-end",
+            scheduled_action_name=f"{self._full_name}-capacity-block-end",
+            autoscaling_group_name=asg_name,
+            start_time=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            desired_capacity=0,
+            min_size=0,
+            max_size=-1,  # leave the maximum as it is
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _efa_security_group(self, network: Network) -> tuple[aws.ec2.SecurityGroup, list[pulumi.Resource]]:
         """EFA's OS-bypass traffic needs all traffic allowed to and from the group itself, in
         both directions; an egress rule to 0.0.0.0/0 does not cover it ("Error 4126")."""
         name, full_name, child = self._name, self._full_name, pulumi.ResourceOptions(parent=self)
@@ -161,7 +185,7 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             tags={"Name": f"{full_name}-efa"},
             opts=child,
         )
-        aws.vpc.SecurityGroupIngressRule(
+        ingress = aws.vpc.SecurityGroupIngressRule(
             f"{name}-efa-in",
             security_group_id=sg.id,
             referenced_security_group_id=sg.id,
@@ -169,7 +193,7 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             description="EFA: all traffic from nodes of this group",
             opts=child,
         )
-        aws.vpc.SecurityGroupEgressRule(
+        egress = aws.vpc.SecurityGroupEgressRule(
             f"{name}-efa-out",
             security_group_id=sg.id,
             referenced_security_group_id=sg.id,
@@ -177,16 +201,21 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             description="EFA: all traffic to nodes of this group",
             opts=child,
         )
-        return sg
+        return sg, [ingress, egress]
 
     def _launch_template(self, ng: NodeGroupConfig, groups: list[pulumi.Input[str]]) -> aws.ec2.LaunchTemplate:
         """One EFA interface per network card, the placement group, the capacity target, RAID0 NVMe."""
         name, full_name, child = self._name, self._full_name, pulumi.ResourceOptions(parent=self)
         instance = ng.instance
+        # A new cluster placement group for on-demand and spot; a reservation or Capacity Block
+        # launches only in the group it was made in (its PlacementGroupArn), or in none (EC2 user
+        # guide, placement groups and capacity reservations; preflight compares the two).
         placement = None
-        if ng.placement_group:
+        if ng.creates_placement_group:
             pg = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags={"Name": full_name}, opts=child)
             placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pg.name)
+        elif ng.capacity.placement_group_name:
+            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=ng.capacity.placement_group_name)
         interfaces = [
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(
                 network_card_index=slot.network_card_index,
@@ -216,6 +245,6 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             capacity_reservation_specification=reservation,
             instance_market_options=market,
             user_data=nodeadm_user_data(instance),
-            **node_launch_template_args(name=full_name, root_volume_size_gib=ng.root_volume_size_gib),
+            **node_launch_template_args(name=full_name, root_volume_size_gib=ng.root_volume_size_gib, tags=self._tags),
             opts=child,
         )

@@ -9,6 +9,7 @@ are separate resources declared once both sides exist.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -17,7 +18,7 @@ import pulumi_kubernetes as k8s
 from config.storage import StorageConfig
 from facts.names import SCRATCH_EXCEPTION_TAG, SHARED_VOLUME, VOLUME_LABEL, component_type
 from infra.context import StackContext
-from infra.iam import deny_insecure_transport, kms_key
+from infra.iam import data_key_policy, deny_insecure_transport, kms_key
 from infra.network import Network
 from infra.protection import policy_exception, stateful
 
@@ -58,6 +59,14 @@ class SharedStorage(pulumi.ComponentResource):
         self._tags = ctx.owned_tags
         self.availability_zone = availability_zone
         cluster = ctx.cluster_name
+        self.bucket = aws.s3.Bucket(
+            f"{name}-data",
+            # bucket_prefix: bucket names are global, the prefix gets a unique suffix.
+            bucket_prefix=f"{cluster}-training-data-"[:37],
+            force_destroy=False,
+            tags=self._tags,
+            opts=stateful(ctx.protect, pulumi.ResourceOptions(parent=self)),
+        )
         self.key = kms_key(
             f"{name}-key",
             description=f"FSx for Lustre and S3 training data of {cluster}",
@@ -65,8 +74,9 @@ class SharedStorage(pulumi.ComponentResource):
             protect=ctx.protect,
             parent=self,
             tags=self._tags,
+            policy=self._key_policy(),
         )
-        self.bucket = self._bucket()
+        self._secure_bucket()
         sg = aws.ec2.SecurityGroup(
             f"{name}-lustre-sg",
             vpc_id=network.vpc_id,
@@ -75,9 +85,11 @@ class SharedStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.security_group_id = sg.id
-        # The file servers talk to each other on the Lustre ports.
-        self._lustre_rules(f"{name}-self", sg.id, "the file system itself")
-        self.file_system = self._file_system(storage, network)
+        # The file servers talk to each other on the Lustre ports. CreateFileSystem checks that the
+        # group allows this, so the file system waits for these rules, not just the empty group
+        # (FSx for Lustre guide, "File system access control with Amazon VPC" and troubleshooting).
+        self_rules = self._lustre_rules(f"{name}-self", sg.id, "the file system itself")
+        self.file_system = self._file_system(storage, network, self_rules)
         self.association = self._s3_link(storage.sync_deletes) if storage.persistent else None
         self.register_outputs(
             {
@@ -87,17 +99,21 @@ class SharedStorage(pulumi.ComponentResource):
             }
         )
 
-    def _bucket(self) -> aws.s3.Bucket:
-        """Versioned, SSE-KMS, private, owner-enforced, TLS only; protected like the file system."""
-        name, child = self._name, pulumi.ResourceOptions(parent=self)
-        # bucket_prefix: bucket names are global, the prefix gets a unique suffix.
-        bucket = aws.s3.Bucket(
-            f"{name}-data",
-            bucket_prefix=f"{self._ctx.cluster_name}-training-data-"[:37],
-            force_destroy=False,
-            tags=self._tags,
-            opts=stateful(self._ctx.protect, child),
+    def _key_policy(self) -> pulumi.Output[str]:
+        """The account administers the key (the default key policy), and the file system's S3
+        service-linked role may use it through S3 on this bucket's objects: without that, import
+        from and export to an SSE-KMS bucket fail with KMS AccessDenied (FSx for Lustre guide,
+        "Working with server-side encrypted Amazon S3 buckets")."""
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        caller = aws.get_caller_identity_output(opts=invoke)
+        partition = aws.get_partition_output(opts=invoke)
+        return pulumi.Output.all(caller.account_id, partition.partition, self.bucket.arn).apply(
+            lambda a: data_key_policy(account_id=a[0], partition=a[1], region=self._ctx.region, bucket_arn=a[2])
         )
+
+    def _secure_bucket(self) -> None:
+        """Versioned, SSE-KMS, private, owner-enforced, TLS only; protected like the file system."""
+        name, child, bucket = self._name, pulumi.ResourceOptions(parent=self), self.bucket
         aws.s3.BucketVersioning(
             f"{name}-data",
             bucket=bucket.id,
@@ -136,9 +152,10 @@ class SharedStorage(pulumi.ComponentResource):
         aws.s3.BucketPolicy(
             f"{name}-data-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child
         )
-        return bucket
 
-    def _file_system(self, s: StorageConfig, network: Network) -> aws.fsx.LustreFileSystem:
+    def _file_system(
+        self, s: StorageConfig, network: Network, rules: list[pulumi.Resource]
+    ) -> aws.fsx.LustreFileSystem:
         name, cluster, tags = self._name, self._ctx.cluster_name, self._tags
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-lustre-logs",
@@ -178,7 +195,7 @@ class SharedStorage(pulumi.ComponentResource):
                     None if persistent else f"stack config storage.deploymentType {s.deployment_type}",
                 ),
             },
-            opts=stateful(self._ctx.protect, pulumi.ResourceOptions(parent=self)),
+            opts=stateful(self._ctx.protect, pulumi.ResourceOptions(parent=self, depends_on=rules)),
         )
 
     def _s3_link(self, sync_deletes: bool) -> aws.fsx.DataRepositoryAssociation:
@@ -199,37 +216,37 @@ class SharedStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _lustre_rules(self, name: str, source_sg_id: pulumi.Input[str], who: str) -> None:
-        for low, high in LUSTRE_PORTS:
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-{low}",
+    def _lustre_rules(self, name: str, source_sg_id: pulumi.Input[str], who: str) -> list[pulumi.Resource]:
+        """The Lustre ports between this file system's group and another (or itself), both ways."""
+        directions: tuple[tuple[Any, str, str], ...] = (
+            (aws.vpc.SecurityGroupIngressRule, "", "from"),
+            (aws.vpc.SecurityGroupEgressRule, "-out", "to"),
+        )
+        return [
+            rule(
+                f"{name}-{low}{suffix}",
                 security_group_id=self.security_group_id,
                 referenced_security_group_id=source_sg_id,
                 ip_protocol="tcp",
                 from_port=low,
                 to_port=high,
-                description=f"Lustre {low}-{high} from {who}",
+                description=f"Lustre {low}-{high} {way} {who}",
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            aws.vpc.SecurityGroupEgressRule(
-                f"{name}-{low}-out",
-                security_group_id=self.security_group_id,
-                referenced_security_group_id=source_sg_id,
-                ip_protocol="tcp",
-                from_port=low,
-                to_port=high,
-                description=f"Lustre {low}-{high} to {who}",
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            for low, high in LUSTRE_PORTS
+            for rule, suffix, way in directions
+        ]
 
-    def allow_clients(self, client_security_groups: dict[str, pulumi.Input[str]]) -> None:
+    def allow_clients(self, client_security_groups: dict[str, pulumi.Input[str]]) -> list[pulumi.Resource]:
         """Let the nodes in: Lustre ports from (and, for server callbacks, to) each client security
-        group, as separate rules so that the file system never waits for the cluster."""
+        group, as separate rules so that the file system never waits for the cluster. Returns the
+        rules, for what mounts the file system to wait on."""
+        rules: list[pulumi.Resource] = []
         for label, sg_id in client_security_groups.items():
-            self._lustre_rules(f"{self._name}-from-{label}", sg_id, label)
+            rules += self._lustre_rules(f"{self._name}-from-{label}", sg_id, label)
             # Lustre servers also connect back to clients (LNet), so clients take the ports from FSx.
             for low, high in LUSTRE_PORTS:
-                aws.vpc.SecurityGroupIngressRule(
+                rule = aws.vpc.SecurityGroupIngressRule(
                     f"{self._name}-to-{label}-{low}",
                     security_group_id=sg_id,
                     referenced_security_group_id=self.security_group_id,
@@ -239,6 +256,8 @@ class SharedStorage(pulumi.ComponentResource):
                     description=f"Lustre {low}-{high} from the shared file system",
                     opts=pulumi.ResourceOptions(parent=self),
                 )
+                rules.append(rule)
+        return rules
 
 
 @dataclass(frozen=True)

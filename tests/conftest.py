@@ -26,8 +26,12 @@ LAYERED_STACKS = [s for s in EXAMPLE_STACKS if read_stack_file(ROOT / f"Pulumi.{
 the three layers of trn1-llama2 declare exactly what the all-in-one trn1-llama2 does."""
 ALL_IN_ONE_STACKS = [s for s in EXAMPLE_STACKS if s not in LAYERED_STACKS]
 
+API_PATH = {"publicAccessCidrs": ["203.0.113.10/32"]}
+"""A path to the Kubernetes API (config.checks.api_path): every stack needs one."""
+BASE = {"aws:region": "us-west-2", "llm-training-eks:cluster": API_PATH}
+"""The smallest valid stack: a region and a path to the API."""
 MINIMAL = {
-    "aws:region": "us-west-2",
+    **BASE,
     "llm-training-eks:nodeGroups": [
         {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
     ],

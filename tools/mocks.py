@@ -21,6 +21,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _sync_await
 
 from config.stackfile import SECRET
+from tools import remote_components
 
 ACCOUNT_ID = "123456789012"
 
@@ -101,6 +102,12 @@ class PlanMocks(pulumi_mocks.Mocks):
         elif t == "aws:ecr/repository:Repository":
             state["repositoryUrl"] = f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{state['name']}"
             state["arn"] = f"arn:aws:ecr:{self.region}:{ACCOUNT_ID}:repository/{state['name']}"
+        if t == "aws:cloudwatch/logGroup:LogGroup":
+            state["arn"] = f"arn:aws:logs:{self.region}:{ACCOUNT_ID}:log-group:{state['name']}"
+        elif t == "aws:eks/nodeGroup:NodeGroup":
+            # EKS makes one Auto Scaling group per managed node group.
+            asg = f"eks-{args.inputs.get('nodeGroupName', args.name)}-{_fake_hex(args.name, 8)}"
+            state["resources"] = [{"autoscalingGroups": [{"name": asg}], "remoteAccessSecurityGroupId": ""}]
         if t == "aws:kms/key:Key":
             state["keyId"] = rid
         elif t == "aws:ec2/launchTemplate:LaunchTemplate":
@@ -124,6 +131,10 @@ class PlanMocks(pulumi_mocks.Mocks):
             return {"name": self.region, "region": self.region, "id": self.region}, []
         if tok == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
+        if tok == "aws:eks/getAddonVersion:getAddonVersion":
+            # The real answer comes from DescribeAddonVersions at deploy.
+            version = f"<EKS default for {args.args.get('kubernetesVersion')}>"
+            return {**args.args, "version": version, "id": args.args.get("addonName")}, []
         return {}, []
 
 
@@ -147,9 +158,10 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     """A MockMonitor that records every registration, with dependencies and options.
 
     Remote components (pulumi-eks `Cluster`) register one resource and no children under
-    mocks. The real `eks:index:Cluster` exposes its `aws.eks.Cluster` child as the
-    `eksCluster` output, a resource reference; this monitor stands that child up (visible to
-    `getResource`, not recorded as planned) so the program can read it as it does for real.
+    mocks. This monitor registers the children pulumi-eks really creates for the arguments
+    given (tools.remote_components), so the plan, the tests and the policy pack see them, and
+    hands the `aws.eks.Cluster` child back as the `eksCluster` output, a resource reference,
+    so the program reads it as it does for real.
     """
 
     def __init__(self, mocks: PlanMocks):
@@ -177,7 +189,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         response = super().RegisterResource(request)
         if request.type == "eks:index:Cluster":
             reg = self.resources[urn]
-            state = {**reg.state, "eksCluster": self._stand_up_eks_cluster_child(urn, request)}
+            state = {**reg.state, "eksCluster": self._stand_up_eks_cluster_children(urn, request)}
             self.resources[urn] = reg._replace(state=state)
             obj = _sync_await(rpc.serialize_properties(state, {}))
             return resource_pb2.RegisterResourceResponse(urn=urn, id=reg.id, object=obj)
@@ -200,19 +212,45 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         )
         return super().ReadResource(request)
 
-    def _stand_up_eks_cluster_child(self, component_urn: str, request: Any) -> dict[str, str]:
-        inputs = rpc.deserialize_properties(request.object)
+    def _stand_up_eks_cluster_children(self, component_urn: str, request: Any) -> dict[str, str]:
+        """Register what pulumi-eks creates for these arguments (tools.remote_components), as the
+        engine would see it; return a reference to the `aws.eks.Cluster` child (`eksCluster`)."""
+        inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
         name = inputs.get("name") or request.name
-        child_urn = self.make_urn(component_urn, "aws:eks/cluster:Cluster", f"{request.name}-eksCluster")
+        issuer = f"oidc.eks.{self.region}.amazonaws.com/id/{_fake_hex(name, 32).upper()}"
+        role = self.resources.get(str(inputs.get("serviceRole")))
+        role_arn = str(role.state.get("arn")) if role else remote_components.COMPUTED
+        children = remote_components.eks_cluster_children(request.name, inputs, role_arn=role_arn, oidc_issuer=issuer)
+        urns: dict[tuple[str, str], str] = {}
+        for child in children:
+            parent = urns[child.parent] if child.parent else component_urn
+            urn = self.make_urn(parent, child.type, child.name)
+            urns[child.key] = urn
+            provider = dict(request.providers).get(child.provider_package, "") if child.provider_package else ""
+            self.registrations[urn] = Registration(
+                urn=urn,
+                type=child.type,
+                name=child.name,
+                custom=child.custom,
+                parent=parent,
+                dependencies=sorted(urns[d] for d in child.depends_on),
+                protect=False,
+                retain_on_delete=False,
+                provider=provider,
+                inputs=child.inputs,
+            )
+            self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, child.name, dict(child.inputs))
+        cluster_urn = urns[("aws:eks/cluster:Cluster", f"{request.name}-eksCluster")]
         state = {
             "name": name,
             "arn": f"arn:aws:eks:{self.region}:{ACCOUNT_ID}:cluster/{name}",
             "endpoint": f"https://{_fake_hex(name, 32).upper()}.gr7.{self.region}.eks.amazonaws.com",
             "version": inputs.get("version"),
             "vpcConfig": {"clusterSecurityGroupId": f"sg-{_fake_hex(name + 'cluster-sg')}"},
+            "identities": [{"oidcs": [{"issuer": f"https://{issuer}"}]}],
         }
-        self.resources[child_urn] = pulumi_mocks.MockMonitor.ResourceRegistration(child_urn, name, state)
-        return {rpc._special_sig_key: rpc._special_resource_sig, "urn": child_urn, "id": name}
+        self.resources[cluster_urn] = pulumi_mocks.MockMonitor.ResourceRegistration(cluster_urn, name, state)
+        return {rpc._special_sig_key: rpc._special_resource_sig, "urn": cluster_urn, "id": name}
 
 
 def _without_resource_references(request: Any) -> Any:

@@ -3,12 +3,14 @@ reviewer checks first (`python -m tools.plan --format table`)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from facts.names import PROJECT, component_type
 from infra.ci_runner import runner_label
+from tools.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
 
 
 def _children(plan: dict[str, Any], urn: str) -> list[dict[str, Any]]:
@@ -43,6 +45,16 @@ def _cluster_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
         )
         facts.append(f"logs: {', '.join(i.get('enabledClusterLogTypes') or [])}")
         facts.append("secrets: KMS" if i.get("encryptionConfigKeyArn") else "secrets: NOT ENCRYPTED")
+        inside = Counter(_short(r["type"]) for r in _descendants(plan, c["urn"]))
+        addons = [r["inputs"].get("addonName") for r in _descendants(plan, c["urn"]) if r["type"].endswith(":Addon")]
+        facts.append(
+            f"pulumi-eks {PULUMI_EKS_VERSION} creates (modelled): "
+            + ", ".join(f"{n} {t}" for t, n in sorted(inside.items()))
+            + f"; its EKS add-ons: {', '.join(addons) or 'none'}"
+        )
+    for rule in _of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+        i = rule["inputs"]
+        facts.append(f"API (TCP 443) from {i.get('cidrIpv4') or i.get('referencedSecurityGroupId')}")
     for ng in _of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
         s = ng["inputs"].get("scalingConfig", {})
         facts.append(
@@ -50,6 +62,15 @@ def _cluster_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             f" x {s.get('desiredSize')} across {len(ng['inputs'].get('subnetIds', []))} subnets"
         )
     return facts
+
+
+def _provider_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+    i = comp["inputs"]
+    tags = i.get("defaultTags")
+    if isinstance(tags, str):  # provider inputs reach the engine JSON-encoded
+        tags = json.loads(tags)
+    listed = ", ".join(f"{k}={v}" for k, v in (tags or {}).get("tags", {}).items())
+    return [f"region {i.get('region')}; default tags {listed}"]
 
 
 def _node_group_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
@@ -79,10 +100,12 @@ def _node_group_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
         md = li.get("metadataOptions", {})
         facts.append(
             f"IMDS tokens {md.get('httpTokens')}, hop limit {md.get('httpPutResponseHopLimit')};"
-            f" placement group: {'yes' if li.get('placement') else 'no'}"
+            f" placement group: {li.get('placement', {}).get('groupName', 'none')}"
         )
-    for sub in comp.get("_subnets", []):
-        facts.append(sub)
+    for ng in _of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
+        facts.append(f"update strategy {ng['inputs'].get('updateConfig', {}).get('updateStrategy', 'DEFAULT')}")
+    for s in _of_type(kids, "aws:autoscaling/schedule:Schedule"):
+        facts.append(f"scales to {s['inputs'].get('desiredCapacity')} at {s['inputs'].get('startTime')}")
     return facts
 
 
@@ -193,6 +216,7 @@ FACTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
     component_type("infra", "Network"): _network_facts,
     component_type("infra", "Cluster"): _cluster_facts,
     component_type("infra", "AcceleratedNodeGroup"): _node_group_facts,
+    "pulumi:providers:aws": _provider_facts,
 }
 
 
@@ -216,7 +240,7 @@ def render_table(plan: dict[str, Any]) -> str:
     top = [r for r in plan["resources"] if r["parent"].endswith("pulumi:pulumi:Stack::" + f"{PROJECT}-{plan['stack']}")]
     top.sort(key=lambda r: (0 if not r["custom"] else 1, r["type"], r["name"]))
     for comp in top:
-        lines.append(f"{comp['type'].split(':')[-1]} {comp['name']}")
+        lines.append(f"{_short(comp['type'])} {comp['name']}")
         for fact in FACTS.get(comp["type"], lambda p, c: [])(plan, comp):
             lines.append(f"    {fact}")
         counts = Counter(r["type"] for r in _descendants(plan, comp["urn"]) if r["custom"] or ":index:" in r["type"])
@@ -242,6 +266,15 @@ def render_table(plan: dict[str, Any]) -> str:
                     f"    training run {run['name']}: ${run['hourly']:,.2f}/hour; length {run['stepTimeBasis']}"
                 )
         lines.append(f"    prices: {cost.get('priceSource')}")
+        lines.append("")
+    opaque = Counter(r["type"] for r in plan["resources"] if r["type"] in OPAQUE_TYPES)
+    if opaque:
+        lines.append("Not visible in this plan (inside these, only the real deploy shows what exists):")
+        lines.extend(f"    {n} {_short(t)}: {OPAQUE_TYPES[t]}" for t, n in sorted(opaque.items()))
+        lines.append(
+            f"    pulumi-eks {PULUMI_EKS_VERSION} Cluster: its children are modelled from its source"
+            " (tools/remote_components.py), not run"
+        )
         lines.append("")
     violations = plan.get("policy") or []
     if violations:

@@ -5,8 +5,12 @@
 Checks, per accelerated node group: the instance type is offered in its AZ; it supports EFA
 with the catalog's number of EFA interfaces; its capacity reservation or Capacity Block
 exists, is active (or says when it starts), is for the right type and AZ, has enough free
-instances and does not end within the margin; and the account's On-Demand vCPU quota of
-each instance family covers the node groups at their maximum size.
+instances, does not end within the margin, was made in the placement group the config names
+(or none), and (Capacity Blocks) ends when `endsAt` says, with the scale-down still ahead; a
+Capacity Block group is at desired size 0 before its Kubernetes version changes; the identity
+running Pulumi is not listed again in `adminPrincipalArns` (EKS already made it admin); and the
+account's On-Demand vCPU quota of each instance family covers the node groups at their
+maximum size.
 
 Exit 0 when every check passes, 1 with one line per failing check, 2 on bad config or no
 AWS credentials. The same checks run at the start of a real `pulumi preview`/`up`
@@ -160,11 +164,103 @@ def check_reservations(ec2: Any, cfg: StackConfig, now: dt.datetime, margin_hour
             problems.append(
                 f"ends at {_iso(end)}, within {margin_hours:g} h: extend it or scale the node group to 0 before then"
             )
+        problems += placement_problems(cr, ng) + block_end_problems(cr, ng, now)
         for p in problems:
             out.append(Finding("reservation", subject, False, p))
         if not problems:
             out.append(Finding("reservation", subject, True, f"{state}, {free} free {ng.instance_type} in {az}"))
     return out
+
+
+def placement_problems(cr: dict[str, Any], ng: NodeGroupConfig) -> list[str]:
+    """Capacity made in a cluster placement group is usable only in that group, and capacity made
+    without one only outside any (EC2 API reference, CreateCapacityReservation.PlacementGroupArn)."""
+    arn = cr.get("PlacementGroupArn")
+    actual = str(arn).rsplit("placement-group/", 1)[-1] if arn else None
+    wanted = ng.capacity.placement_group_name
+    if actual == wanted:
+        return []
+    if actual is None:
+        return [f"was made without a placement group: remove capacity.placementGroupName ({wanted})"]
+    return [f"was made in placement group {actual}: set capacity.placementGroupName: {actual} (config: {wanted})"]
+
+
+def block_end_problems(cr: dict[str, Any], ng: NodeGroupConfig, now: dt.datetime) -> list[str]:
+    """A Capacity Block group scales to 0 before the block's own end time: `endsAt` must be that
+    EndDate, and the scheduled scale-down must still lie ahead (EC2 Auto Scaling refuses a
+    scheduled action that starts in the past)."""
+    c = ng.capacity
+    end, when = cr.get("EndDate"), c.scale_down_at
+    if c.type != "capacity-block" or c.ends_at is None or when is None:
+        return []
+    out = []
+    if isinstance(end, dt.datetime) and end != c.ends_at:
+        out.append(f"ends at {_iso(end)}, config says endsAt {_iso(c.ends_at)}: set capacity.endsAt to the block's end")
+    if when <= now:
+        out.append(
+            f"the scale-down at {_iso(when)} is already past: remove the node group (desiredSize 0) or use a new block"
+        )
+    return out
+
+
+def check_capacity_block_upgrades(eks: Any, cfg: StackConfig) -> list[Finding]:
+    """EKS upgrades a Capacity Block node group only at desired size 0 (EKS user guide,
+    capacity-blocks-mng). When this update changes the Kubernetes version of a deployed
+    Capacity Block group that still runs nodes, the path is two steps: scale to 0, then upgrade."""
+    out = []
+    for ng in _groups(cfg):
+        if ng.capacity.type != "capacity-block":
+            continue
+        subject = f"nodeGroups[{ng.name}]"
+        try:
+            found = eks.describe_nodegroup(clusterName=cfg.cluster.name, nodegroupName=ng.name)["nodegroup"]
+        except botocore.exceptions.ClientError as e:
+            if e.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            out.append(Finding("upgrade", subject, True, "not deployed yet"))
+            continue
+        version, desired = found.get("version"), found.get("scalingConfig", {}).get("desiredSize", 0)
+        if version != cfg.cluster.kubernetes_version and desired > 0:
+            out.append(
+                Finding(
+                    "upgrade",
+                    subject,
+                    False,
+                    f"runs {desired} nodes on Kubernetes {version}; EKS upgrades a Capacity Block group only at desired"
+                    f" size 0: keep cluster.kubernetesVersion at {version} and `pulumi up` with desiredSize: 0 and"
+                    f" minSize: 0 first, then raise it to {cfg.cluster.kubernetes_version}",
+                )
+            )
+        else:
+            out.append(Finding("upgrade", subject, True, f"Kubernetes {version}, desired {desired}"))
+    return out
+
+
+def check_admin_entries(sts: Any, cfg: StackConfig) -> list[Finding]:
+    """pulumi-eks creates the cluster with bootstrapClusterCreatorAdminPermissions, so the
+    identity running `pulumi up` already has an access entry; listing it again in
+    adminPrincipalArns makes CreateAccessEntry fail with ResourceInUseException
+    (tests/upstream/pulumi-eks-4.4.0.yaml; botocore's eks CreateAccessEntry errors)."""
+    arn = str(sts.get_caller_identity().get("Arn", ""))
+    # An assumed role's session ARN names the role: arn:aws:sts::<account>:assumed-role/<role>/<session>.
+    account, _, rest = arn.partition(":assumed-role/") if ":assumed-role/" in arn else (arn, "", "")
+    role = rest.split("/", 1)[0] if rest else None
+    same = [
+        a
+        for a in cfg.cluster.admin_principal_arns
+        if a == arn or (role and a.startswith(account.replace(":sts:", ":iam:") + ":role/") and a.endswith("/" + role))
+    ]
+    if same:
+        return [
+            Finding(
+                "admins",
+                "cluster.adminPrincipalArns",
+                False,
+                f"{same[0]} is the identity running Pulumi, which EKS already makes a cluster admin at creation:"
+                " remove it from adminPrincipalArns (a second access entry for it fails)",
+            )
+        ]
+    return [Finding("admins", "cluster.adminPrincipalArns", True, f"the deployer ({arn}) is not listed again")]
 
 
 def quota_family(instance_type: str) -> str:
@@ -212,11 +308,15 @@ def run_checks(
     """Every check against the account behind a boto3 session (or anything with `.client`)."""
     ec2 = session.client("ec2", region_name=cfg.region)
     quotas = session.client("service-quotas", region_name=cfg.region)
+    eks = session.client("eks", region_name=cfg.region)
+    sts = session.client("sts", region_name=cfg.region)
     now = now or dt.datetime.now(dt.UTC)
     return [
         *check_offerings(ec2, cfg),
         *check_efa(ec2, cfg),
         *check_reservations(ec2, cfg, now, margin_hours),
+        *check_capacity_block_upgrades(eks, cfg),
+        *check_admin_entries(sts, cfg),
         *check_quotas(quotas, cfg),
     ]
 

@@ -19,13 +19,14 @@ from infra.charts import (
     tolerations_for,
 )
 from infra.platform import NodeGroupFacts
-from tests.conftest import MINIMAL, plan_exit, resources, run_plan, stack_plan, stack_values
+from tests.conftest import API_PATH, BASE, MINIMAL, plan_exit, resources, run_plan, stack_plan, stack_values
 from tools import mocks
 from tools.plan import kubernetes_objects
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MIXED = {
     "aws:region": "us-east-2",
+    "llm-training-eks:cluster": API_PATH,
     "llm-training-eks:nodeGroups": [
         {"name": "trn", "instanceType": "trn1.32xlarge", "desiredSize": 1, "availabilityZone": "us-east-2a"},
         {"name": "gpu", "instanceType": "p5.48xlarge", "desiredSize": 1, "availabilityZone": "us-east-2a"},
@@ -69,7 +70,7 @@ def test_releases_only_where_node_groups_need_them(stack: str, present: set[str]
 
 
 def test_no_device_plugins_without_accelerated_node_groups() -> None:
-    plan = run_plan({"aws:region": "us-west-2"})
+    plan = run_plan(BASE)
     assert set(releases(plan)) == {"aws-fsx-csi-driver", "kueue"}
 
 
@@ -147,7 +148,8 @@ def test_eks_addon_versions_come_from_config() -> None:
     values = {**MINIMAL, "llm-training-eks:addons": {"eksAddonVersions": {"vpcCni": "v1.20.1-eksbuild.3"}}}
     addons = {r["inputs"]["addonName"]: r["inputs"] for r in resources(run_plan(values), "aws:eks/addon:Addon")}
     assert addons["vpc-cni"]["addonVersion"] == "v1.20.1-eksbuild.3"
-    assert "addonVersion" not in addons["coredns"]
+    # Not configured: the EKS default for the cluster version, looked up at deploy (mocked here).
+    assert addons["coredns"]["addonVersion"] == "<EKS default for 1.35>"
 
 
 def test_fsx_csi_controller_role_is_least_privilege() -> None:
@@ -245,6 +247,6 @@ BAD_ADDONS = [
 
 @pytest.mark.parametrize(("addons", "expected"), BAD_ADDONS)
 def test_bad_addons_config_exits_2_naming_the_key(addons: dict[str, Any], expected: str, tmp_path: Any) -> None:
-    code, err = plan_exit({"aws:region": "us-west-2", "llm-training-eks:addons": addons}, tmp_path)
+    code, err = plan_exit({**BASE, "llm-training-eks:addons": addons}, tmp_path)
     assert code == 2
     assert expected in err

@@ -71,7 +71,7 @@ def test_every_accelerated_node_group_has_one_efa_per_card_in_one_subnet_of_its_
         market = lt.get("instanceMarketOptions", {}).get("marketType")
         assert (market == "capacity-block") == (ng_cfg.capacity.type == "capacity-block")
         assert ng["inputs"]["capacityType"] == nodegroups.EKS_CAPACITY_TYPE[ng_cfg.capacity.type]
-        assert ("placement" in lt) == ng_cfg.placement_group
+        assert ("placement" in lt) == (ng_cfg.creates_placement_group or bool(ng_cfg.capacity.placement_group_name))
 
         assert ng["inputs"]["taints"] == [{"key": it.device_resource, "value": "true", "effect": "NO_SCHEDULE"}]
         assert ng["inputs"]["labels"][names.EFA_LABEL] == "true"

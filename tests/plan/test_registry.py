@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from infra.iam import ECR_PULL_ACTIONS as PULL_ACTIONS
-from tests.conftest import MINIMAL, plan_exit, resources, run_plan, stack_plan
+from tests.conftest import BASE, MINIMAL, plan_exit, resources, run_plan, stack_plan
 
 REPO = "aws:ecr/repository:Repository"
 
@@ -73,6 +73,6 @@ BAD_REGISTRY = [
 
 @pytest.mark.parametrize(("registry", "expected"), BAD_REGISTRY)
 def test_bad_registry_config_exits_2_naming_the_key(registry: dict[str, Any], expected: str, tmp_path: Any) -> None:
-    code, err = plan_exit({"aws:region": "us-west-2", "llm-training-eks:registry": registry}, tmp_path)
+    code, err = plan_exit({**BASE, "llm-training-eks:registry": registry}, tmp_path)
     assert code == 2
     assert expected in err

@@ -12,7 +12,7 @@ import pytest
 
 from infra.protection import stateful
 from infra.storage import LUSTRE_PORTS, data_repository_events
-from tests.conftest import MINIMAL, by_urn, plan_exit, resources, run_plan, stack_plan
+from tests.conftest import BASE, MINIMAL, by_urn, plan_exit, resources, run_plan, stack_plan
 from tools import plan as plan_mod
 
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -193,7 +193,7 @@ BAD_STORAGE = [
 
 @pytest.mark.parametrize(("storage", "expected"), BAD_STORAGE)
 def test_bad_storage_config_exits_2_naming_the_key(storage: dict[str, Any], expected: str, tmp_path: Path) -> None:
-    code, err = plan_exit({"aws:region": "us-west-2", "llm-training-eks:storage": storage}, tmp_path)
+    code, err = plan_exit({**BASE, "llm-training-eks:storage": storage}, tmp_path)
     assert code == 2
     assert expected in err
     assert "Traceback" not in err
@@ -201,7 +201,7 @@ def test_bad_storage_config_exits_2_naming_the_key(storage: dict[str, Any], expe
 
 def test_bad_config_problems_are_reported_together(tmp_path: Path) -> None:
     storage = {"storageCapacityGib": 1000, "throughputPerTib": 300, "backupRetentionDays": -1}
-    code, err = plan_exit({"aws:region": "us-west-2", "llm-training-eks:storage": storage}, tmp_path)
+    code, err = plan_exit({**BASE, "llm-training-eks:storage": storage}, tmp_path)
     assert code == 2
     assert len(err.strip().splitlines()) == 3
 

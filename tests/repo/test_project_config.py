@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import config
-from tests.conftest import ROOT
+from tests.conftest import API_PATH, ROOT
 
 PULUMI_TYPES = {bool: "boolean", int: "integer", str: "string", list: "array"}
 
@@ -64,7 +64,7 @@ def test_hugging_face_token_is_refused_in_plain_text() -> None:
     """Not declared in Pulumi.yaml (that would make it required on every stack); the loader
     refuses a plaintext token instead, in `pulumi up` and in the offline plan alike."""
     assert "huggingFaceToken" not in _declared()
-    raw = {"region": "us-west-2", "huggingFaceToken": "hf_plain"}
+    raw = {"region": "us-west-2", "cluster": API_PATH, "huggingFaceToken": "hf_plain"}
     with pytest.raises(config.ConfigError, match="must be stored encrypted"):
         config.parse(raw, secret_keys=[])
     assert config.parse(raw, secret_keys=["huggingFaceToken"]).hugging_face_token is not None

@@ -89,8 +89,8 @@ BAD_CONFIGS = [
     (
         "public-endpoint-anywhere",
         lambda v: v.update({"llm-training-eks:cluster": {"publicAccessCidrs": ["0.0.0.0/0"]}}),
-        "cluster:",
-        "0.0.0.0/0",
+        "cluster.publicAccessCidrs:",
+        "whole internet",
     ),
     (
         "bad-public-cidr",
@@ -221,11 +221,11 @@ def test_unknown_key_suggests_the_right_one(tmp_path: Path) -> None:
 def test_region_and_one_node_group_is_enough() -> None:
     cfg = config.parse(config.from_stack_values(MINIMAL))
     assert cfg.cluster.kubernetes_version == config.cluster.DEFAULT_KUBERNETES_VERSION
-    assert cfg.cluster.public_access_cidrs == []
+    assert cfg.cluster.public_access_cidrs == MINIMAL["llm-training-eks:cluster"]["publicAccessCidrs"]
     assert cfg.protect_stateful_resources is True
     ng = cfg.node_groups[0]
     assert (ng.min, ng.desired_size, ng.max) == (2, 2, 2)
-    assert ng.capacity.type == "on-demand" and ng.placement_group
+    assert ng.capacity.type == "on-demand" and ng.creates_placement_group
     assert cfg.availability_zones == ["us-west-2d", "us-west-2a"]
 
 

@@ -70,8 +70,13 @@ def test_control_plane_uses_only_the_secrets_key() -> None:
 
 
 def test_flow_logs_write_to_their_group_only() -> None:
-    (st,) = statements(iam.log_writer_policy(GROUP))
-    assert st["Resource"] == [GROUP, f"{GROUP}:*"]
+    """The flow-logs role policy of the VPC guide ("IAM role for publishing flow logs to
+    CloudWatch Logs"): writes scoped to the group; DescribeLogGroups lists, so it cannot be."""
+    write, describe = statements(iam.log_writer_policy(GROUP))
+    assert write["Resource"] == [GROUP, f"{GROUP}:*"]
+    assert set(write["Action"]) == {"logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"}
+    assert describe["Action"] == ["logs:DescribeLogGroups"]
+    assert describe["Resource"] == [GROUP.split(":log-group:")[0] + ":log-group:*"]
 
 
 def test_fsx_csi_controller_may_grow_its_file_system_but_not_create_or_delete() -> None:

@@ -230,15 +230,13 @@ def test_rules_are_robust_to_empty_and_odd_input():
 PUBLIC = {**MINIMAL, "llm-training-eks:cluster": {"publicAccessCidrs": ["0.0.0.0/1", "128.0.0.0/1"]}}
 
 
-def test_public_endpoint_split_in_two_fails_the_offline_plan(tmp_path: Path):
-    # The config side (a later change) should refuse this with exit 2; until then the policy does.
+def test_public_endpoint_split_in_two_is_refused_at_config_time(tmp_path: Path):
+    # Config refuses it before anything is planned, naming the key (the policy would too).
     code, err = plan_exit(PUBLIC, tmp_path)
-    assert code == 1
+    assert code == 2
     assert err.splitlines() == [
-        "policy mandatory [eks-control-plane] cluster-eks: public API endpoint is open to the whole internet"
-        " (0.0.0.0/1, 128.0.0.0/1); turn it off (cluster.publicAccessCidrs: []) or list your networks in"
-        " cluster.publicAccessCidrs (tag llm-training-eks/policy-exception/public-endpoint-anywhere=<reason>,"
-        " set by cluster.allowPublicAccessFromAnywhere, accepts it)"
+        "cluster.publicAccessCidrs: 0.0.0.0/1, 128.0.0.0/1 opens the API endpoint to the whole internet; list your"
+        " networks instead, or set allowPublicAccessFromAnywhere: true on purpose"
     ]
 
 

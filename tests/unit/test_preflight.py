@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 import config
+from tests.conftest import API_PATH, BASE
 from tools import preflight
 
 NOW = dt.datetime(2026, 7, 1, 12, 0, tzinfo=dt.UTC)
@@ -22,7 +23,7 @@ NOW = dt.datetime(2026, 7, 1, 12, 0, tzinfo=dt.UTC)
 
 def cfg_of(**ng: Any) -> config.StackConfig:
     group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2d", **ng}
-    return config.parse({"region": "us-west-2", "nodeGroups": [group]})
+    return config.parse({"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [group]})
 
 
 RESERVED = {"capacity": {"type": "reservation", "reservationId": "cr-0123456789abcdef0"}}
@@ -143,8 +144,14 @@ def test_reservation_expiring_within_the_margin():
     assert len(lines) == 1 and "ends at 2026-07-01 17:00 UTC, within 24 h" in lines[0]
 
 
+BLOCK_END = NOW + dt.timedelta(days=30)
+BLOCK = {
+    "capacity": {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0", "endsAt": BLOCK_END.isoformat()}
+}
+
+
 def test_capacity_block_scheduled_says_when_it_starts():
-    block = {"capacity": {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"}}
+    block = BLOCK
     cr = reservation(ReservationType="capacity-block", State="scheduled", StartDate=NOW + dt.timedelta(days=2))
     lines = failing(reservation_findings(cr, cfg_of(**block)))
     assert len(lines) == 1 and "starts at 2026-07-03 12:00 UTC" in lines[0]
@@ -162,12 +169,27 @@ def test_quota_too_low():
 
 
 def test_quota_ignores_capacity_blocks():
-    block = {"capacity": {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"}}
+    block = BLOCK
     sq, _ = quota_client({"L-1216C47A": 640})
     assert failing(preflight.check_quotas(sq, cfg_of(**block))) == []
 
 
 # --------------------------------------------------------------------------- all together and the CLI
+
+
+EKS = None
+"""No Capacity Block group in these stacks: the EKS client is never called."""
+
+
+class _Sts:
+    def __init__(self, arn: str):
+        self.arn = arn
+
+    def get_caller_identity(self) -> dict[str, str]:
+        return {"Arn": self.arn, "Account": "123456789012", "UserId": "x"}
+
+
+STS = _Sts("arn:aws:sts::123456789012:assumed-role/deployer/ci-session")
 
 
 class Session:
@@ -181,7 +203,9 @@ class Session:
 @mock_aws
 def test_all_good_exit_0():
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 1024})
-    session = Session(**{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq})
+    session = Session(
+        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": STS}
+    )
     out, err = io.StringIO(), io.StringIO()
     assert preflight.main(["--stack", "dev"], stdout=out, stderr=err, session=session) == 0
     assert err.getvalue() == ""
@@ -192,9 +216,11 @@ def test_all_good_exit_0():
 def test_failing_check_exit_1_one_line_each(tmp_path: Path):
     stack = tmp_path / "Pulumi.x.yaml"
     group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2a"}
-    stack.write_text(json.dumps({"config": {"aws:region": "us-west-2", "llm-training-eks:nodeGroups": [group]}}))
+    stack.write_text(json.dumps({"config": {**BASE, "llm-training-eks:nodeGroups": [group]}}))
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
-    session = Session(**{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq})
+    session = Session(
+        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": STS}
+    )
     err = io.StringIO()
     assert preflight.main(["--config-file", str(stack)], stdout=io.StringIO(), stderr=err, session=session) == 1
     lines = err.getvalue().splitlines()
@@ -229,3 +255,87 @@ def test_preflight_is_skipped_under_mocks():
 
     run_plan(MINIMAL)  # installs the mocks
     assert preflight.under_mocks()
+
+
+# --------------------------------------------------------------------------- placement groups and block ends
+
+
+def test_reservation_made_in_a_placement_group_the_config_does_not_name():
+    """Capacity made in a cluster placement group is usable only there (EC2 API reference,
+    CreateCapacityReservation.PlacementGroupArn)."""
+    arn = "arn:aws:ec2:us-west-2:123456789012:placement-group/odcr-pg"
+    lines = failing(reservation_findings(reservation(PlacementGroupArn=arn), cfg_of(**RESERVED)))
+    assert len(lines) == 1 and "placement group odcr-pg: set capacity.placementGroupName: odcr-pg" in lines[0]
+    named = {"capacity": {**RESERVED["capacity"], "placementGroupName": "odcr-pg"}}
+    assert failing(reservation_findings(reservation(PlacementGroupArn=arn), cfg_of(**named))) == []
+
+
+def test_reservation_made_without_a_placement_group_but_config_names_one():
+    named = {"capacity": {**RESERVED["capacity"], "placementGroupName": "odcr-pg"}}
+    lines = failing(reservation_findings(reservation(), cfg_of(**named)))
+    assert len(lines) == 1 and "made without a placement group" in lines[0]
+
+
+def test_capacity_block_end_must_match_endsat():
+    cr = reservation(ReservationType="capacity-block", EndDate=BLOCK_END + dt.timedelta(hours=1))
+    lines = failing(reservation_findings(cr, cfg_of(**BLOCK)))
+    assert len(lines) == 1 and "config says endsAt" in lines[0]
+    assert (
+        failing(reservation_findings(reservation(ReservationType="capacity-block", EndDate=BLOCK_END), cfg_of(**BLOCK)))
+        == []
+    )
+
+
+def test_capacity_block_scale_down_already_past():
+    soon = NOW + dt.timedelta(minutes=30)
+    block = {"capacity": {**BLOCK["capacity"], "endsAt": soon.isoformat()}}
+    cr = reservation(ReservationType="capacity-block", EndDate=soon)
+    lines = failing(preflight.check_reservations(_stubbed(cr), cfg_of(**block), NOW, 0))
+    assert any("scale-down at 2026-07-01 11:30 UTC is already past" in line for line in lines)
+
+
+def _stubbed(cr: dict[str, Any]) -> Any:
+    ec2 = boto3.client("ec2", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ec2)
+    stub.add_response("describe_capacity_reservations", {"CapacityReservations": [cr]})
+    stub.activate()
+    return ec2
+
+
+def _eks_with(version: str | None, desired: int) -> Any:
+    eks = boto3.client("eks", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(eks)
+    if version is None:
+        stub.add_client_error("describe_nodegroup", "ResourceNotFoundException")
+    else:
+        group = {"nodegroupName": "trn1", "version": version, "scalingConfig": {"desiredSize": desired}}
+        stub.add_response("describe_nodegroup", {"nodegroup": group})
+    stub.activate()
+    return eks
+
+
+@pytest.mark.parametrize(
+    ("deployed", "desired", "ok"),
+    [(None, 0, True), ("1.35", 4, True), ("1.34", 0, True), ("1.34", 4, False)],
+)
+def test_capacity_block_upgrade_only_at_desired_zero(deployed: str | None, desired: int, ok: bool):
+    """EKS user guide, capacity-blocks-mng: upgrade Capacity Block groups at desired size 0."""
+    (finding,) = preflight.check_capacity_block_upgrades(_eks_with(deployed, desired), cfg_of(**BLOCK))
+    assert finding.ok is ok
+    if not ok:
+        assert "keep cluster.kubernetesVersion at 1.34" in finding.message and "desiredSize: 0" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("admins", "ok"),
+    [
+        ([], True),
+        (["arn:aws:iam::123456789012:role/platform-admins"], True),
+        (["arn:aws:iam::123456789012:role/deployer"], False),
+        (["arn:aws:iam::123456789012:role/teams/deployer"], False),
+    ],
+)
+def test_the_deployer_is_not_listed_as_admin_again(admins: list[str], ok: bool):
+    cfg = config.parse({"region": "us-west-2", "cluster": {**API_PATH, "adminPrincipalArns": admins}})
+    (finding,) = preflight.check_admin_entries(STS, cfg)
+    assert finding.ok is ok

@@ -30,6 +30,7 @@ def parsed_run(recipe: str) -> tuple[config.StackConfig, RunConfig]:
     ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
     values = {
         "region": "us-west-2",
+        "cluster": {"publicAccessCidrs": ["203.0.113.10/32"]},
         "nodeGroups": [ng],
         "huggingFaceToken": "hf_x",
         "workloads": {"w": {"recipe": recipe, "nodeGroup": ng["name"], "nodes": 2, "runId": "r1", **FULL[recipe]}},

@@ -1,0 +1,172 @@
+"""Values checked against the AWS API's own model: botocore's service shapes.
+
+botocore ships every service's API model: enums, integer ranges, string lengths and
+patterns, list and map sizes. A config value that ends up in an AWS request is checked
+against the shape of the member it fills, so AWS's rule (not a looser local one) decides,
+and the error names the API member. `tests/unit/test_aws_inputs.py` holds every planned
+input of the EKS, EC2, FSx, ECR, S3, KMS and IAM resources against the same shapes.
+
+Shapes are addressed as `service:Operation:Member.Member` (`[]` steps into a list member,
+`{}` into a map value, `<key>` into a map key), e.g.
+`fsx:CreateFileSystem:LustreConfiguration.DailyAutomaticBackupStartTime`.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any, cast
+
+import botocore.session
+from botocore.model import Shape
+
+# Unicode classes of the Java-style patterns AWS publishes, in Python `re` terms inside a
+# character class: \p{L} and \p{N} are covered by \w (which adds `_`, already allowed where
+# these occur), \p{Z} by a space and the other Unicode separators.
+_UNICODE_CLASSES = {
+    r"\p{L}": r"\w",
+    r"\p{N}": r"\w",
+    r"\p{Z}": " \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000",
+}
+
+
+@cache
+def _session() -> botocore.session.Session:
+    return botocore.session.get_session()
+
+
+@cache
+def shape(address: str) -> Shape:
+    """The botocore shape at `service:Operation:Member.Member`."""
+    service, operation, path = address.split(":", 2)
+    current: Any = _session().get_service_model(service).operation_model(operation).input_shape
+    for step in path.split(".") if path else []:
+        if step == "[]":
+            current = current.member
+        elif step == "{}":
+            current = current.value
+        elif step == "<key>":
+            current = current.key
+        else:
+            current = current.members[step]
+    return cast(Shape, current)
+
+
+@cache
+def _pattern(raw: str) -> re.Pattern[str]:
+    # A Java class range over a surrogate pair is, in Python, the supplementary planes.
+    text = raw.replace(r"\uD800\uDC00-\uDBFF\uDFFF", r"\U00010000-\U0010FFFF")
+    for java, python in _UNICODE_CLASSES.items():
+        text = text.replace(java, python)
+    return re.compile(text)
+
+
+@cache
+def documented_rules(s: Shape) -> dict[str, Any]:
+    """Rules some members state only in their API documentation, in AWS's fixed phrasing:
+    "Valid values: `a` | `b`", "Integers from 1 to 64", "Up to 255 characters", "Valid
+    characters: a-z, A-Z, 0-9, spaces, and ._-:/()#,@[]+=&;{}!$*", "Valid Range: Minimum value
+    of 125. Maximum value of 2,000"."""
+    doc = html.unescape(re.sub(r"<[^>]+>", "", s.documentation or ""))
+    rules: dict[str, Any] = {}
+    if m := re.search(r"Valid values: ((?:[\w.-]+ \| )+[\w.-]+)", doc):
+        rules["enum"] = [v.strip() for v in m.group(1).split("|")]
+    if m := re.search(r"Integers from (\d+) to (\d+)", doc):
+        rules["min"], rules["max"] = int(m.group(1)), int(m.group(2))
+    if m := re.search(r"Valid Range: Minimum value of ([\d,]+)\. Maximum value of ([\d,]+)", doc):
+        rules["min"], rules["max"] = (int(g.replace(",", "")) for g in m.groups())
+    if m := re.search(r"Up to (\d+) characters", doc):
+        rules["max_length"] = int(m.group(1))
+    if m := re.search(r"(?:Valid|Allowed) characters(?: are)?:? a-z, A-Z, 0-9, spaces, and (\S+)", doc):
+        rules["characters"] = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ") | set(m.group(1))
+    return rules
+
+
+def problems(value: Any, target: Shape | str) -> list[str]:
+    """What AWS's model refuses in `value` for the shape (empty when the value is valid): its
+    enum, range, length and pattern, and the rules its documentation states."""
+    s = shape(target) if isinstance(target, str) else target
+    meta = {**s.metadata}
+    doc_rules = documented_rules(s)
+    if "min" in doc_rules and s.type_name in ("integer", "long"):
+        meta.setdefault("min", doc_rules["min"])
+        meta.setdefault("max", doc_rules["max"])
+    if "max_length" in doc_rules and s.type_name == "string":
+        meta.setdefault("max", doc_rules["max_length"])
+    out: list[str] = []
+    if isinstance(value, str) and "characters" in doc_rules and not set(value) <= doc_rules["characters"]:
+        bad = "".join(sorted(set(value) - doc_rules["characters"]))
+        out.append(f"{value!r} has characters AWS does not allow here: {bad!r}")
+    enum = getattr(s, "enum", None) or doc_rules.get("enum") or []
+    if enum and value not in enum:
+        out.append(f"{value!r} is not one of {', '.join(map(str, enum))}")
+    if s.type_name in ("integer", "long") and isinstance(value, int) and not isinstance(value, bool):
+        if "min" in meta and value < meta["min"]:
+            out.append(f"{value} is below the minimum {meta['min']}")
+        if "max" in meta and value > meta["max"]:
+            out.append(f"{value} is above the maximum {meta['max']}")
+    if isinstance(value, (str, list, tuple, Mapping)) and s.type_name in ("string", "list", "map"):
+        unit = "characters" if isinstance(value, str) else "entries"
+        if "min" in meta and len(value) < meta["min"]:
+            out.append(f"has {len(value)} {unit}; at least {meta['min']} needed")
+        if "max" in meta and len(value) > meta["max"]:
+            out.append(f"has {len(value)} {unit}; at most {meta['max']} allowed")
+    # AWS anchors some patterns and not others; either way it validates the whole value.
+    if isinstance(value, str) and "pattern" in meta and _pattern(meta["pattern"]).fullmatch(value) is None:
+        out.append(f"{value!r} does not match AWS's pattern {meta['pattern']}")
+    return out
+
+
+def check(value: Any, address: str) -> Any:
+    """`value`, or ValueError naming the AWS API member whose rule it breaks."""
+    found = problems(value, address)
+    if found:
+        member = address.rsplit(":", 1)[-1]
+        raise ValueError(f"{'; '.join(found)} (AWS {address.split(':')[0]} API, {member})")
+    return value
+
+
+def documented_values(address: str) -> tuple[int, ...]:
+    """Integers the API documentation of a member enumerates ("Possible values are: 1, 3, 5"):
+    for members whose allowed values AWS lists in prose, not as an enum (CloudWatch Logs
+    retention days)."""
+    doc = shape(address).documentation or ""
+    match = re.search(r"Possible values are:([\d,\sand]+)", doc)
+    if not match:
+        raise LookupError(f"{address}: no 'Possible values are:' list in botocore's documentation")
+    return tuple(int(n) for n in re.findall(r"\d+", match.group(1)))
+
+
+# Tag rules of every service whose resources carry the stack's tags (key and value shapes, and
+# the most tags one resource may hold). The strictest rule of any of them applies to `tags`.
+TAG_SHAPES: dict[str, tuple[str, str]] = {
+    "eks": ("eks:TagResource:tags.<key>", "eks:TagResource:tags.{}"),
+    "fsx": ("fsx:CreateFileSystem:Tags.[].Key", "fsx:CreateFileSystem:Tags.[].Value"),
+    "iam": ("iam:CreateRole:Tags.[].Key", "iam:CreateRole:Tags.[].Value"),
+    "kms": ("kms:CreateKey:Tags.[].TagKey", "kms:CreateKey:Tags.[].TagValue"),
+    "logs": ("logs:CreateLogGroup:tags.<key>", "logs:CreateLogGroup:tags.{}"),
+}
+TAG_LIMITS = ("eks:TagResource:tags", "fsx:CreateFileSystem:Tags", "iam:CreateRole:Tags", "logs:CreateLogGroup:tags")
+
+
+def tag_problems(tags: Mapping[str, str], reserved: Sequence[str] = ()) -> list[str]:
+    """`tags.<key>: ...` lines for tags some service would refuse; `reserved` are keys the
+    stack adds itself (they count against the per-resource limit)."""
+    out: list[str] = []
+    for key, value in tags.items():
+        if key.lower().startswith("aws:"):
+            out.append(f"tags.{key}: the aws: prefix is reserved for AWS's own tags")
+            continue
+        for service, (key_address, value_address) in TAG_SHAPES.items():
+            bad = [f"key {p}" for p in problems(key, key_address)]
+            bad += [f"value {p}" for p in problems(value, value_address)]
+            if bad:
+                out.append(f"tags.{key}: {'; '.join(bad)} ({service} tag rules)")
+                break
+    total = len({*tags, *reserved})
+    limit = min(int(shape(a).metadata.get("max", 50)) for a in TAG_LIMITS)
+    if total > limit:
+        out.append(f"tags: {len(tags)} tags plus the {len(reserved)} the stack adds is {total}; AWS allows {limit}")
+    return out
