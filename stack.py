@@ -13,12 +13,14 @@ from dataclasses import dataclass
 
 import pulumi
 
+from config import checkpoints
 from config.stack import StackConfig
 from facts.names import STORAGE_CLAIM, WORKLOADS_NAMESPACE
 from infra import cost
 from infra.addons import ClusterAddons
 from infra.cluster import Cluster
 from infra.context import StackContext
+from infra.images import ImageBuilds
 from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import NodeGroupFacts, Platform
@@ -37,10 +39,19 @@ class Infrastructure:
     node_groups: dict[str, AcceleratedNodeGroup]
     storage: SharedStorage
     registry: Registry
+    images: ImageBuilds
     addons: ClusterAddons
     queues: TeamQueues
     volume: SharedVolume
     platform: Platform
+
+
+def built_repositories(cfg: StackConfig) -> list[str]:
+    """The repositories whose image the stack builds (in AWS CodeBuild, from images/): those of
+    the runs that name neither an image nor a tag. Nothing is built that no run uses."""
+    return sorted(
+        {r.REPOSITORY for r in cfg.workloads.values() if r.REPOSITORY and r.image is None and r.image_tag is None}
+    )
 
 
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
@@ -92,23 +103,31 @@ def build_infrastructure(cfg: StackConfig) -> Infrastructure:
         queues=queues.queues,
         priority_classes=queues.priority_classes,
     )
-    return Infrastructure(
-        network=network,
-        cluster=cluster,
-        node_groups=node_groups,
-        storage=storage,
-        registry=registry,
-        addons=addons,
-        queues=queues,
-        volume=volume,
-        platform=platform,
-    )
+    images = ImageBuilds("images", {r: registry.urls[r] for r in built_repositories(cfg)}, ctx)
+    return Infrastructure(network, cluster, node_groups, storage, registry, images, addons, queues, volume, platform)
+
+
+def checkpoint_plans(cfg: StackConfig) -> dict[str, dict[str, object]]:
+    """Each run's checkpoint size, write time and share of training time (for the plan)."""
+    plans = {}
+    for name, run in cfg.workloads.items():
+        plan = checkpoints.plan(
+            run.RECIPE,
+            run.model_shape,
+            run.checkpoints_kept,
+            run.checkpoint_interval,
+            cfg.storage,
+            cost.estimated_step_seconds(cfg, name)[0],
+        )
+        if plan is not None:
+            plans[name] = plan.as_dict()
+    return plans
 
 
 def build(cfg: StackConfig) -> dict[str, pulumi.Input[object]]:
     """Declare every resource of the stack; return the stack outputs."""
     infra = build_infrastructure(cfg)
-    deploy.deploy(cfg.workloads, cfg.hugging_face_token, infra.platform)
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, infra.platform, checkpoint_plans(cfg))
     return {
         "clusterName": infra.cluster.name,
         "kubeconfig": infra.cluster.kubeconfig,

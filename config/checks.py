@@ -11,10 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.base import AZ_RE, DNS_LABEL_RE, RUN_ID_RE, did_you_mean
+from config.checkpoints import GIB, STORAGE_SHARE, plan
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.teams import TeamConfig
 from config.workloads import RunConfig
+from facts import versions
 from facts.names import SYSTEM_NODE_GROUP
 
 Groups = Mapping[str, tuple[int, NodeGroupConfig]]
@@ -127,13 +129,41 @@ def nodes_fit(key: str, run: RunConfig, index: int, ng: NodeGroupConfig) -> list
     ]
 
 
+def image_repository_exists(key: str, run: RunConfig, cfg: StackConfig) -> list[str]:
+    """A run that takes its image from the recipe's repository needs that repository."""
+    repo = run.REPOSITORY
+    if run.image is not None or repo is None or repo in cfg.registry.repositories:
+        return []
+    return [
+        f"{key}.image: required: the stack has no ECR repository {repo!r} for recipe {run.RECIPE}"
+        f" (registry.repositories: {', '.join(cfg.registry.repositories) or 'none'})"
+    ]
+
+
+def versions_fit(key: str, run: RunConfig, ng: NodeGroupConfig) -> list[str]:
+    """A Neuron run's SDK (from neuronSdk, the image tag, or the repository's Dockerfile) trains
+    on the node group's instance family, and the recipe's framework is still supported by it."""
+    if ng.instance.accelerator != "neuron":
+        return []
+    sdk, source = run.sdk
+    if sdk is None:
+        return [
+            f"{key}.neuronSdk: required: the image {run.image} does not name its Neuron SDK (no -sdk<version> in"
+            " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family"
+        ]
+    family = ng.instance.family
+    return [
+        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image)
+    ]
+
+
 def run_problems(cfg: StackConfig) -> list[str]:
     """Each run against the node groups: a rule whose precondition failed hides the rules after it."""
     problems: list[str] = []
     groups = {ng.name: (i, ng) for i, ng in enumerate(cfg.node_groups)}
     for name, run in cfg.workloads.items():
         key = f"workloads.{name}"
-        problems += run_name(name) + hugging_face_token(name, run, cfg)
+        problems += run_name(name) + hugging_face_token(name, run, cfg) + image_repository_exists(key, run, cfg)
         unknown = known_node_group(key, run.node_group, groups)
         if unknown:
             problems += unknown
@@ -143,8 +173,27 @@ def run_problems(cfg: StackConfig) -> list[str]:
         if mismatch:
             problems += mismatch
             continue
-        problems += nodes_fit(key, run, i, ng) + run.problems_on(key, ng.instance)
+        problems += versions_fit(key, run, ng) + nodes_fit(key, run, i, ng) + run.problems_on(key, ng.instance)
     return problems
+
+
+def checkpoints_fit(cfg: StackConfig) -> list[str]:
+    """The checkpoints every run keeps fit in the shared file system, with room to spare."""
+    kept = {
+        name: p
+        for name, run in sorted(cfg.workloads.items())
+        if (p := plan(run.RECIPE, run.model_shape, run.checkpoints_kept, None, cfg.storage))
+    }
+    total = sum(p.kept_bytes for p in kept.values())
+    room = cfg.storage.storage_capacity_gib * GIB * STORAGE_SHARE
+    if total <= room:
+        return []
+    listed = ", ".join(f"{n}: {p.kept} x {p.size_bytes / 1e9:,.0f} GB" for n, p in kept.items())
+    return [
+        f"storage.storageCapacityGib: the checkpoints the runs keep ({listed}) need {total / 1e12:,.2f} TB, more than"
+        f" {STORAGE_SHARE:.0%} of {cfg.storage.storage_capacity_gib} GiB; grow the file system (a multiple"
+        " of 2400 GiB) or keep fewer (workloads.<name>.training.checkpointsToKeep)"
+    ]
 
 
 # --------------------------------------------------------------------------- teams
@@ -231,6 +280,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
     """Every cross-section rule over a validated config."""
     return [
         *run_problems(cfg),
+        *checkpoints_fit(cfg),
         *team_problems(cfg),
         *(p for name, run in cfg.workloads.items() for p in run_team(name, run, cfg.teams)),
         *system_name_reserved(cfg),
