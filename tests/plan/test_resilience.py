@@ -174,6 +174,10 @@ def test_nemo_recipes_resume_from_the_latest_checkpoint(stack: str, workload: st
     assert f"every_n_train_steps={every}" in script
     env = worker_env(job)
     assert env["CHECKPOINT_DIR"] == f"{run_dir}/checkpoints"
+    # NeMo r2.0.0rc1 resumes only from *last checkpoints (tests/upstream/nemo-r2.0.0rc1.yaml);
+    # neuronx-nemo-megatron 0.8.0 from the newest *.ckpt, so its config's save_last: False is fine.
+    resume = "+exp_manager.checkpoint_callback_params.save_last=True"
+    assert (resume in script) == (workload == "nemo")
 
 
 @pytest.mark.parametrize(("stack", "workload"), [("trn1-bert", "bert"), ("trn1-shared", "bert-research")])

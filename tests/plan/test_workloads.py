@@ -83,6 +83,26 @@ def test_every_core_object_validates_with_kubernetes_validate(stack: str) -> Non
         kubernetes_validate.validate(obj, "1.35.0", strict=True)
 
 
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_every_container_has_cpu_and_memory_requests_and_limits(stack: str) -> None:
+    """Issue 12, defect 13: TensorBoard, the data Jobs and the shell pod had no CPU limit."""
+    for r in k8s_resources(stack_plan(stack)):
+        obj = r["inputs"]
+        spec = obj.get("spec", {})
+        if obj["kind"] == "MPIJob":
+            pods = [s["template"]["spec"] for s in spec["mpiReplicaSpecs"].values()]
+        elif obj["kind"] == "Pod":
+            pods = [spec]
+        elif obj["kind"] in ("Job", "Deployment"):
+            pods = [spec["template"]["spec"]]
+        else:
+            continue
+        for pod in pods:
+            for c in pod["containers"]:
+                for kind in ("requests", "limits"):
+                    assert {"cpu", "memory"} <= set(c["resources"][kind]), (obj["metadata"]["name"], kind)
+
+
 # --------------------------------------------------------------------------- devices and ordering
 
 

@@ -100,6 +100,19 @@ def test_the_checker_catches_each_kind_of_mistake() -> None:
     assert "exp_manager.no_such_key" in schema_problems(nnm, cfg)
 
 
+@pytest.mark.parametrize(
+    ("recipe", "kv_key", "pp"), [("llama2-neuron", "model.num_kv_heads", 16), ("nemo-gpu", "model.num_query_groups", 4)]
+)
+def test_grouped_query_attention_reaches_the_model(recipe: str, kv_key: str, pp: int) -> None:
+    """The 70b shape's 8 KV heads are passed under the framework's own key (a config that merely
+    composes would otherwise train 64 KV heads)."""
+    extra = {"model": {"preset": "70b", "pipelineParallel": pp}, "nodes": 4, "training": {"checkpointsToKeep": 1}}
+    found = _rendered_launches([s.obj for s in built_with(recipe, extra)])
+    assert found
+    for _, launch in found:
+        assert f"{kv_key}=8" in launch.overrides, launch.config_name
+
+
 def test_grouped_query_attention_key_is_only_in_the_70b_config() -> None:
     configs = upstream.facts("neuronx-nemo-megatron-2.21")["configs"]
     assert "model.num_kv_heads" in configs["megatron_llama_70b_config"]["keys"]

@@ -107,7 +107,7 @@ def neuronx_overrides(
     `checkpoints=False` is upstream's compile-only run (COMPILE=1): no TensorBoard logger, no
     checkpoint callback, and nothing resumed.
     """
-    gqa = neuronx_config(m) == NEURONX_GQA_CONFIG
+    gqa = m.num_kv_heads != m.num_attention_heads
     out = [
         *_schedule(m, t, nodes=nodes, ranks_per_node=ranks_per_node, steps=steps),
         "trainer.accumulate_grad_batches=1",
