@@ -17,19 +17,23 @@ stack's `layer` names, reading the layer below through a stack reference.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
-from config import ConfigError, checks
+from config import ConfigError, checkpoints, checks
 from config.stack import StackConfig
+from config.storage import StorageConfig
+from config.workloads import Run
 from facts.names import STORAGE_CLAIM, WORKLOADS_NAMESPACE
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner
 from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
+from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
 from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
@@ -51,6 +55,7 @@ class AwsLayer:
     node_groups: dict[str, AcceleratedNodeGroup]
     storage: SharedStorage
     registry: Registry
+    images: ImageBuilds
     addons: ClusterAddons
     """The add-ons component; the aws layer declares its EKS managed add-ons and IAM roles."""
     runner: CiRunner | None
@@ -75,13 +80,25 @@ class Infrastructure:
     k8s: ClusterLayer
 
     def __getattr__(self, name: str) -> Any:
-        """`network`, `cluster`, `node_groups`, `storage`, `registry`, `addons` from the aws layer;
-        `queues`, `volume`, `platform` from the cluster layer."""
+        """`network`, `cluster`, `node_groups`, `storage`, `registry`, `images`, `addons` from the
+        aws layer; `queues`, `volume`, `platform` from the cluster layer."""
         layer = self.__dict__["k8s"] if name in ("queues", "volume", "platform") else self.__dict__["aws"]
         return getattr(layer, name)
 
 
 # --------------------------------------------------------------------------- the layers
+
+
+def built_repositories(cfg: StackConfig) -> list[str]:
+    """The repositories whose image the stack builds (in AWS CodeBuild, from images/). An
+    all-in-one stack builds those of its runs that name neither an image nor a tag: nothing is
+    built that no run uses. An aws-layer stack does not know the runs: it builds the image of
+    every repository of its registry that has a Dockerfile in images/."""
+    if cfg.layer == "aws":
+        return sorted(cfg.registry.repositories)
+    return sorted(
+        {r.REPOSITORY for r in cfg.workloads.values() if r.REPOSITORY and r.image is None and r.image_tag is None}
+    )
 
 
 def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
@@ -115,7 +132,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         kubeconfig=cluster.kubeconfig,
         node_groups=facts,
         file_system=FileSystemRef(id=fs.id, dns_name=fs.dns_name, mount_name=fs.mount_name),
-        storage_capacity_gib=cfg.storage.storage_capacity_gib,
+        storage=cfg.storage,
         registry_urls=dict(registry.urls),
         role_arns=dict(addons.role_arns),
         provider=cluster.provider,
@@ -124,7 +141,8 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         # Binds once the S3 link exists; mounts once the nodes may reach the file system.
         volume_ready=[*([storage.association] if storage.association else []), *lustre_client_rules],
     )
-    return AwsLayer(network, cluster, node_groups, storage, registry, addons, runner, inputs)
+    images = ImageBuilds("images", {r: registry.urls[r] for r in built_repositories(cfg)}, ctx, opts=on_aws)
+    return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
 
 
 def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons | None = None) -> ClusterLayer:
@@ -149,7 +167,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     )
     volume = SharedVolume(
         "shared-volume",
-        inputs.storage_capacity_gib,
+        inputs.storage.storage_capacity_gib,
         inputs.file_system,
         addons.namespace,
         STORAGE_CLAIM,
@@ -166,8 +184,29 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         queues=queues.queues,
         priority_classes=queues.priority_classes,
         teams=dict(cfg.teams),
+        storage=inputs.storage,
     )
     return ClusterLayer(addons, queues, volume, platform)
+
+
+def checkpoint_plans(
+    workloads: Mapping[str, Run], storage: StorageConfig, cfg: StackConfig, node_types: Mapping[str, str]
+) -> dict[str, dict[str, object]]:
+    """Each run's checkpoint size, write time and share of training time (for the plan);
+    `node_types` is the instance type of each node group."""
+    plans = {}
+    for name, run in workloads.items():
+        plan = checkpoints.plan(
+            run.RECIPE,
+            run.model_shape,
+            run.checkpoints_kept,
+            run.checkpoint_interval,
+            storage,
+            cost.estimated_step_seconds(cfg, name, node_types.get(run.node_group))[0],
+        )
+        if plan is not None:
+            plans[name] = plan.as_dict()
+    return plans
 
 
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
@@ -182,7 +221,11 @@ def build_infrastructure(cfg: StackConfig) -> Infrastructure:
 def build(cfg: StackConfig) -> Outputs:
     """Declare every resource of an all-in-one stack; return the stack outputs."""
     infra = build_infrastructure(cfg)
-    deploy.deploy(cfg.workloads, cfg.hugging_face_token, infra.k8s.platform)
+    platform = infra.k8s.platform
+    types = {name: g.instance.name for name, g in platform.node_groups.items()}
+    deploy.deploy(
+        cfg.workloads, cfg.hugging_face_token, platform, checkpoint_plans(cfg.workloads, cfg.storage, cfg, types)
+    )
     return _aws_outputs(cfg, infra.aws)
 
 
@@ -243,11 +286,18 @@ def runs_stack(cfg: StackConfig) -> Outputs:
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     platform = layers.parse_platform(values, None, cfg.lower_stack)
     groups = layers.group_views(platform.node_groups, cfg.lower_stack)
-    problems = checks.runs_problems(cfg.workloads, groups) + checks.run_teams(cfg.workloads, platform.teams)
+    problems = [
+        *checks.images_exist(cfg.workloads, platform.registry_urls),
+        *checks.runs_problems(cfg.workloads, groups),
+        *checks.checkpoints_fit(cfg.workloads, platform.storage),
+        *checks.run_teams(cfg.workloads, platform.teams),
+    ]
     if problems:
         raise ConfigError(problems)
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
-    deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider))
+    types = {name: g.instance.name for name, g in platform.node_groups.items()}
+    plans = checkpoint_plans(cfg.workloads, platform.storage, cfg, types)
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
     return {"runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())}}
 
 

@@ -11,18 +11,20 @@ an all-in-one stack, and from the lower layer's outputs in a layered one (`stack
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from config.aws import tag_problems
 from config.base import AZ_RE, DNS_LABEL_RE, RUN_ID_RE, did_you_mean
+from config.checkpoints import GIB, STORAGE_SHARE, plan
 from config.layers import layer_problems
 from config.stack import StackConfig
 from config.stackfile import SECRET
+from config.storage import StorageConfig
 from config.teams import TeamConfig
 from config.workloads import RunConfig, WorkloadConfig
-from facts import instances
+from facts import instances, versions
 from facts.names import CLUSTER_TAG, SYSTEM_NODE_GROUP
 
 
@@ -160,6 +162,34 @@ def nodes_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     ]
 
 
+def image_repository_exists(key: str, run: RunConfig, repositories: Collection[str]) -> list[str]:
+    """A run that takes its image from the recipe's repository needs that repository."""
+    repo = run.REPOSITORY
+    if run.image is not None or repo is None or repo in repositories:
+        return []
+    return [
+        f"{key}.image: required: the stack has no ECR repository {repo!r} for recipe {run.RECIPE}"
+        f" (registry.repositories: {', '.join(repositories) or 'none'})"
+    ]
+
+
+def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A Neuron run's SDK (from neuronSdk, the image tag, or the repository's Dockerfile) trains
+    on the node group's instance family, and the recipe's framework is still supported by it."""
+    if ng.instance.accelerator != "neuron":
+        return []
+    sdk, source = run.sdk
+    if sdk is None:
+        return [
+            f"{key}.neuronSdk: required: the image {run.image} does not name its Neuron SDK (no -sdk<version> in"
+            " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family"
+        ]
+    family = ng.instance.family
+    return [
+        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image)
+    ]
+
+
 def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> list[str]:
     """Each run against the node groups: a rule whose precondition failed hides the rules after it."""
     problems: list[str] = []
@@ -174,13 +204,39 @@ def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> li
         if mismatch:
             problems += mismatch
             continue
-        problems += nodes_fit(key, run, ng) + run.problems_on(key, ng.instance)
+        problems += versions_fit(key, run, ng) + nodes_fit(key, run, ng) + run.problems_on(key, ng.instance)
     return problems
 
 
 def run_names(cfg: StackConfig) -> list[str]:
     """What a run needs of its own stack: a valid name, and the token where its recipe downloads."""
     return [p for name, run in cfg.workloads.items() for p in run_name(name) + hugging_face_token(name, run, cfg)]
+
+
+def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collection[str]) -> list[str]:
+    """Every run's image comes from a repository the stack has, or is named in full."""
+    return [
+        p for name, run in workloads.items() for p in image_repository_exists(f"workloads.{name}", run, repositories)
+    ]
+
+
+def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageConfig) -> list[str]:
+    """The checkpoints every run keeps fit in the shared file system, with room to spare."""
+    kept = {
+        name: p
+        for name, run in sorted(workloads.items())
+        if (p := plan(run.RECIPE, run.model_shape, run.checkpoints_kept, None, storage))
+    }
+    total = sum(p.kept_bytes for p in kept.values())
+    room = storage.storage_capacity_gib * GIB * STORAGE_SHARE
+    if total <= room:
+        return []
+    listed = ", ".join(f"{n}: {p.kept} x {p.size_bytes / 1e9:,.0f} GB" for n, p in kept.items())
+    return [
+        f"storage.storageCapacityGib: the checkpoints the runs keep ({listed}) need {total / 1e12:,.2f} TB, more than"
+        f" {STORAGE_SHARE:.0%} of {storage.storage_capacity_gib} GiB; grow the file system (a multiple"
+        " of 2400 GiB) or keep fewer (workloads.<name>.training.checkpointsToKeep)"
+    ]
 
 
 # --------------------------------------------------------------------------- teams
@@ -311,7 +367,9 @@ def config_problems(cfg: StackConfig) -> list[str]:
         groups = groups_of(cfg)
         return [
             *local,
+            *images_exist(cfg.workloads, cfg.registry.repositories),
             *runs_problems(cfg.workloads, groups),
+            *checkpoints_fit(cfg.workloads, cfg.storage),
             *team_problems(cfg.teams, groups),
             *run_teams(cfg.workloads, cfg.teams),
             *system_name_reserved(cfg),

@@ -21,7 +21,7 @@ class RepositoryConfig(Model):
 
 
 def _default_repositories() -> dict[str, RepositoryConfig]:
-    # One repository per recipe that builds its image in the stack (neuronx-nemo-megatron, nemo).
+    # One repository per recipe whose image the stack builds (neuronx-nemo-megatron, nemo, bert-neuronx).
     return {recipe.REPOSITORY: RepositoryConfig() for recipe in RECIPES.values() if recipe.REPOSITORY}
 
 
@@ -31,7 +31,7 @@ class RegistryConfig(Model):
     repositories: dict[str, RepositoryConfig] = Field(
         default_factory=_default_repositories,
         description="Repository key -> options; created as <cluster.name>/<key>. Replaces the defaults"
-        " (neuronx-nemo-megatron, nemo) when given.",
+        " (neuronx-nemo-megatron, nemo, bert-neuronx) when given.",
     )
 
     @field_validator("repositories")

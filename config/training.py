@@ -1,5 +1,5 @@
 """What training runs share: the transformer shape and parallelism, the optimizer schedule,
-the data sources of the Llama2 recipe, and the health gate before training."""
+the data sources and tokenizers of the recipes, and the health gate at the start of training."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import KeyProblem, Model, check_image
+from config.base import KeyProblem, Model
 from facts import instances
 
-# Llama2 shapes (Meta's Llama 2 model cards and the Data on EKS Llama2-7B example) with
-# parallelism and batch sizes that fit trn1 nodes (32 NeuronCores each): 7B is the Data on
-# EKS run; 13B and 70B add pipeline stages so the weights fit in device memory. Any field can
-# be overridden in the stack.
-LLAMA2_PRESETS: dict[str, dict[str, int]] = {
+# Llama2 shapes, parallelism and batch sizes of neuronx-nemo-megatron's launch scripts
+# (2.21_release: llama_7b.sh, llama_13b.sh, llama_70b.sh; tests/upstream/neuronx-nemo-megatron-2.21.yaml),
+# which the Data on EKS example runs for 7B on 4 trn1 nodes. 70B uses grouped-query attention
+# (8 KV heads) and 16 pipeline stages, so one replica spans 4 trn1 nodes. Any field can be
+# overridden in the stack.
+LLAMA2_PRESETS: dict[str, dict[str, int | float]] = {
     "7b": {
         "seqLength": 4096,
         "hiddenSize": 4096,
@@ -27,6 +28,8 @@ LLAMA2_PRESETS: dict[str, dict[str, int]] = {
         "pipelineParallel": 1,
         "microBatchSize": 1,
         "globalBatchSize": 256,
+        "initMethodStd": 0.021,
+        "layernormEpsilon": 1e-5,
     },
     "13b": {
         "seqLength": 4096,
@@ -39,6 +42,8 @@ LLAMA2_PRESETS: dict[str, dict[str, int]] = {
         "pipelineParallel": 4,
         "microBatchSize": 1,
         "globalBatchSize": 1024,
+        "initMethodStd": 0.02,
+        "layernormEpsilon": 1e-6,
     },
     "70b": {
         "seqLength": 4096,
@@ -48,22 +53,26 @@ LLAMA2_PRESETS: dict[str, dict[str, int]] = {
         "numAttentionHeads": 64,
         "numKvHeads": 8,
         "tensorParallel": 8,
-        "pipelineParallel": 8,
+        "pipelineParallel": 16,
         "microBatchSize": 1,
-        "globalBatchSize": 1024,
+        "globalBatchSize": 512,
+        "initMethodStd": 0.02,
+        "layernormEpsilon": 1e-5,
     },
 }
 
 
 class HealthCheckConfig(Model):
-    """The collective test that must pass on the run's nodes before training starts."""
+    """The checks every training launch runs on its own nodes, with its own image, before training."""
 
-    enabled: bool = Field(True, description="Run nccom-test (Neuron) or nccl-tests all-reduce before training.")
+    enabled: bool = Field(
+        True,
+        description="Per-node checks, then an nccom-test (Neuron) or nccl-tests (GPU) all-reduce, at every launch.",
+    )
     min_bus_bandwidth_gbps: float | None = Field(
         None, gt=0, description="Fail below this all-reduce bus bandwidth, GB/s; default per instance type."
     )
     message_size: str | None = Field(None, description="All-reduce size, e.g. 2G; default per instance type.")
-    image: str | None = Field(None, description="Image with nccom-test / nccl-tests; default: the workload's image.")
 
     @field_validator("message_size")
     @classmethod
@@ -71,11 +80,6 @@ class HealthCheckConfig(Model):
         if v is not None and not re.fullmatch(r"[1-9]\d*[KMG]?", v):
             raise ValueError(f"{v!r} is not a size like 512M or 2G")
         return v
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, v: str | None) -> str | None:
-        return check_image(v)
 
 
 class ModelConfig(Model):
@@ -93,6 +97,8 @@ class ModelConfig(Model):
     sequence_parallel: bool = Field(True, description="Sequence parallelism (with TP > 1).")
     micro_batch_size: int = Field(ge=1, description="Sequences per rank per micro step.")
     global_batch_size: int = Field(ge=1, description="Sequences per optimizer step.")
+    init_method_std: float = Field(gt=0, description="Standard deviation of the weight initialisation.")
+    layernorm_epsilon: float = Field(gt=0, description="RMSNorm epsilon.")
 
     @model_validator(mode="before")
     @classmethod
@@ -142,6 +148,9 @@ class TrainingConfig(Model):
     adam_beta1: float = Field(0.9, gt=0, lt=1, description="AdamW beta1.")
     adam_beta2: float = Field(0.95, gt=0, lt=1, description="AdamW beta2.")
     checkpoint_every_steps: int = Field(500, ge=1, description="Save a checkpoint every N steps.")
+    checkpoints_to_keep: int = Field(
+        2, ge=1, le=20, description="Newest checkpoints kept (the storage must hold them; older ones are deleted)."
+    )
 
     @model_validator(mode="after")
     def _schedule(self) -> TrainingConfig:
@@ -170,6 +179,86 @@ class Llama2DataConfig(Model):
     def _repo(cls, v: str) -> str:
         if not re.fullmatch(r"[\w.\-]+/[\w.\-]+", v):
             raise ValueError(f"{v!r} is not a Hugging Face repo id like owner/name")
+        return v
+
+
+# NeMo's megatron tokenizer downloads the GPT-2 BPE files at run time (megatron_utils.py of
+# NeMo r2.0.0rc1); the nemo image fetches them once at build time, here.
+GPT2_VOCAB = "/opt/tokenizers/gpt2/vocab.json"
+GPT2_MERGES = "/opt/tokenizers/gpt2/merges.txt"
+
+
+class NemoTokenizerConfig(Model):
+    """The tokenizer NeMo builds the model with (its vocabulary size); it must be the one the
+    data was tokenized with. NeMo's llama config leaves `model.tokenizer.model` mandatory, so
+    something is always set. Default: the GPT-2 BPE files baked into the nemo image."""
+
+    library: Literal["megatron", "sentencepiece", "huggingface"] = Field(
+        "megatron", description="NeMo tokenizer library (model.tokenizer.library)."
+    )
+    type: str | None = Field(
+        None, description="megatron: GPT2BPETokenizer (default); huggingface: the model name or a directory."
+    )
+    model: str | None = Field(None, description="sentencepiece: the tokenizer.model file (under /shared).")
+    vocab_file: str | None = Field(None, description="megatron: vocabulary file; default the image's GPT-2 vocab.")
+    merge_file: str | None = Field(None, description="megatron: merges file; default the image's GPT-2 merges.")
+
+    @model_validator(mode="after")
+    def _complete(self) -> NemoTokenizerConfig:
+        if self.library == "sentencepiece" and not self.model:
+            raise KeyProblem("model", "required with library sentencepiece (the tokenizer.model file)")
+        if self.library == "huggingface" and not self.type:
+            raise KeyProblem("type", "required with library huggingface (a model name or directory)")
+        if self.library != "megatron" and (self.vocab_file or self.merge_file):
+            raise KeyProblem("vocabFile", "only for library megatron")
+        return self
+
+
+# BERT-large phase 1 of the Neuron tutorial (aws-neuron-samples v2.27.0 dp_bert_hf_pretrain and
+# the torch-neuronx BERT tutorial page): batch 16 per NeuronCore, global batch 16384 whatever
+# the node count (the tutorial divides gradient accumulation by the nodes), lr 4e-4, 2000
+# warmup steps, 28125 steps, a checkpoint after every dataset shard, the last one kept.
+BERT_DATASET = "s3://neuron-s3/training_datasets/bert_pretrain_wikicorpus_tokenized_hdf5/bert_pretrain_wikicorpus_tokenized_hdf5_seqlen128.tar"
+
+
+class BertTrainingConfig(Model):
+    """BERT-large phase-1 pretraining schedule (dp_bert_large_hf_pretrain_hdf5.py options)."""
+
+    max_steps: int = Field(28125, ge=1, description="Optimizer steps (--max_steps; the LR schedule's length).")
+    batch_size: int = Field(16, ge=1, description="Sequences per NeuronCore per micro step (--batch_size).")
+    global_batch_size: int = Field(16384, ge=1, description="Sequences per optimizer step, whatever the node count.")
+    learning_rate: float = Field(4e-4, gt=0, description="Peak learning rate (--lr).")
+    warmup_steps: int = Field(2000, ge=0, description="Linear warmup steps (--warmup_steps).")
+    shards_per_checkpoint: int = Field(
+        1, ge=1, description="Dataset shards between checkpoints (--shards_per_ckpt; the script saves per shard)."
+    )
+    checkpoints_to_keep: int = Field(1, ge=1, le=20, description="Newest checkpoints kept (--num_ckpts_to_keep).")
+    precompile_steps: int = Field(10, ge=1, description="Steps neuron_parallel_compile traces (--steps_this_run).")
+
+    @model_validator(mode="after")
+    def _warmup(self) -> BertTrainingConfig:
+        if self.warmup_steps >= self.max_steps:
+            raise KeyProblem("warmupSteps", f"{self.warmup_steps} must be below maxSteps {self.max_steps}")
+        return self
+
+    def grad_accum(self, ranks: int) -> int | None:
+        """Micro steps per optimizer step on `ranks` NeuronCores, or None if they do not divide."""
+        per_micro_step = ranks * self.batch_size
+        if self.global_batch_size % per_micro_step:
+            return None
+        return self.global_batch_size // per_micro_step
+
+
+class BertDataConfig(Model):
+    """Where the tokenized HDF5 shards come from (the tutorial's public archive)."""
+
+    archive: str = Field(BERT_DATASET, description="s3:// URL of a tar of tokenized HDF5 shards.")
+
+    @field_validator("archive")
+    @classmethod
+    def _s3(cls, v: str) -> str:
+        if not re.fullmatch(r"s3://[a-z0-9.\-]+/\S+\.tar", v):
+            raise ValueError(f"{v!r} is not an s3:// URL of a .tar archive")
         return v
 
 

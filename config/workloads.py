@@ -9,20 +9,24 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import RUN_ID_RE, KeyProblem, Model, check_image
 from config.training import (
+    BertDataConfig,
+    BertTrainingConfig,
     HealthCheckConfig,
     Llama2DataConfig,
     ModelConfig,
+    NemoTokenizerConfig,
     TrainingConfig,
     parallelism_problems,
 )
-from facts import instances
+from facts import images, instances, versions
 
 # `workloads` is a map of named runs. Each run names its recipe; the recipe picks the model
 # below (a union discriminated by `recipe`). A recipe model carries its facts as class
-# attributes (the accelerator it needs, the ECR repository its image comes from, the steps it
-# plans); its builder is one file in workloads/manifests/. Checks that need the node groups
-# (unknown node group, accelerator mismatch, node count, ranks and parallelism) run after
-# parsing, in config/checks.py, so each can name its key.
+# attributes (the accelerator it needs, the ECR repository its image is built into from
+# images/<repository>/, the steps it plans); its builder is one file in workloads/manifests/.
+# Checks that need the node groups or the storage (unknown node group, accelerator mismatch,
+# node count, ranks and parallelism, Neuron SDK versus instance family, checkpoint space)
+# run after parsing, in config/checks.py, so each can name its key.
 
 
 class RunConfig(Model):
@@ -39,13 +43,22 @@ class RunConfig(Model):
     STEPS: ClassVar[tuple[str, ...]]
     HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = None
     """Why the recipe needs the stack's Hugging Face token; None: it does not."""
+    NEMO_MEGATRON: ClassVar[bool] = False
+    """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
 
     node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
     nodes: int = Field(ge=1, description="Nodes of the run (one worker pod per node).")
     run_id: str = Field(description="Run id; a new value starts a new run. Lowercase letters, digits, hyphens.")
     image: str | None = Field(None, description="Container image with an explicit tag or digest.")
     image_tag: str | None = Field(
-        None, description="Tag in the stack's ECR repository of the recipe, used when image is not given."
+        None,
+        description="Tag in the stack's ECR repository of the recipe; default: the tag the stack builds from"
+        " images/<repository>/.",
+    )
+    neuron_sdk: str | None = Field(
+        None,
+        description="Neuron SDK of the image (Neuron node groups), when neither its tag nor the repository's"
+        " Dockerfile says.",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment of every process.")
     health_check: HealthCheckConfig = Field(default_factory=HealthCheckConfig, description="Pre-training gate.")
@@ -84,6 +97,13 @@ class RunConfig(Model):
             raise ValueError(f"{v!r} is not an immutable image tag (ECR tags are immutable; 'latest' is not allowed)")
         return v
 
+    @field_validator("neuron_sdk")
+    @classmethod
+    def _sdk(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"2\.\d+\.\d+", v):
+            raise ValueError(f"{v!r} is not a Neuron SDK version like 2.22.0")
+        return v
+
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
@@ -94,11 +114,34 @@ class RunConfig(Model):
 
     @model_validator(mode="after")
     def _image_source(self) -> RunConfig:
-        if self.image is None and self.image_tag is None:
-            raise KeyProblem("imageTag", "required unless image is given (the tag in the recipe's ECR repository)")
         if self.image is not None and self.image_tag is not None:
             raise KeyProblem("imageTag", "give image or imageTag, not both")
+        if self.image is None and self.REPOSITORY is None:
+            raise KeyProblem("image", f"required for recipe {self.RECIPE} (there is no default repository)")
         return self
+
+    @property
+    def built_image(self) -> images.Image | None:
+        """The image this repository builds, when the run uses the recipe's repository."""
+        return images.IMAGES.get(self.REPOSITORY or "") if self.image is None else None
+
+    @property
+    def image_tag_or_built(self) -> str | None:
+        """The tag in the recipe's repository: as configured, or the one the stack builds."""
+        if self.image is not None:
+            return None
+        built = self.built_image
+        return self.image_tag or (built.tag if built else None)
+
+    @property
+    def sdk(self) -> tuple[str | None, str]:
+        """The Neuron SDK of the run's image and the key that says so."""
+        if self.neuron_sdk:
+            return self.neuron_sdk, "neuronSdk"
+        if self.image:
+            return versions.sdk_of_image(self.image), "image"
+        built = self.built_image
+        return (built.neuron_sdk if built else None), "image"
 
     @property
     def model_shape(self) -> ModelConfig | None:
@@ -111,8 +154,13 @@ class RunConfig(Model):
         return None
 
     @property
-    def checkpoint_interval(self) -> int:
-        """Steps between checkpoints."""
+    def checkpoint_interval(self) -> int | None:
+        """Steps between checkpoints (None: not counted in steps)."""
+        raise NotImplementedError
+
+    @property
+    def checkpoints_kept(self) -> int:
+        """How many checkpoints the run keeps on the shared file system at once."""
         raise NotImplementedError
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
@@ -139,6 +187,10 @@ class MegatronRun(RunConfig):
     def checkpoint_interval(self) -> int:
         return self.training.checkpoint_every_steps
 
+    @property
+    def checkpoints_kept(self) -> int:
+        return self.training.checkpoints_to_keep
+
 
 class Llama2NeuronWorkload(MegatronRun):
     """Llama2 pretraining on Trainium with neuronx-nemo-megatron (the Data on EKS Llama2 example)."""
@@ -147,25 +199,27 @@ class Llama2NeuronWorkload(MegatronRun):
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
     REPOSITORY: ClassVar[str | None] = "neuronx-nemo-megatron"
     STEPS: ClassVar[tuple[str, ...]] = (
+        "image",
         "secret",
         "tokenizer",
         "dataset",
         "tokenize",
-        "precompile",
-        "healthcheck",
         "train",
         "tensorboard",
         "shell",
     )
     HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = "downloads the gated Llama tokenizer"
+    NEMO_MEGATRON: ClassVar[bool] = True
 
     recipe: Literal["llama2-neuron"] = Field(description="llama2-neuron")
     data: Llama2DataConfig = Field(default_factory=Llama2DataConfig, description="Tokenizer and dataset.")
-    code_dir: str = Field(
-        "/workspace/neuronx-nemo-megatron/nemo/examples/nlp/language_modeling",
-        description="Directory of megatron_gpt_pretraining.py in the image.",
+    repo_dir: str = Field(
+        "/neuronx-nemo-megatron",
+        description="The neuronx-nemo-megatron checkout in the image (examples and scripts are under it).",
     )
-    precompile_steps: int = Field(10, ge=1, description="Steps neuron_parallel_compile traces.")
+    precompile_steps: int = Field(
+        4, ge=1, description="Steps neuron_parallel_compile traces (upstream's compile-only run uses 4)."
+    )
     tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
     shell: bool = Field(False, description="A shell pod with /shared mounted.")
 
@@ -176,16 +230,19 @@ class NemoGpuWorkload(MegatronRun):
     RECIPE: ClassVar[str] = "nemo-gpu"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "nvidia"
     REPOSITORY: ClassVar[str | None] = "nemo"
-    STEPS: ClassVar[tuple[str, ...]] = ("healthcheck", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "train", "tensorboard")
 
     recipe: Literal["nemo-gpu"] = Field(description="nemo-gpu")
     data_prefix: str | None = Field(
         None, description="Megatron data prefix under /shared (tokenized .bin/.idx); default: NeMo mock data."
     )
-    config_name: str = Field("megatron_llama_config", description="NeMo Hydra config of megatron_gpt_pretraining.py.")
-    code_dir: str = Field(
-        "/opt/NeMo/examples/nlp/language_modeling", description="Directory of megatron_gpt_pretraining.py."
+    tokenizer: NemoTokenizerConfig = Field(
+        default_factory=NemoTokenizerConfig, description="The tokenizer the data was made with."
     )
+    config_name: Literal["megatron_llama_config"] = Field(
+        "megatron_llama_config", description="NeMo Hydra config of megatron_gpt_pretraining.py."
+    )
+    repo_dir: str = Field("/opt/NeMo", description="The NeMo checkout in the image (examples/ is under it).")
     overrides: dict[str, str] = Field(default_factory=dict, description="Extra Hydra overrides (key: value).")
     tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
 
@@ -201,7 +258,7 @@ class CustomWorkload(RunConfig):
     """Bring your own training code: any image and command, run once per node."""
 
     RECIPE: ClassVar[str] = "custom"
-    STEPS: ClassVar[tuple[str, ...]] = ("healthcheck", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "train", "tensorboard")
 
     recipe: Literal["custom"] = Field(description="custom")
     command: list[str] = Field(min_length=1, description="Command run on every node (e.g. torchrun ...).")
@@ -212,12 +269,6 @@ class CustomWorkload(RunConfig):
     checkpoint_every_steps: int = Field(
         500, ge=1, description="Exported as CHECKPOINT_EVERY_STEPS; the command saves to $CHECKPOINT_DIR that often."
     )
-
-    @model_validator(mode="after")
-    def _needs_image(self) -> CustomWorkload:
-        if self.image is None:
-            raise KeyProblem("image", "required for recipe custom (there is no default repository)")
-        return self
 
     @property
     def optimizer_steps(self) -> int | None:
@@ -235,8 +286,52 @@ class CustomWorkload(RunConfig):
     def checkpoint_interval(self) -> int:
         return self.checkpoint_every_steps
 
+    @property
+    def checkpoints_kept(self) -> int:
+        return 1
 
-Run = Llama2NeuronWorkload | NemoGpuWorkload | CustomWorkload
+
+class BertNeuronWorkload(RunConfig):
+    """BERT-large phase-1 pretraining on Trainium, data parallel (the Neuron BERT tutorial)."""
+
+    RECIPE: ClassVar[str] = "bert-neuron"
+    ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
+    REPOSITORY: ClassVar[str | None] = "bert-neuronx"
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dataset", "train", "tensorboard")
+
+    recipe: Literal["bert-neuron"] = Field(description="bert-neuron")
+    training: BertTrainingConfig = Field(default_factory=BertTrainingConfig, description="Steps and schedule.")
+    data: BertDataConfig = Field(default_factory=BertDataConfig, description="Tokenized dataset.")
+    repo_dir: str = Field(
+        "/opt/aws-neuron-samples",
+        description="The aws-neuron-samples checkout in the image (the BERT example is under it).",
+    )
+    tensorboard: bool = Field(True, description="TensorBoard over /shared/<workload>.")
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.training.max_steps
+
+    @property
+    def checkpoint_interval(self) -> None:
+        return None  # the script checkpoints per dataset shard, not per step
+
+    @property
+    def checkpoints_kept(self) -> int:
+        return self.training.checkpoints_to_keep
+
+    def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
+        ranks = self.nodes * instance.ranks_per_node
+        if self.training.grad_accum(ranks) is None:
+            t = self.training
+            return [
+                f"{key}.training.globalBatchSize: {t.global_batch_size} is not divisible by {ranks} NeuronCores x"
+                f" batchSize {t.batch_size} = {ranks * t.batch_size}"
+            ]
+        return []
+
+
+Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
 """Recipe name -> its config model."""

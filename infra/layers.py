@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from config import ConfigError
 from config.checks import GroupView
+from config.storage import StorageConfig
 from config.teams import TeamConfig
 from facts import instances
 from facts.names import LOWER_LAYER
@@ -52,7 +53,8 @@ class ClusterInputs:
     kubeconfig: pulumi.Input[str]
     node_groups: Mapping[str, NodeGroupFacts]
     file_system: FileSystemRef
-    storage_capacity_gib: int
+    storage: StorageConfig
+    """The shared file system's size, throughput and kind (for the volume and checkpoint plans)."""
     registry_urls: Mapping[str, pulumi.Input[str]]
     role_arns: Mapping[str, pulumi.Input[str]]
     """Add-on service account -> the IAM role the aws layer made for it (infra.addons)."""
@@ -65,6 +67,14 @@ class ClusterInputs:
 
 
 # --------------------------------------------------------------------------- node groups
+
+
+def storage_output(st: StorageConfig) -> dict[str, Any]:
+    return {
+        "capacityGib": st.storage_capacity_gib,
+        "throughputPerTib": st.throughput_per_tib,
+        "deploymentType": st.deployment_type,
+    }
 
 
 def node_group_output(g: NodeGroupFacts) -> dict[str, Any]:
@@ -126,6 +136,19 @@ class _Reader:
             out[name] = NodeGroupFacts(name, instances.ACCELERATED[itype], nodes, max_nodes, az, labels)
         return out
 
+    def storage(self, path: str) -> StorageConfig:
+        """The file system's settings at `path` (capacityGib, throughputPerTib, deploymentType)."""
+        values = {
+            "storageCapacityGib": self.get(f"{path}.capacityGib", int),
+            "throughputPerTib": self.get(f"{path}.throughputPerTib", int),
+            "deploymentType": self.get(f"{path}.deploymentType", str),
+        }
+        try:
+            return StorageConfig.model_validate({k: v for k, v in values.items() if v is not None})
+        except ValidationError as e:
+            self.problem(path, str(e.errors()[0]["msg"]))
+            return StorageConfig()
+
     def done(self) -> None:
         if self.problems:
             raise ContractError(self.problems)
@@ -156,7 +179,7 @@ def aws_layer_output(ci: ClusterInputs) -> dict[str, Any]:
             "id": fs.id,
             "dnsName": fs.dns_name,
             "mountName": fs.mount_name,
-            "capacityGib": ci.storage_capacity_gib,
+            **storage_output(ci.storage),
         },
         "registryUrls": dict(ci.registry_urls),
         "serviceAccountRoleArns": dict(ci.role_arns),
@@ -177,7 +200,7 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
             dns_name=r.get("fileSystem.dnsName", str),
             mount_name=r.get("fileSystem.mountName", str),
         ),
-        storage_capacity_gib=r.get("fileSystem.capacityGib", int),
+        storage=r.storage("fileSystem"),
         registry_urls=r.strings("registryUrls"),
         role_arns=r.strings("serviceAccountRoleArns"),
     )
@@ -207,6 +230,7 @@ def platform_output(p: Platform) -> dict[str, Any]:
         "queues": dict(p.queues),
         "priorityClasses": dict(p.priority_classes),
         "teams": {name: t.model_dump(by_alias=True) for name, t in p.teams.items()},
+        "storage": storage_output(p.storage),
     }
 
 
@@ -230,6 +254,7 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
         queues=r.strings("queues"),
         priority_classes=r.strings("priorityClasses"),
         teams=teams,
+        storage=r.storage("storage"),
     )
     r.done()
     return platform

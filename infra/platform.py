@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.nodegroups import NodeGroupConfig
+from config.storage import StorageConfig
 from config.teams import TeamConfig
 from facts import instances
 from facts.names import DEFAULT_QUEUE, EFA_RESOURCE, NODE_GROUP_LABEL, SHARED_MOUNT
@@ -97,6 +98,8 @@ class Platform:
     """Team -> the name of its Kueue WorkloadPriorityClass."""
     teams: Mapping[str, TeamConfig] = field(default_factory=dict)
     """The teams behind the queues (their node group and quota), for checking runs against them."""
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    """The shared file system's size, throughput and kind, for checking runs' checkpoints against it."""
 
     def queue_for(self, team: str | None) -> str | None:
         """The LocalQueue a run of `team` goes through (the default queue without a team)."""

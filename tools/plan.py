@@ -58,6 +58,8 @@ def _plain(v: Any) -> Any:
         return [_plain(x) for x in v]
     if isinstance(v, pulumi.Resource):
         return f"<resource {type(v).__name__}>"
+    if isinstance(v, pulumi.FileArchive):
+        return f"<archive {v.path}>"
     if isinstance(v, str) and v == rpc.UNKNOWN:
         return "<computed>"
     if isinstance(v, float) and v.is_integer():

@@ -183,6 +183,33 @@ def _training_run_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]
             )
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
+    return facts + _checkpoint_facts(i.get("checkpoints"))
+
+
+def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
+    """Checkpoint size, write time at the file system's throughput, share of training time
+    (at the configured interval and the estimated step time), and how many are kept."""
+    if not c:
+        return []
+    line = f"checkpoints: {c['sizeGB']:,} GB each, {c['kept']} kept, ~{c['writeSeconds']:,} s to write"
+    if c.get("writeShare") is not None:
+        line += (
+            f"; every {c['everySteps']} steps x {c['stepSeconds']:g} s: {c['writeShare']:.1%} of training time writing"
+        )
+    elif c.get("everySteps") is None:
+        minutes = c["writeSeconds"] / 0.02 / 60
+        line += f"; written per dataset shard group: 2% or less of training time if a group trains {minutes:.0f}+ min"
+    else:
+        line += f"; every {c['everySteps']} steps (share unknown: set stepSeconds)"
+    return [line]
+
+
+def _images_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+    kids = _children(plan, comp["urn"])
+    facts = []
+    for p in _of_type(kids, "aws:codebuild/project:Project"):
+        env = {v["name"]: v.get("value") for v in p["inputs"].get("environment", {}).get("environmentVariables", [])}
+        facts.append(f"CodeBuild {p['inputs'].get('name')}: builds tag {env.get('IMAGE_TAG')}")
     return facts
 
 
@@ -212,6 +239,7 @@ FACTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
     component_type("workloads", "TrainingRun"): _training_run_facts,
     component_type("infra", "SharedStorage"): _storage_facts,
     component_type("infra", "Registry"): _registry_facts,
+    component_type("infra", "ImageBuilds"): _images_facts,
     component_type("infra", "ClusterAddons"): _addons_facts,
     component_type("infra", "Network"): _network_facts,
     component_type("infra", "Cluster"): _cluster_facts,

@@ -29,13 +29,15 @@ IMAGE_PLACEHOLDER = "registry.invalid/placeholder:0"
 
 
 def image_of(run: Run, registry_urls: Mapping[str, Any]) -> pulumi.Input[str]:
-    """The run's image: as configured, or `<recipe repository URL>:<imageTag>`."""
+    """The run's image: as configured, or `<recipe repository URL>:<tag>`, the tag being
+    `imageTag` or the one the stack builds from images/<repository>/ (infra/images.py)."""
     if run.image:
         return run.image
     repo = run.REPOSITORY
-    if repo is None or repo not in registry_urls:
+    tag = run.image_tag_or_built
+    if repo is None or repo not in registry_urls or tag is None:
         raise ValueError(f"no registry URL for repository {repo!r} of recipe {run.recipe}")
-    return pulumi.Output.concat(registry_urls[repo], ":", run.image_tag or "")
+    return pulumi.Output.concat(registry_urls[repo], ":", tag)
 
 
 def context(platform: Platform, run: Run, image: str) -> manifests.Context:
@@ -45,27 +47,42 @@ def context(platform: Platform, run: Run, image: str) -> manifests.Context:
         shared_mount=platform.shared_mount,
         node_group=platform.node_groups[run.node_group],
         image=image,
-        health_check_image=run.health_check.image,
         queue=platform.queue_for(run.team),
         priority_class=platform.priority_class_for(run.team),
     )
 
 
 class TrainingRun(pulumi.ComponentResource):
-    """One configured workload: its steps (data Jobs, MPIJobs, TensorBoard...) in order."""
+    """One configured workload: its steps (data Jobs, MPIJobs, TensorBoard...) in order. Its
+    inputs carry the run's checkpoint plan (size, write time, share of training time), which
+    the offline plan's table shows."""
 
-    def __init__(self, name: str, recipe: str, run_id: str, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(component_type("workloads", "TrainingRun"), name, {"recipe": recipe, "runId": run_id}, opts)
+    def __init__(
+        self,
+        name: str,
+        recipe: str,
+        run_id: str,
+        checkpoints: Mapping[str, object] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        props: dict[str, object] = {"recipe": recipe, "runId": run_id}
+        if checkpoints:
+            props["checkpoints"] = dict(checkpoints)
+        super().__init__(component_type("workloads", "TrainingRun"), name, props, opts)
 
 
 def deploy(
-    workloads: Mapping[str, Run], hugging_face_token: SecretStr | None, platform: Platform
+    workloads: Mapping[str, Run],
+    hugging_face_token: SecretStr | None,
+    platform: Platform,
+    checkpoint_plans: Mapping[str, Mapping[str, object]] | None = None,
 ) -> dict[str, list[pulumi.Resource]]:
     """Declare every workload of the stack; return its resources by workload name."""
     token = hugging_face_token.get_secret_value() if hugging_face_token else ""
+    plans = checkpoint_plans or {}
     out: dict[str, list[pulumi.Resource]] = {}
     for workload_name, run in sorted(workloads.items()):
-        component = TrainingRun(workload_name, run.recipe, run.run_id)
+        component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name))
         image = pulumi.Output.from_input(image_of(run, platform.registry_urls))
         # The structure (names, order) never depends on the image; build it once with a
         # placeholder, then fill each object's spec from the real image when it is known.

@@ -16,7 +16,7 @@ REPO = "aws:ecr/repository:Repository"
 def test_default_repositories_for_the_example_workloads(example_stack: str) -> None:
     plan = stack_plan(example_stack)
     repos = {r["inputs"]["name"].split("/", 1)[1]: r for r in resources(plan, REPO)}
-    assert set(repos) == {"neuronx-nemo-megatron", "nemo"}
+    assert set(repos) == {"neuronx-nemo-megatron", "nemo", "bert-neuronx"}
     for r in repos.values():
         i = r["inputs"]
         assert i["imageTagMutability"] == "IMMUTABLE"
@@ -25,7 +25,7 @@ def test_default_repositories_for_the_example_workloads(example_stack: str) -> N
         assert i["encryptionConfigurations"][0]["kmsKey"].startswith("arn:aws:kms:")
         assert i["forceDelete"] is False
         assert r["protect"] is True
-    assert set(plan["outputs"]["registryUrls"]) == {"neuronx-nemo-megatron", "nemo"}
+    assert set(plan["outputs"]["registryUrls"]) == {"neuronx-nemo-megatron", "nemo", "bert-neuronx"}
 
 
 def test_lifecycle_expires_untagged_images_only() -> None:
@@ -40,7 +40,7 @@ def test_nodes_get_pull_only_access() -> None:
     plan = stack_plan("dev")
     node_role_arn = next(r for r in resources(plan, "aws:iam/role:Role") if r["name"] == "cluster-node")
     policies = resources(plan, "aws:ecr/repositoryPolicy:RepositoryPolicy")
-    assert len(policies) == 2
+    assert len(policies) == 3
     for p in policies:
         (stmt,) = json.loads(p["inputs"]["policy"])["Statement"]
         assert stmt["Action"] == PULL_ACTIONS

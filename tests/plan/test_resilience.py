@@ -72,27 +72,51 @@ def test_exactly_one_component_remediates(example_stack: str) -> None:
 
 
 @pytest.mark.parametrize(("stack", "device_check", "collective"), [
-    ("trn1-llama2", "ls /dev/neuron*", "--hosts $hosts"),
-    ("trn1-bert", "ls /dev/neuron*", "--hosts $hosts"),
-    ("p4de-nemo", "nvidia-smi -L", "all_reduce_perf"),
+    ("trn1-llama2", "ls /dev/neuron*", "/opt/aws/neuron/bin/nccom-test -r 128 -N 4"),
+    ("trn1-bert", "ls /dev/neuron*", "/opt/aws/neuron/bin/nccom-test -r 64 -N 2"),
+    ("p4de-nemo", "nvidia-smi -L", "/opt/nccl-tests/build/all_reduce_perf"),
 ])  # fmt: skip
-def test_per_node_checks_run_before_the_collective_test(stack: str, device_check: str, collective: str) -> None:
-    (job,) = [j for n, j in jobs(stack).items() if n.endswith("-healthcheck")]
+def test_every_training_launch_checks_its_own_nodes_first(stack: str, device_check: str, collective: str) -> None:
+    """Issue 12 (defect 11): the gate runs in the training launcher, on the nodes training got,
+    at every (re)start, before training; there is no separate health-check job to time out."""
+    assert not [n for n in jobs(stack) if n.endswith("-healthcheck")]
+    (job,) = [j for n, j in jobs(stack).items() if n.endswith("-train")]
     script = launcher_script(job)
     node = script.index("$MPIRUN bash -c")
-    assert node < script.index(collective)
+    assert node < script.index(collective) < script.index('echo "== training"')
     per_node = script[node : script.index(collective)]
     for needle in (device_check, "/dev/infiniband/uverbs", "EFA devices"):
         assert needle in per_node
     assert ("nccom-test -r 32 -b 64M" in per_node) or ("dcgmi diag -r 1" in per_node)
 
 
+def test_multi_node_nccom_test_runs_on_the_first_worker_with_its_root_comm_id() -> None:
+    """Issue 12 (defect 5): nccom-test -N > 1 needs NEURON_RT_ROOT_COMM_ID=<first host IP>:<port>
+    (tests/upstream/nccom-test-2.29.1.yaml); it runs on the first worker, by absolute path."""
+    script = launcher_script(jobs("trn1-llama2")["llama2-run-001-train"])
+    (line,) = [ln for ln in script.splitlines() if "nccom-test -r 128" in ln]
+    assert line.startswith('ssh "$first" "')
+    assert "NEURON_RT_ROOT_COMM_ID=$root:45654 /opt/aws/neuron/bin/nccom-test" in line
+    assert 'first=$(head -n 1 /etc/mpi/hostfile | cut -d" " -f1)' in script
+    assert "root=${ips%% *}" in script and "--hosts $ips" in line
+
+
+def test_gpu_gate_fails_when_nccl_does_not_use_efa() -> None:
+    """Issue 12 (defect 9): the fabric is checked with the training image, and the check fails
+    unless NCCL reports the aws-ofi-nccl network (tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml)."""
+    job = jobs("p4de-nemo")["nemo-run-001-train"]
+    script = launcher_script(job)
+    assert "-x NCCL_DEBUG=INFO" in script
+    assert "grep -q 'Using network Libfabric' /tmp/out ||" in script
+    (c,) = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
+    (w,) = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    assert c["image"] == w["image"] and "/nemo:" in c["image"]
+
+
 def test_expected_counts_come_from_the_catalog() -> None:
-    (job,) = [j for n, j in jobs("p4de-nemo").items() if n.endswith("-healthcheck")]
-    script = launcher_script(job)
+    script = launcher_script(jobs("p4de-nemo")["nemo-run-001-train"])
     assert '"$dev" -eq 8' in script and '"$efa" -eq 4' in script  # p4de: 8 A100, 4 EFA cards
-    (job,) = [j for n, j in jobs("trn1-llama2").items() if n.endswith("-healthcheck")]
-    script = launcher_script(job)
+    script = launcher_script(jobs("trn1-llama2")["llama2-run-001-train"])
     assert '"$dev" -eq 16' in script and '"$efa" -eq 8' in script  # trn1: 16 Trainium, 8 EFA cards
 
 
@@ -131,7 +155,6 @@ def test_retries_are_bounded_by_config(stack: str) -> None:
         run = w["runId"]
         want = w.get("maxRetries", 3)
         assert jobs(stack)[f"{name}-{run}-train"]["spec"]["runPolicy"]["backoffLimit"] == want
-        assert jobs(stack)[f"{name}-{run}-healthcheck"]["spec"]["runPolicy"]["backoffLimit"] == 0
 
 
 @pytest.mark.parametrize(("stack", "workload"), [("trn1-llama2", "llama2"), ("p4de-nemo", "nemo")])
@@ -151,18 +174,23 @@ def test_nemo_recipes_resume_from_the_latest_checkpoint(stack: str, workload: st
     assert f"every_n_train_steps={every}" in script
     env = worker_env(job)
     assert env["CHECKPOINT_DIR"] == f"{run_dir}/checkpoints"
+    # NeMo r2.0.0rc1 resumes only from *last checkpoints (tests/upstream/nemo-r2.0.0rc1.yaml);
+    # neuronx-nemo-megatron 0.8.0 from the newest *.ckpt, so its config's save_last: False is fine.
+    resume = "+exp_manager.checkpoint_callback_params.save_last=True"
+    assert (resume in script) == (workload == "nemo")
 
 
-@pytest.mark.parametrize(
-    ("stack", "workload", "every"), [("trn1-bert", "bert", 500), ("trn1-shared", "bert-research", 200)]
-)
-def test_custom_recipe_gets_its_checkpoint_dir_and_interval(stack: str, workload: str, every: int) -> None:
+@pytest.mark.parametrize(("stack", "workload"), [("trn1-bert", "bert"), ("trn1-shared", "bert-research")])
+def test_bert_resumes_from_its_newest_checkpoint(stack: str, workload: str) -> None:
+    """Issue 12 (defect 10): the BERT script resumes only with --resume_ckpt, and refuses it when
+    its output directory has no ckpt_<step>.pt (tests/upstream/dp-bert-hf-pretrain-v2.27.0.yaml)."""
     job = jobs(stack)[f"{workload}-run-001-train"]
-    env = worker_env(job)
-    assert env["CHECKPOINT_DIR"] == f"/shared/{workload}/run-001/checkpoints"
-    assert env["CHECKPOINT_EVERY_STEPS"] == str(every)
-    assert "mkdir -p $RUN_DIR $CHECKPOINT_DIR" in launcher_script(job)
-    assert "-x CHECKPOINT_DIR" in launcher_script(job)  # mpirun passes it to every node
+    ckpt = f"/shared/{workload}/run-001/checkpoints"
+    assert worker_env(job)["CHECKPOINT_DIR"] == ckpt
+    script = launcher_script(job)
+    assert f'if compgen -G "{ckpt}/ckpt_*.pt" >/dev/null; then r=--resume_ckpt; fi;' in script
+    train = script[script.index('echo "== training"') :]
+    assert f"--output_dir={ckpt}" in train and train.rstrip().endswith(" $r'")
 
 
 def test_workers_are_guaranteed_qos_so_they_are_evicted_last(example_stack: str) -> None:

@@ -21,7 +21,8 @@ INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 
 def only(plan: dict[str, Any], type_: str) -> dict[str, Any]:
-    found = resources(plan, type_)
+    # The image builder's source bucket (infra/images.py, tests/plan/test_images.py) is not storage.
+    found = [r for r in resources(plan, type_) if "infra:ImageBuilds$" not in r["urn"]]
     assert len(found) == 1, [r["name"] for r in found]
     return found[0]
 

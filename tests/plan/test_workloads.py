@@ -83,6 +83,26 @@ def test_every_core_object_validates_with_kubernetes_validate(stack: str) -> Non
         kubernetes_validate.validate(obj, "1.35.0", strict=True)
 
 
+@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+def test_every_container_has_cpu_and_memory_requests_and_limits(stack: str) -> None:
+    """Issue 12, defect 13: TensorBoard, the data Jobs and the shell pod had no CPU limit."""
+    for r in k8s_resources(stack_plan(stack)):
+        obj = r["inputs"]
+        spec = obj.get("spec", {})
+        if obj["kind"] == "MPIJob":
+            pods = [s["template"]["spec"] for s in spec["mpiReplicaSpecs"].values()]
+        elif obj["kind"] == "Pod":
+            pods = [spec]
+        elif obj["kind"] in ("Job", "Deployment"):
+            pods = [spec["template"]["spec"]]
+        else:
+            continue
+        for pod in pods:
+            for c in pod["containers"]:
+                for kind in ("requests", "limits"):
+                    assert {"cpu", "memory"} <= set(c["resources"][kind]), (obj["metadata"]["name"], kind)
+
+
 # --------------------------------------------------------------------------- devices and ordering
 
 
@@ -113,21 +133,24 @@ def test_llama2_steps_are_chained_and_training_is_not_awaited() -> None:
     plan = stack_plan("trn1-llama2")
     train = named(plan, "llama2-run-001-train")
     before = ancestors(plan, train["urn"])
-    assert {"llama2-run-001-healthcheck", "llama2-run-001-precompile", "llama2-hf-token"} <= before
-    assert any(n.startswith("llama2-tokenize-") for n in before)
-    health = named(plan, "llama2-run-001-healthcheck")
-    assert health["urn"] in train["dependencies"]
-    assert named(plan, "llama2-run-001-precompile")["urn"] in health["dependencies"]
+    assert "llama2-hf-token" in before
+    assert any(n.startswith("llama2-image-") for n in before)
+    (tokenize,) = [n for n in before if n.startswith("llama2-tokenize-")]
+    assert named(plan, tokenize)["urn"] in train["dependencies"]
     assert train["inputs"]["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    for name in ("llama2-run-001-healthcheck", "llama2-run-001-precompile"):
-        assert named(plan, name)["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Succeeded"
+    # One MPIJob per run: the health gate and the precompile run in its launcher.
+    assert [r["name"] for r in k8s_resources(plan) if r["type"] == MPIJOB] == ["llama2-run-001-train"]
 
 
 @pytest.mark.parametrize(("stack", "workload"), [("p4de-nemo", "nemo"), ("trn1-bert", "bert")])
-def test_health_check_precedes_training(stack: str, workload: str) -> None:
+def test_the_image_is_checked_before_training(stack: str, workload: str) -> None:
     plan = stack_plan(stack)
     train = named(plan, f"{workload}-run-001-train")
-    assert named(plan, f"{workload}-run-001-healthcheck")["urn"] in train["dependencies"]
+    (image,) = [n for n in ancestors(plan, train["urn"]) if n.startswith(f"{workload}-image-")]
+    job = named(plan, image)["inputs"]
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    (t,) = train["inputs"]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    assert c["image"] == t["image"]
 
 
 def test_hugging_face_token_is_a_secret() -> None:
@@ -156,8 +179,10 @@ def test_llama2_stack_reproduces_the_seed_run() -> None:
         "model.optim.sched.min_lr=3e-05",
         "model.sequence_parallel=True",
         "exp_manager.explicit_log_dir=/shared/llama2/run-001",
+        "--config-name=megatron_llama_config",
     ):
         assert arg in script
+    assert "model.num_query_groups" not in script and "model.num_kv_heads" not in script
     env = {
         e["name"]: e["value"]
         for e in train["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]
@@ -207,7 +232,17 @@ TRN1 = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "avai
 P4DE = {"name": "p4de", "instanceType": "p4de.24xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
 LLAMA = {"recipe": "llama2-neuron", "nodeGroup": "trn1", "nodes": 4, "runId": "run-001", "imageTag": "1.0"}
 NEMO = {"recipe": "nemo-gpu", "nodeGroup": "p4de", "nodes": 2, "runId": "run-001", "imageTag": "24.07"}
-CUSTOM = {"recipe": "custom", "nodeGroup": "trn1", "nodes": 2, "runId": "r1", "image": "repo/img:1", "command": ["x"]}
+CUSTOM = {
+    "recipe": "custom",
+    "nodeGroup": "trn1",
+    "nodes": 2,
+    "runId": "r1",
+    "image": "repo/img:1",
+    "neuronSdk": "2.22.0",
+    "command": ["x"],
+}
+BERT = {"recipe": "bert-neuron", "nodeGroup": "trn1", "nodes": 2, "runId": "r1"}
+DLC = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-neuronx"
 
 
 def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -264,9 +299,9 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("latest image", {"nemo": _with(NEMO, imageTag=None, image="nvcr.io/nvidia/nemo:latest")}, "workloads.nemo.image:"),
     ("latest tag", {"nemo": _with(NEMO, imageTag="latest")}, "workloads.nemo.imageTag: 'latest' is not an immutable"),
     (
-        "no image",
-        {"nemo": {k: v for k, v in NEMO.items() if k != "imageTag"}},
-        "workloads.nemo.imageTag: required unless image",
+        "image and imageTag",
+        {"nemo": _with(NEMO, image="nvcr.io/nvidia/nemo:24.07")},
+        "workloads.nemo.imageTag: give image or imageTag, not both",
     ),
     (
         "custom without image",
@@ -308,6 +343,49 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("bad workload name", {"Llama_2": LLAMA}, "workloads.Llama_2: the workload name"),
     ("nemo data outside /shared", {"nemo": _with(NEMO, dataPrefix="/data/x")}, "workloads.nemo.dataPrefix:"),
+    # Versions that fit the hardware (facts/versions.py, tests/upstream/neuron-sdk-support.yaml).
+    (
+        "dlc without sshd",
+        {"b": _with(BERT, image=f"{DLC}:2.1.2-neuronx-py310-sdk2.20.0-ubuntu20.04")},
+        "workloads.b.image: the pytorch-training-neuronx DLC of SDK 2.20.0 has no sshd for the MPI operator",
+    ),
+    (
+        "sdk without xla training",
+        {"c": _with(CUSTOM, neuronSdk="2.30.0")},
+        "workloads.c.neuronSdk: Neuron SDK 2.30.0 has no PyTorch/XLA training (it ended in 2.30.0); trn1 training",
+    ),
+    (
+        "nemo megatron after its end of support",
+        {"llama2": _with(LLAMA, neuronSdk="2.23.0")},
+        "workloads.llama2.neuronSdk: neuronx-nemo-megatron is not supported from Neuron SDK 2.23 on",
+    ),
+    (
+        "image without a known sdk",
+        {"c": {k: v for k, v in CUSTOM.items() if k != "neuronSdk"}},
+        "workloads.c.neuronSdk: required: the image repo/img:1 does not name its Neuron SDK",
+    ),
+    (
+        "bad sdk",
+        {"c": _with(CUSTOM, neuronSdk="latest")},
+        "workloads.c.neuronSdk: 'latest' is not a Neuron SDK version",
+    ),
+    # Checkpoints the storage can hold (config/checkpoints.py).
+    (
+        "70b checkpoints do not fit 1200 GiB",
+        {"llama2": _with(LLAMA, model={"preset": "70b"})},
+        "storage.storageCapacityGib: the checkpoints the runs keep (llama2: 2 x 828 GB) need 1.66 TB",
+    ),
+    # The BERT recipe keeps the tutorial's global batch whatever the node count.
+    (
+        "bert batch does not divide",
+        {"b": _with(BERT, training={"globalBatchSize": 1000})},
+        "workloads.b.training.globalBatchSize: 1000 is not divisible by 64 NeuronCores x batchSize 16",
+    ),
+    (
+        "sentencepiece without model",
+        {"nemo": _with(NEMO, tokenizer={"library": "sentencepiece"})},
+        "workloads.nemo.tokenizer.model: required with library sentencepiece",
+    ),
 ]
 
 
@@ -353,7 +431,8 @@ def test_presets_fit_their_documented_parallelism() -> None:
 def test_each_workload_is_one_component_holding_its_steps() -> None:
     plan = stack_plan("trn1-llama2")
     (run,) = [r for r in plan["resources"] if r["type"] == "llm-training-eks:workloads:TrainingRun"]
-    assert run["inputs"] == {"recipe": "llama2-neuron", "runId": "run-001"}
+    assert {k: run["inputs"][k] for k in ("recipe", "runId")} == {"recipe": "llama2-neuron", "runId": "run-001"}
+    assert run["inputs"]["checkpoints"]["kept"] == 2
     kids = [r for r in plan["resources"] if r["parent"] == run["urn"]]
     assert {r["inputs"]["kind"] for r in kids} >= {"Job", "MPIJob", "Secret", "Deployment", "Service"}
     assert all(r["type"].startswith("kubernetes:") for r in kids)

@@ -240,7 +240,11 @@ def test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner(
         assert entry["project"] == ""
     else:
         aws = _aws_stack_under(stack)
-        (project,) = [r for r in stack_plan(aws)["resources"] if r["type"] == "aws:codebuild/project:Project"]
+        (project,) = [
+            r
+            for r in stack_plan(aws)["resources"]
+            if r["type"] == "aws:codebuild/project:Project" and "ci-runner" in r["urn"]
+        ]
         assert entry["project"] == project["inputs"]["name"], "the runner its aws layer declares"
     for workflow, jobs in JOBS.items():
         doc = {"pull-request.yml": PR, "deploy.yml": DEPLOY, "drift.yml": DRIFT}[workflow]

@@ -156,13 +156,15 @@ def _field(path: str) -> Any:
             continue
         if part == "aws:region":
             part = "region"
-        info = next(
+        found = [
             f
             for m in models
             for f in ({i.alias or n: i for n, i in m.model_fields.items()}.get(part),)
             if f is not None
-        )
-        _, models = _models_in(info.annotation)
+        ]
+        info = found[0]
+        # Recipes may share a section name (`training`) with different models: follow them all.
+        models = [m for f in found for m in _models_in(f.annotation)[1]]
     return info
 
 

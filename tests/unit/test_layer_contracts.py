@@ -123,7 +123,7 @@ def test_engine_numbers_and_wrong_types() -> None:
     outputs = outputs_of(AWS)
     fs = outputs[layers.AWS_LAYER_OUTPUT]["fileSystem"]
     fs["capacityGib"] = 1200.0  # every number crosses the engine as a double
-    assert layers.parse_aws_layer(outputs, SECRET, AWS).storage_capacity_gib == 1200
+    assert layers.parse_aws_layer(outputs, SECRET, AWS).storage.storage_capacity_gib == 1200
     fs["capacityGib"] = "1200"
     outputs[layers.AWS_LAYER_OUTPUT]["nodeGroups"]["trn1"]["instanceType"] = "trn9.huge"
     with pytest.raises(layers.ContractError) as e:

@@ -111,6 +111,10 @@ def engine_properties(v: Any) -> Any:
         return None
     if isinstance(v, Unknown) or (isinstance(v, str) and v in (props.UNKNOWN, rpc.UNKNOWN)):
         return UNKNOWN_STRING
+    if isinstance(v, pulumi.Archive | pulumi.Asset):
+        # The engine sends an asset or archive as an object with its signature (rpc.serialize_property).
+        sig = rpc._special_archive_sig if isinstance(v, pulumi.Archive) else rpc._special_asset_sig
+        return {rpc._special_sig_key: sig, "path": str(getattr(v, "path", ""))}
     return v
 
 

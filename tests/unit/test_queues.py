@@ -251,9 +251,9 @@ def test_a_team_without_teams_configured_is_refused() -> None:
 
 def test_a_run_larger_than_its_team_can_ever_get_is_refused() -> None:
     values = _shared()
-    values["llm-training-eks:workloads"]["bert-product"]["nodes"] = 3
+    values["llm-training-eks:workloads"]["bert-product"]["nodes"] = 4
     (line,) = _problems(values)
-    assert line.startswith("workloads.bert-product.nodes: 3 nodes can never be admitted")
+    assert line.startswith("workloads.bert-product.nodes: 4 nodes can never be admitted")
 
 
 def test_borrowing_beyond_the_node_group_is_refused() -> None:

@@ -19,28 +19,35 @@ NODE_GROUPS = {
 }
 # Every optional step on, so the builder must emit all of the recipe's STEPS.
 FULL: dict[str, dict[str, Any]] = {
-    "llama2-neuron": {"imageTag": "1.0", "tensorboard": True, "shell": True},
-    "nemo-gpu": {"imageTag": "1.0", "tensorboard": True},
-    "custom": {"image": "repo/x:1", "command": ["true"], "tensorboard": True},
+    "llama2-neuron": {"tensorboard": True, "shell": True},
+    "nemo-gpu": {"tensorboard": True},
+    "bert-neuron": {"tensorboard": True},
+    "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
 }
 
 
-def parsed_run(recipe: str) -> tuple[config.StackConfig, RunConfig]:
+def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config.StackConfig, RunConfig]:
     model = RECIPES[recipe]
     ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
+    run = {"recipe": recipe, "nodeGroup": ng["name"], "nodes": 2, "runId": "r1", **FULL[recipe], **(extra or {})}
     values = {
         "region": "us-west-2",
         "cluster": {"publicAccessCidrs": ["203.0.113.10/32"]},
-        "nodeGroups": [ng],
+        "nodeGroups": [{**ng, "desiredSize": max(ng["desiredSize"], run["nodes"])}],
         "huggingFaceToken": "hf_x",
-        "workloads": {"w": {"recipe": recipe, "nodeGroup": ng["name"], "nodes": 2, "runId": "r1", **FULL[recipe]}},
+        "workloads": {"w": run},
     }
     cfg = config.parse(values)
     return cfg, cfg.workloads["w"]
 
 
 def built(recipe: str) -> list[Step]:
-    cfg, run = parsed_run(recipe)
+    return built_with(recipe, {})
+
+
+def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
+    """The steps of a two-node run of `recipe` (with `extra` run keys) on its accelerator."""
+    cfg, run = parsed_run(recipe, extra)
     ng = cfg.node_groups[0]
 
     class _Platform:
@@ -53,7 +60,8 @@ def built(recipe: str) -> list[Step]:
         def priority_class_for(self, team: str | None) -> str:
             return "team-default"
 
-    return manifests.steps("w", run, context(_Platform(), run, "img:1"))  # type: ignore[arg-type]
+    image = f"registry.invalid/c/{run.REPOSITORY or 'custom'}:1"
+    return manifests.steps("w", run, context(_Platform(), run, image))  # type: ignore[arg-type]
 
 
 def test_every_recipe_has_one_builder() -> None:

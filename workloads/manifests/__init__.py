@@ -13,12 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from config.workloads import Run
-from workloads.manifests import custom, llama2_neuron, nemo_gpu
+from workloads.manifests import bert_neuron, custom, llama2_neuron, nemo_gpu
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
     "llama2-neuron": llama2_neuron.steps,
     "nemo-gpu": nemo_gpu.steps,
+    "bert-neuron": bert_neuron.steps,
     "custom": custom.steps,
 }
 

@@ -1,21 +1,36 @@
-"""The health gate before training: per-node checks on every node (devices, EFA, a short
-self-test), then a collective all-reduce that fails below a bus-bandwidth floor."""
+"""The health gate at the start of every training launch, on the nodes and with the image that
+train: per-node checks (devices, EFA, a short self-test), then a collective all-reduce that
+fails below a bus-bandwidth floor (and, on GPUs, when NCCL does not use the EFA plugin).
+
+It runs in the training MPIJob's launcher before training, so it tests exactly the nodes
+Kueue admitted for training, every time the launcher (re)starts, and a failure fails that
+launch at once with `FAIL ...` in the launcher log (no separate job, no timeout to wait out).
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 
 from config.workloads import RunConfig
 from facts.instances import HEALTH_CHECK_FLOORS
 from infra.platform import NodeGroupFacts
-from workloads.manifests.mpijob import HOSTFILE, MPIJobSpec, mpijob
-from workloads.manifests.objects import Context, Obj, Step
+from workloads.manifests.mpijob import HOSTFILE, MPIJobSpec, base_env, mpijob
+from workloads.manifests.objects import Context, Step
+
+NCCOM_TEST = "/opt/aws/neuron/bin/nccom-test"
+ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
+NEURON_ROOT_COMM_PORT = 45654
+"""Port of NEURON_RT_ROOT_COMM_ID for the multi-node nccom-test (any free port; the Neuron docs' example)."""
+# What NCCL (init.cc, "Using network %s") logs when aws-ofi-nccl (network name "Libfabric")
+# carries the traffic; without the plugin it says "Socket" (tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml).
+NCCL_EFA_EVIDENCE = "Using network Libfabric"
 
 
 def node_check(ng: NodeGroupFacts) -> str:
-    """Per-node checks, run once on every node before the collective test: the device count
-    and the EFA device count the pod was given (against the catalog), then a short
-    accelerator self-test. Prints `FAIL <host>: ...` and exits 1 on the first problem.
+    """Per-node checks, run once on every node: the device count and the EFA device count the
+    pod was given (against the catalog), then a short accelerator self-test. Prints
+    `FAIL <host>: ...` and exits 1 on the first problem.
 
     Device counts are read from /dev, where the device plugins put exactly what the pod
     was allocated. Self-test: Neuron, a single-node nccom-test all-reduce over every
@@ -30,7 +45,7 @@ def node_check(ng: NodeGroupFacts) -> str:
         kind = "Neuron devices"
         ranks = ng.instance.ranks_per_node
         selftest = (
-            f"nccom-test -r {ranks} -b 64M -e 64M -d fp32 allr > /tmp/selftest.out 2>&1"
+            f"{NCCOM_TEST} -r {ranks} -b 64M -e 64M -d fp32 allr > /tmp/selftest.out 2>&1"
             ' || { echo "FAIL $h: single-node nccom-test all-reduce failed"; tail -20 /tmp/selftest.out; exit 1; }'
         )
     else:
@@ -58,47 +73,93 @@ def node_check(ng: NodeGroupFacts) -> str:
     )
 
 
-def health_check(workload_name: str, name: str, run: RunConfig, ctx: Context) -> Obj:
-    """An MPIJob over the run's nodes: per-node checks on every node (devices, EFA, a short
-    self-test), then the collective test, which fails below the bus-bandwidth threshold."""
+def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[str, str]) -> str:
+    """nccom-test across the nodes, started on the first worker (as the Neuron docs say) with
+    NEURON_RT_ROOT_COMM_ID set to that worker's IP, by absolute path. nccom-test starts its own
+    MPI processes on the hosts, so the session gets the image's PATH and LD_LIBRARY_PATH (the
+    launcher runs the same image) and the EFA settings explicitly: ssh gives sshd's defaults."""
+    total = run.nodes * ng.instance.ranks_per_node
+    exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k.startswith(("FI_", "CCOM_")))
+    # One double-quoted string: $PATH, $LD_LIBRARY_PATH, $root and $ips expand on the launcher.
+    remote = (
+        f"PATH=$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH {exported} NEURON_RT_ROOT_COMM_ID=$root:{NEURON_ROOT_COMM_PORT}"
+        f" {NCCOM_TEST} -r {total} -N {run.nodes} -b {size} -e {size} -d fp32 allr --hosts $ips"
+    )
+    return (
+        f'first=$(head -n 1 {HOSTFILE} | cut -d" " -f1)\n'
+        f'ips=$(for w in $(cut -d" " -f1 {HOSTFILE}); do getent hosts "$w" | cut -d" " -f1; done | tr "\\n" " ")\n'
+        "root=${ips%% *}\n"
+        f'ssh "$first" "{remote}" | tee /tmp/out\n'
+        "bw=$(awk '/Avg bus bandwidth/ {v=$NF; sub(/GB\\/s/, \"\", v); print v}' /tmp/out)"
+    )
+
+
+def _nvidia_collective(run: RunConfig, ng: NodeGroupFacts, size: str) -> str:
+    """nccl-tests all-reduce, one rank per GPU, with NCCL's log on to prove the EFA plugin is used.
+    The library path goes with the ranks (ssh starts them with sshd's environment)."""
+    per_node = ng.instance.accelerator_count
+    total = run.nodes * per_node
+    return (
+        f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
+        f" -np {total} -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO"
+        " $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | grep -v '^NCCL_DEBUG$' | sed 's/^/-x /' | tr '\\n' ' ')"
+        f" {ALL_REDUCE_PERF} -b {size} -e {size} -f 2 -g 1 -c 1 -n 50 | tee /tmp/out\n"
+        f'grep -q {shlex.quote(NCCL_EFA_EVIDENCE)} /tmp/out || {{ echo "FAIL: NCCL did not use EFA (no'
+        f" '{NCCL_EFA_EVIDENCE}' in its log): check aws-ofi-nccl in the image\"; exit 1; }}\n"
+        "bw=$(awk '/Avg bus bandwidth/ {print $NF}' /tmp/out)"
+    )
+
+
+def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
+    """The launcher script's gate (empty when the run turns the health check off): per-node
+    checks on every node through `$MPIRUN`, then the collective test and its floor."""
+    if not run.health_check.enabled:
+        return ""
     ng = ctx.node_group
     default = HEALTH_CHECK_FLOORS[ng.instance.name]
     size = run.health_check.message_size or default.message_size
     floor = run.health_check.min_bus_bandwidth_gbps or default.min_bus_bandwidth_gbps
-    total = run.nodes * ng.instance.ranks_per_node
-    if ng.accelerator == "neuron":
-        test = (
-            f'hosts=$(cut -d" " -f1 {HOSTFILE} | tr "\\n" " ")\n'
-            f"nccom-test -r {total} -N {run.nodes} -b {size} -e {size} -d fp32 allr --hosts $hosts | tee /tmp/out\n"
-            "bw=$(awk '/Avg bus bandwidth/ {v=$NF; sub(/GB\\/s/, \"\", v); print v}' /tmp/out)"
-        )
-    else:
-        per_node = ng.instance.accelerator_count
-        test = (
-            f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
-            f" -np {total} $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | sed 's/^/-x /' | tr '\\n' ' ')"
-            f" /opt/nccl-tests/build/all_reduce_perf -b {size} -e {size} -f 2 -g 1 -c 1 -n 50 | tee /tmp/out\n"
-            "bw=$(awk '/Avg bus bandwidth/ {print $NF}' /tmp/out)"
-        )
+    collective = (
+        _neuron_collective(run, ng, size, env) if ng.accelerator == "neuron" else _nvidia_collective(run, ng, size)
+    )
     gate = (
         f'awk -v bw="${{bw:-0}}" -v min={floor:g} \'BEGIN {{ if (bw + 0 < min) {{ printf "FAIL: all-reduce bus'
         f' bandwidth %s GB/s is below %s GB/s\\n", bw, min; exit 1 }}; printf "OK: all-reduce bus bandwidth'
         f" %s GB/s >= %s GB/s\\n\", bw, min }}'"
     )
-    launch = f"$MPIRUN bash -c {shlex.quote(node_check(ng))}\n{test}\n{gate}"
-    spec = MPIJobSpec(name, "health-check", launch, image=ctx.health_check_image, timeout_seconds=1800)
-    return mpijob(workload_name, run, ctx, spec)
+    # One check per node, whatever the processes per node of the job's mpirun.
+    per_node = f'[ "${{OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0\n{node_check(ng)}'
+    return (
+        'echo "== health check: every node"\n'
+        f"$MPIRUN bash -c {shlex.quote(per_node)}\n"
+        'echo "== health check: all-reduce across the nodes"\n'
+        f"{collective}\n{gate}\n"
+    )
 
 
-def gated_training(
-    workload_name: str, run: RunConfig, ctx: Context, train: MPIJobSpec, *, after: tuple[str, ...]
-) -> list[Step]:
-    """The health check (when enabled) after `after`, then training after it; training is
-    never awaited, so `pulumi up` does not block for the run."""
-    steps: list[Step] = []
-    if run.health_check.enabled:
-        health_name = f"{workload_name}-{run.run_id}-healthcheck"
-        steps.append(Step(health_name, "healthcheck", health_check(workload_name, health_name, run, ctx), after=after))
-        after = (health_name,)
-    steps.append(Step(train.name, "train", mpijob(workload_name, run, ctx, train), after=after, awaited=False))
-    return steps
+def training(
+    workload_name: str,
+    run: RunConfig,
+    ctx: Context,
+    phases: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    after: tuple[str, ...] = (),
+    processes_per_node: int = 1,
+) -> Step:
+    """The run's training MPIJob: the health gate, then `phases` (precompile, training) in one
+    launcher script, restarted up to `maxRetries` times, each start resuming from the latest
+    checkpoint. Never awaited: `pulumi up` returns once it is created."""
+    name = f"{workload_name}-{run.run_id}-train"
+    extra = dict(env or {})
+    gate = health_gate(run, ctx, {**base_env(workload_name, run, ctx, name), **extra})
+    spec = MPIJobSpec(
+        name,
+        "train",
+        gate + phases,
+        awaited=False,
+        env=extra,
+        processes_per_node=processes_per_node,
+        backoff_limit=run.max_retries,
+    )
+    return Step(name, "train", mpijob(workload_name, run, ctx, spec), after=after, awaited=False)

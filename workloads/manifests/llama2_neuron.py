@@ -1,6 +1,7 @@
-"""Recipe `llama2-neuron`: Llama2 pretraining on Trainium with neuronx-nemo-megatron, as in
-the Data on EKS Llama2 example: tokenizer, dataset and tokenize Jobs, then precompile, the
-health check and training as MPIJobs, plus TensorBoard and an optional shell pod."""
+"""Recipe `llama2-neuron`: Llama2 pretraining on Trainium with neuronx-nemo-megatron 0.8.0, as the
+Data on EKS Llama2 blueprint runs it: tokenizer, dataset and tokenize Jobs, then one training
+MPIJob whose launcher checks the nodes, precompiles (neuron_parallel_compile) and trains, plus
+TensorBoard and an optional shell pod."""
 
 from __future__ import annotations
 
@@ -8,15 +9,43 @@ import shlex
 from dataclasses import dataclass
 
 from config.workloads import Llama2NeuronWorkload
-from workloads.manifests.healthcheck import gated_training
-from workloads.manifests.megatron import nemo_overrides, torchrun
-from workloads.manifests.mpijob import MPIJobSpec, mpijob
-from workloads.manifests.objects import Context, Obj, Step, data_dir, extras, job, labels, meta, short_hash
+from workloads.manifests.healthcheck import training
+from workloads.manifests.megatron import EXAMPLES, SCRIPT, neuronx_config, neuronx_overrides, torchrun
+from workloads.manifests.objects import (
+    DATA_JOB_CPUS,
+    Context,
+    Obj,
+    Step,
+    data_dir,
+    extras,
+    image_check,
+    job,
+    labels,
+    meta,
+    run_dir,
+    short_hash,
+)
 
-# Neuron compiler flags of Amazon Search's M5 training on Trainium (AWS blog), less the
-# model-specific ones.
-NEURON_CC_FLAGS = "--model-type transformer --distribution-strategy=llm-training --cache_dir="
-MEGATRON_SCRIPT = "megatron_gpt_pretraining.py --config-path=conf --config-name=megatron_llama_config"
+# train_setup.sh of neuronx-nemo-megatron 0.8.0, for MPI runs on EKS with bf16 + stochastic
+# rounding (its default, "bf16SR"); the compile cache on FSx as the Data on EKS blueprint has it.
+NEURONX_ENV = {
+    "XLA_USE_BF16": "1",
+    "NEURON_CC_FLAGS": "--model-type transformer --distribution-strategy=llm-training"
+    " --enable-mixed-precision-accumulation",
+    "NEURON_FUSE_SOFTMAX": "1",
+    "NEURON_RT_STOCHASTIC_ROUNDING_EN": "1",
+    "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS": "5",
+    "NEURON_RT_EXEC_TIMEOUT": "100",
+    "NEURON_TRANSFER_WITH_STATIC_RING_OPS": "",
+    "BUCKET_CAP_MB": "1024",
+    "MALLOC_ARENA_MAX": "128",
+    "TF_NUM_INTEROP_THREADS": "1024",
+    "XLA_THREAD_POOL_SIZE": "4",
+    "XLA_IO_THREAD_POOL_SIZE": "4",
+    "HYDRA_FULL_ERROR": "1",
+}
+PREPROCESS = "nemo/scripts/nlp_language_modeling/preprocess_data_for_megatron.py"
+NO_SYMLINKS = 'if [ -n "$(find {d} -type l)" ]; then echo "FAIL: symlinks in {d} point outside /shared"; exit 1; fi\n'
 
 
 @dataclass(frozen=True)
@@ -45,50 +74,66 @@ class _Data:
             tokenized_dir=f"{data}/tokenized-{tokenized}",
         )
 
+    @property
+    def data_prefix(self) -> str:
+        return f"{self.tokenized_dir}/corpus_text_document"
 
-def _data_steps(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _Data) -> list[Step]:
-    """Secret -> tokenizer -> dataset -> tokenize: each Job skips work already marked done."""
+
+def _scripts(run: Llama2NeuronWorkload, paths: _Data) -> tuple[str, str, str]:
+    """The tokenizer, dataset and tokenize scripts. Downloads copy real files into /shared:
+    huggingface-hub < 0.23 (neuronx-nemo-megatron's pin) otherwise symlinks files over 5 MB
+    into the pod's own cache, which is gone with the pod."""
     d = run.data
+    tok_dir, ds_dir, out_dir = paths.tokenizer_dir, paths.dataset_dir, paths.tokenized_dir
+    tokenizer = (
+        f"test -f {tok_dir}/.done && {{ echo 'tokenizer already downloaded'; exit 0; }}\n"
+        f"huggingface-cli download {d.tokenizer} tokenizer.model tokenizer.json tokenizer_config.json"
+        f" special_tokens_map.json --local-dir {tok_dir} --local-dir-use-symlinks False\n"
+        + NO_SYMLINKS.format(d=tok_dir)
+        + f"touch {tok_dir}/.done"
+    )
+    dataset = (
+        f"test -f {ds_dir}/.done && {{ echo 'dataset already downloaded'; exit 0; }}\n"
+        f"huggingface-cli download --repo-type dataset {d.dataset} --include {shlex.quote(d.include)}"
+        f" --local-dir {ds_dir} --local-dir-use-symlinks False\n"
+        + NO_SYMLINKS.format(d=ds_dir)
+        + f"touch {ds_dir}/.done"
+    )
+    tokenize = (
+        f"test -f {out_dir}/.done && {{ echo 'corpus already tokenized'; exit 0; }}\n"
+        f"mkdir -p {out_dir}\n"
+        f"find {ds_dir} -name {shlex.quote(d.include)} -print0 | sort -z | xargs -0 cat > {out_dir}/corpus.jsonl\n"
+        f"python3 {run.repo_dir}/{PREPROCESS}"
+        f" --input={out_dir}/corpus.jsonl --json-keys=text --tokenizer-library=huggingface"
+        f" --tokenizer-type={tok_dir} --dataset-impl=mmap --output-prefix={out_dir}/corpus"
+        f" --append-eod --need-pad-id --workers={DATA_JOB_CPUS}\n"
+        f"rm {out_dir}/corpus.jsonl\n"
+        f"touch {out_dir}/.done"
+    )
+    return tokenizer, dataset, tokenize
+
+
+def _data_steps(
+    workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _Data, after: tuple[str, ...]
+) -> list[Step]:
+    """Secret -> tokenizer -> dataset -> tokenize: each Job skips work already marked done."""
     data_labels = labels(workload_name, "data")
     secret = f"{workload_name}-hf-token"
     hf_env: list[Obj] = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": "HF_TOKEN"}}}]
-    tok_dir, ds_dir, out_dir = paths.tokenizer_dir, paths.dataset_dir, paths.tokenized_dir
     secret_obj = {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": meta(secret, ctx, labels(workload_name, "secret")),
     }
-    tokenizer = (
-        f"test -f {tok_dir}/.done && {{ echo 'tokenizer already downloaded'; exit 0; }}\n"
-        f"huggingface-cli download {d.tokenizer} tokenizer.model tokenizer.json tokenizer_config.json"
-        f" special_tokens_map.json --local-dir {tok_dir}\n"
-        f"touch {tok_dir}/.done"
-    )
-    dataset = (
-        f"test -f {ds_dir}/.done && {{ echo 'dataset already downloaded'; exit 0; }}\n"
-        f"huggingface-cli download --repo-type dataset {d.dataset} --include {shlex.quote(d.include)}"
-        f" --local-dir {ds_dir}\n"
-        f"touch {ds_dir}/.done"
-    )
-    tokenize = (
-        f"test -f {out_dir}/.done && {{ echo 'corpus already tokenized'; exit 0; }}\n"
-        f"mkdir -p {out_dir}\n"
-        f"find {ds_dir} -name {shlex.quote(d.include)} -print0 | sort -z | xargs -0 cat > {out_dir}/corpus.jsonl\n"
-        "python3 /workspace/neuronx-nemo-megatron/nemo/scripts/nlp_language_modeling/preprocess_data_for_megatron.py"
-        f" --input={out_dir}/corpus.jsonl --json-keys=text --tokenizer-library=huggingface"
-        f" --tokenizer-type={tok_dir} --dataset-impl=mmap --output-prefix={out_dir}/corpus"
-        f" --append-eod --need-pad-id --workers={ctx.node_group.instance.vcpus}\n"
-        f"rm {out_dir}/corpus.jsonl\n"
-        f"touch {out_dir}/.done"
-    )
+    tokenizer, dataset, tokenize = _scripts(run, paths)
     return [
         Step(secret, "secret", secret_obj, secret_data={"HF_TOKEN": ""}),
         Step(
             paths.tokenizer_step,
             "tokenizer",
             job(paths.tokenizer_step, ctx, data_labels, tokenizer, env=hf_env, timeout=1800),
-            after=(secret,),
+            after=(secret, *after),
         ),
         Step(
             paths.dataset_step,
@@ -105,45 +150,55 @@ def _data_steps(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, pat
     ]
 
 
+def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _Data) -> str:
+    """Precompile (skipped when this shape was compiled before) then train, in the launcher.
+
+    The precompile is upstream's compile-only run (COMPILE=1: neuron_parallel_compile over a
+    few steps, no TensorBoard, no checkpoints) in its own log directory, so the run's
+    directory only ever holds the real run's logs and checkpoints.
+    """
+    ng = ctx.node_group
+    code = f"{run.repo_dir}/nemo/{EXAMPLES}"
+    script = f"{SCRIPT} --config-path=conf --config-name={neuronx_config(run.model)}"
+    rdir = run_dir(ctx, workload_name, run.run_id)
+
+    def args(steps: int, log_dir: str, checkpoints: bool) -> list[str]:
+        return neuronx_overrides(
+            run.model,
+            run.training,
+            nodes=run.nodes,
+            ranks_per_node=ng.instance.ranks_per_node,
+            steps=steps,
+            log_dir=log_dir,
+            tokenizer_dir=paths.tokenizer_dir,
+            data_prefix=paths.data_prefix,
+            checkpoints=checkpoints,
+        )
+
+    compile_args = args(run.precompile_steps, f"{rdir}/precompile", False)
+    train_args = args(run.training.max_steps, rdir, True)
+    setup = "ulimit -n 65535 && "
+    marker = f"{rdir}/precompile/.done-{short_hash(compile_args)}"
+    return (
+        f'echo "== precompile"\n'
+        f"if [ -f {marker} ]; then echo 'this shape is compiled (cache on /shared)'; else\n"
+        f"{torchrun(code, script, compile_args, prefix='neuron_parallel_compile ', setup=setup)}\n"
+        f"mkdir -p {rdir}/precompile && touch {marker}\nfi\n"
+        f'echo "== training"\n'
+        f"{torchrun(code, script, train_args, setup=setup)}\n"
+    )
+
+
 def steps(workload_name: str, run: Llama2NeuronWorkload, ctx: Context) -> list[Step]:
-    """Data steps -> precompile -> health check -> train, plus TensorBoard and the shell pod."""
+    """Image check -> data steps -> the training MPIJob, plus TensorBoard and the shell pod."""
     paths = _Data.of(workload_name, run, ctx)
-    cache = f"{ctx.shared_mount}/{workload_name}/neuron-cache"
-    neuron_env = {
-        "NEURON_COMPILE_CACHE_URL": cache,
-        "NEURON_CC_FLAGS": f"{NEURON_CC_FLAGS}{cache}",
-        "NEURON_FUSE_SOFTMAX": "1",
-        "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS": "3",
-        "XLA_USE_BF16": "1",
-    }
-    data_args = [
-        f"model.tokenizer.type={paths.tokenizer_dir}",
-        f"model.data.data_prefix=[1.0,{paths.tokenized_dir}/corpus_text_document]",
-    ]
-
-    def launch(steps: int, prefix: str = "") -> str:
-        args = [*nemo_overrides(workload_name, run, run.model, run.training, ctx, steps), *data_args]
-        return torchrun(run.code_dir, MEGATRON_SCRIPT, args, prefix=prefix)
-
-    precompile = MPIJobSpec(
-        f"{workload_name}-{run.run_id}-precompile",
-        "precompile",
-        launch(run.precompile_steps, prefix="neuron_parallel_compile "),
-        env=neuron_env,
-        timeout_seconds=4 * 3600,
-        backoff_limit=run.max_retries,
-    )
-    train = MPIJobSpec(
-        f"{workload_name}-{run.run_id}-train",
-        "train",
-        launch(run.training.max_steps),
-        env=neuron_env,
-        awaited=False,
-        backoff_limit=run.max_retries,
-    )
+    env = {**NEURONX_ENV, "NEURON_COMPILE_CACHE_URL": f"{ctx.shared_mount}/{workload_name}/neuron-cache"}
+    image = image_check(workload_name, ctx, run)
     return [
-        *_data_steps(workload_name, run, ctx, paths),
-        Step(precompile.name, "precompile", mpijob(workload_name, run, ctx, precompile), after=(paths.tokenize_step,)),
-        *gated_training(workload_name, run, ctx, train, after=(precompile.name,)),
+        image,
+        *_data_steps(workload_name, run, ctx, paths, (image.name,)),
+        training(
+            workload_name, run, ctx, launch(workload_name, run, ctx, paths), env=env, after=(paths.tokenize_step,)
+        ),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=run.shell),
     ]

@@ -72,9 +72,10 @@ def base_env(workload_name: str, run: RunConfig, ctx: Context, job: str) -> dict
         "RUN_ID": run.run_id,
         "RUN_DIR": run_dir(ctx, workload_name, run.run_id),
         "CHECKPOINT_DIR": checkpoint_dir(ctx, workload_name, run.run_id),
-        "CHECKPOINT_EVERY_STEPS": str(run.checkpoint_interval),
         "SHARED_DIR": ctx.shared_mount,
     }
+    if run.checkpoint_interval is not None:
+        env["CHECKPOINT_EVERY_STEPS"] = str(run.checkpoint_interval)
     return {**env, **run.env}
 
 

@@ -1,36 +1,34 @@
-"""Recipe `nemo-gpu`: NVIDIA NeMo pretraining on GPU nodes, gated by an nccl-tests health check."""
+"""Recipe `nemo-gpu`: NVIDIA NeMo 2.0.0rc1 (NGC nemo:24.07) Llama pretraining on GPU nodes, in
+the image of images/nemo/ (NeMo with EFA, aws-ofi-nccl and nccl-tests), whose launcher checks
+the nodes and the EFA fabric with that same image, then trains."""
 
 from __future__ import annotations
 
 from config.workloads import NemoGpuWorkload
-from workloads.manifests.healthcheck import gated_training
-from workloads.manifests.megatron import nemo_overrides, torchrun
-from workloads.manifests.mpijob import MPIJobSpec
-from workloads.manifests.objects import Context, Step, extras
+from workloads.manifests.healthcheck import training
+from workloads.manifests.megatron import EXAMPLES, SCRIPT, nemo_overrides, torchrun
+from workloads.manifests.objects import Context, Step, extras, image_check, run_dir
 
 
 def steps(workload_name: str, run: NemoGpuWorkload, ctx: Context) -> list[Step]:
-    """Health check -> NeMo pretraining MPIJob, plus TensorBoard."""
-    data = (
-        [f"model.data.data_prefix=[1.0,{run.data_prefix}]"]
-        if run.data_prefix
-        else ["model.data.data_impl=mock", "model.data.data_prefix=[]"]
-    )
+    """Image check -> the training MPIJob (health gate, then NeMo), plus TensorBoard."""
     args = [
-        *nemo_overrides(workload_name, run, run.model, run.training, ctx, run.training.max_steps),
-        "trainer.precision=bf16-mixed",
-        *data,
+        *nemo_overrides(
+            run.model,
+            run.training,
+            nodes=run.nodes,
+            ranks_per_node=ctx.node_group.instance.ranks_per_node,
+            log_dir=run_dir(ctx, workload_name, run.run_id),
+            tokenizer=run.tokenizer,
+            data_prefix=run.data_prefix,
+        ),
         *(f"{k}={v}" for k, v in sorted(run.overrides.items())),
     ]
-    script = f"megatron_gpt_pretraining.py --config-path=conf --config-name={run.config_name}"
-    train = MPIJobSpec(
-        f"{workload_name}-{run.run_id}-train",
-        "train",
-        torchrun(run.code_dir, script, args),
-        awaited=False,
-        backoff_limit=run.max_retries,
-    )
+    script = f"{SCRIPT} --config-path=conf --config-name={run.config_name}"
+    phases = f'echo "== training"\n{torchrun(f"{run.repo_dir}/{EXAMPLES}", script, args)}\n'
+    image = image_check(workload_name, ctx, run)
     return [
-        *gated_training(workload_name, run, ctx, train, after=()),
+        image,
+        training(workload_name, run, ctx, phases, after=(image.name,)),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
     ]

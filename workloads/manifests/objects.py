@@ -12,11 +12,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.workloads import RunConfig
 from facts.names import RUN_ID_LABEL, app_labels
 from infra.platform import NodeGroupFacts
 
 Obj = dict[str, Any]
 TENSORBOARD_PORT = 6006
+# Data Jobs run on an accelerated node before its training starts (CPU only, no devices): 32
+# CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with.
+DATA_JOB_CPUS = 32
+SMALL_POD = {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
+"""TensorBoard, the shell pod and the image check: every pod has CPU and memory requests and limits."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,6 @@ class Context:
     shared_mount: str
     node_group: NodeGroupFacts
     image: str
-    health_check_image: str | None = None
     queue: str | None = None
     """Kueue LocalQueue of the run (`kueue.x-k8s.io/queue-name`); None: not queued."""
     priority_class: str | None = None
@@ -100,12 +105,24 @@ def data_dir(ctx: Context, workload_name: str) -> str:
     return f"{ctx.shared_mount}/{workload_name}/data"
 
 
-def job(name: str, ctx: Context, job_labels: dict[str, str], script: str, *, env: list[Obj], timeout: int) -> Obj:
+def job(
+    name: str,
+    ctx: Context,
+    job_labels: dict[str, str],
+    script: str,
+    *,
+    env: list[Obj],
+    timeout: int,
+    resources: Obj | None = None,
+) -> Obj:
     """A one-pod data-preparation Job on the node group (CPU only: no devices taken).
 
     No ttlSecondsAfterFinished: a Job that vanished would be recreated (and rerun) by the
     next `pulumi up`. The script itself skips work whose output is already marked done.
     """
+    memory = f"{ctx.node_group.instance.allocatable_memory_gib // 2}Gi"
+    cpus = str(DATA_JOB_CPUS)
+    resources = resources or {"requests": {"cpu": cpus, "memory": "64Gi"}, "limits": {"cpu": cpus, "memory": memory}}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -124,10 +141,7 @@ def job(name: str, ctx: Context, job_labels: dict[str, str], script: str, *, env
                             "imagePullPolicy": "IfNotPresent",
                             "command": ["/bin/bash", "-c", "set -euo pipefail\n" + script],
                             "env": env,
-                            "resources": {
-                                "requests": {"cpu": "4", "memory": "16Gi"},
-                                "limits": {"memory": f"{ctx.node_group.instance.allocatable_memory_gib // 2}Gi"},
-                            },
+                            "resources": resources,
                             "volumeMounts": [shared_mount(ctx)],
                         }
                     ],
@@ -156,7 +170,7 @@ def tensorboard(workload_name: str, ctx: Context) -> list[Obj]:
         ],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": {"tcpSocket": {"port": TENSORBOARD_PORT}, "periodSeconds": 10},
-        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+        "resources": SMALL_POD,
         "volumeMounts": [{**shared_mount(ctx), "readOnly": True}],
     }
     deployment = {
@@ -198,13 +212,28 @@ def shell_pod(workload_name: str, ctx: Context) -> Obj:
                     "image": ctx.image,
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["sleep", "infinity"],
-                    "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+                    "resources": SMALL_POD,
                     "volumeMounts": [shared_mount(ctx)],
                 }
             ],
             "volumes": [shared_volume(ctx)],
         },
     }
+
+
+def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
+    """A Job that runs the run's image once on its node group. `pulumi up` waits for it, so the
+    steps after it neither race the stack's image build (infra/images.py, AWS CodeBuild: the
+    pods pull once the build has pushed) nor spend their own time limits on a multi-GB pull.
+    Named by the image tag (or a digest of an explicit image): a new image is a new check."""
+    key = run.image_tag_or_built or short_hash(run.image)
+    name = f"{workload_name}-image-{key}"
+    script = 'echo "image present on $(hostname)"'
+    return Step(
+        name,
+        "image",
+        job(name, ctx, labels(workload_name, "image"), script, env=[], timeout=3 * 3600, resources=SMALL_POD),
+    )
 
 
 def extras(workload_name: str, ctx: Context, *, tensorboard_on: bool, shell_on: bool) -> list[Step]:

@@ -1,0 +1,111 @@
+"""How big a run's checkpoints are, how long one takes to write to the shared file system,
+and whether the file system can hold the ones a run keeps.
+
+Sizes are estimates from the model shape: parameters x bytes per parameter of what the
+framework saves. Write time assumes the whole file system's throughput goes to the
+checkpoint (FSx for Lustre: storage TiB x throughput tier), which is the best case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config.storage import StorageConfig
+from config.training import ModelConfig
+
+GIB = 1024**3
+TB = 1000**4
+LLAMA2_VOCAB = 32000
+"""Llama 2's tokenizer vocabulary (Meta's model card); embedding and output layers are untied."""
+BERT_LARGE_PARAMETERS = 335_000_000
+"""BERT-large with its pretraining heads (Devlin et al. 2019: 340M; bert-large-uncased: 335M)."""
+
+# Bytes each parameter takes in a checkpoint: weights plus AdamW's two moments.
+# llama2-neuron: neuronx-nemo-megatron's bf16SR mode (XLA_USE_BF16=1, optimizer adamw;
+# train_setup.sh) keeps tensors float32 on the host side, so weights, exp_avg and exp_avg_sq
+# are saved in fp32: 12 bytes. nemo-gpu: NeMo's llama config trains bf16-mixed without
+# megatron_amp_O2, so the weights are fp32 and fused_adam's moments fp32: 12 bytes.
+# bert-neuron: the model in bf16 (model.to(torch.bfloat16)) and AdamW_FP32OptimParams's fp32
+# moments: 2 + 8 = 10 bytes.
+BYTES_PER_PARAMETER = {"llama2-neuron": 12, "nemo-gpu": 12, "bert-neuron": 10}
+STORAGE_SHARE = 0.8
+"""Share of the file system the kept checkpoints may fill; the rest is for data, logs, caches."""
+MAX_WRITE_SHARE = 0.02
+"""The example stacks keep checkpoint writing at or under 2% of training time."""
+
+
+def llama_parameters(m: ModelConfig, vocab: int = LLAMA2_VOCAB) -> int:
+    """Parameters of a Llama-style decoder: untied embedding and output layer, per layer
+    attention (q and o full, k and v per KV head), SwiGLU MLP (three matrices) and two
+    RMSNorms, and the final norm."""
+    h = m.hidden_size
+    kv = h // m.num_attention_heads * m.num_kv_heads
+    attention = 2 * h * h + 2 * h * kv
+    mlp = 3 * h * m.ffn_hidden_size
+    return 2 * vocab * h + m.num_layers * (attention + mlp + 2 * h) + h
+
+
+def write_mb_per_second(storage: StorageConfig) -> float:
+    """Aggregate throughput of the file system, MB/s (FSx: TiB x MB/s per TiB; SCRATCH_2's
+    baseline is 200 MB/s per TiB)."""
+    per_tib = storage.throughput_per_tib if storage.persistent else 200
+    return storage.storage_capacity_gib / 1024 * per_tib
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """One run's checkpoints against the file system."""
+
+    size_bytes: int
+    kept: int
+    write_seconds: float
+    interval_steps: int | None
+    """Steps between checkpoints; None when the framework counts otherwise (BERT: per shard)."""
+    step_seconds: float | None
+
+    @property
+    def kept_bytes(self) -> int:
+        return self.size_bytes * self.kept
+
+    @property
+    def write_share(self) -> float | None:
+        """Share of training time spent writing checkpoints (None: step time or interval unknown)."""
+        if self.interval_steps is None or self.step_seconds is None:
+            return None
+        return self.write_seconds / (self.write_seconds + self.interval_steps * self.step_seconds)
+
+    def as_dict(self) -> dict[str, object]:
+        share = self.write_share
+        return {
+            "sizeGB": round(self.size_bytes / 1e9, 1),
+            "kept": self.kept,
+            "writeSeconds": round(self.write_seconds),
+            "everySteps": self.interval_steps,
+            "stepSeconds": None if self.step_seconds is None else round(self.step_seconds, 3),
+            "writeShare": None if share is None else round(share, 4),
+        }
+
+
+def checkpoint_bytes(recipe: str, model: ModelConfig | None) -> int | None:
+    """Bytes of one checkpoint of a recipe (None: unknown, e.g. bring-your-own code)."""
+    if recipe == "bert-neuron":
+        return BERT_LARGE_PARAMETERS * BYTES_PER_PARAMETER[recipe]
+    if model is None or recipe not in BYTES_PER_PARAMETER:
+        return None
+    return llama_parameters(model) * BYTES_PER_PARAMETER[recipe]
+
+
+def plan(
+    recipe: str,
+    model: ModelConfig | None,
+    kept: int,
+    interval_steps: int | None,
+    storage: StorageConfig,
+    step_seconds: float | None = None,
+) -> CheckpointPlan | None:
+    """The checkpoint plan of one run (None when its checkpoint size is unknown)."""
+    size = checkpoint_bytes(recipe, model)
+    if size is None:
+        return None
+    seconds = size / (write_mb_per_second(storage) * 1e6)
+    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds)

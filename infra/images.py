@@ -1,0 +1,269 @@
+"""Builds the images of `images/` into the stack's ECR repositories, with no Docker daemon on the
+machine that runs Pulumi: one AWS CodeBuild project per image.
+
+`pulumi up` uploads each image folder (zipped) to a private bucket under a key named by the
+folder's content digest (facts/images.py); S3 tells EventBridge, whose rule starts that
+image's CodeBuild project, which builds the Dockerfile and pushes `<repository>:<digest>`.
+An unchanged folder is the same object, so nothing is rebuilt; the buildspec skips a tag that
+is already pushed (tags are immutable). Training runs name the same tag; their image-check
+Job waits for the push (workloads/manifests/objects.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pulumi
+import pulumi_aws as aws
+
+from facts.images import IMAGES
+from facts.names import component_type
+from infra.context import StackContext
+from infra.iam import deny_insecure_transport, service_trust_policy
+from infra.protection import stateful
+
+# CodeBuild's Ubuntu standard image (docker inside; privileged mode to run it), on the largest
+# general compute type: the NeMo and Neuron base images are tens of GB.
+BUILD_IMAGE = "aws/codebuild/standard:7.0"
+COMPUTE_TYPE = "BUILD_GENERAL1_2XLARGE"
+BUILD_TIMEOUT_MINUTES = 240
+ECR_PUSH_ACTIONS = [
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:CompleteLayerUpload",
+    "ecr:DescribeImages",
+    "ecr:GetDownloadUrlForLayer",
+    "ecr:InitiateLayerUpload",
+    "ecr:PutImage",
+    "ecr:UploadLayerPart",
+]
+BUILDSPEC = """version: 0.2
+phases:
+  pre_build:
+    commands:
+      - >-
+        aws ecr get-login-password --region "$AWS_REGION"
+        | docker login --username AWS --password-stdin "${REPOSITORY_URI%%/*}"
+  build:
+    commands:
+      - |
+        if aws ecr describe-images --repository-name "${REPOSITORY_URI#*/}" \\
+            --image-ids imageTag="$IMAGE_TAG" >/dev/null 2>&1; then
+          echo "$REPOSITORY_URI:$IMAGE_TAG is already pushed (tags are immutable)"
+        else
+          docker build --pull --tag "$REPOSITORY_URI:$IMAGE_TAG" .
+          docker push "$REPOSITORY_URI:$IMAGE_TAG"
+        fi
+"""
+
+
+def repository_arn(url: str) -> str:
+    """`<account>.dkr.ecr.<region>.amazonaws.com/<name>` -> the repository's ARN."""
+    host, _, name = url.partition("/")
+    account, _, rest = host.partition(".dkr.ecr.")
+    region = rest.split(".amazonaws.com")[0]
+    return f"arn:aws:ecr:{region}:{account}:repository/{name}"
+
+
+def builder_policy(bucket_arn: str, log_group_arn: str, repository_arns: list[str]) -> str:
+    """What a build needs: read its sources, write its log group, push to its repositories."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Sid": "Sources", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+                 "Resource": f"{bucket_arn}/images/*"},
+                {"Sid": "SourceBucket", "Effect": "Allow", "Action": ["s3:GetBucketLocation", "s3:GetBucketAcl"],
+                 "Resource": bucket_arn},
+                {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                 "Resource": [log_group_arn, f"{log_group_arn}:*"]},
+                {"Sid": "Login", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": "*"},
+                {"Sid": "Push", "Effect": "Allow", "Action": ECR_PUSH_ACTIONS, "Resource": repository_arns},
+            ],
+        },
+        sort_keys=True,
+    )  # fmt: skip
+
+
+def start_build_policy(project_arns: list[str]) -> str:
+    """EventBridge may start these projects' builds, nothing else."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": ["codebuild:StartBuild"], "Resource": project_arns}],
+        },
+        sort_keys=True,
+    )
+
+
+def upload_event_pattern(bucket: str, repository: str) -> str:
+    """EventBridge pattern: an object created under `images/<repository>/` of the sources bucket."""
+    return json.dumps(
+        {
+            "source": ["aws.s3"],
+            "detail-type": ["Object Created"],
+            "detail": {"bucket": {"name": [bucket]}, "object": {"key": [{"prefix": f"images/{repository}/"}]}},
+        },
+        sort_keys=True,
+    )
+
+
+class ImageBuilds(pulumi.ComponentResource):
+    """A CodeBuild project per image of `images/` the stack's runs use (`repository_urls`: the
+    ECR repository of each)."""
+
+    tags: dict[str, str]
+    """Repository -> the tag the stack builds."""
+
+    def __init__(
+        self,
+        name: str,
+        repository_urls: Mapping[str, pulumi.Input[str]],
+        ctx: StackContext,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(component_type("infra", "ImageBuilds"), name, None, opts)
+        self._name, self._ctx = name, ctx
+        child = pulumi.ResourceOptions(parent=self)
+        images = {repo: IMAGES[repo] for repo in sorted(repository_urls) if repo in IMAGES}
+        self.tags = {repo: image.tag for repo, image in images.items()}
+        if not images:
+            self.register_outputs({})
+            return
+        self.bucket = self._sources_bucket()
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-logs",
+            name=f"/codebuild/{ctx.cluster_name}-images",
+            retention_in_days=ctx.log_retention_days,
+            tags=ctx.owned_tags,
+            opts=child,
+        )
+        arns = pulumi.Output.all(*(pulumi.Output.from_input(repository_urls[r]) for r in images)).apply(
+            lambda urls: [repository_arn(u) for u in urls]
+        )
+        role = aws.iam.Role(
+            f"{name}-builder", assume_role_policy=service_trust_policy("codebuild.amazonaws.com"), opts=child
+        )
+        aws.iam.RolePolicy(
+            f"{name}-builder",
+            role=role.id,
+            policy=pulumi.Output.all(self.bucket.arn, log_group.arn, arns).apply(lambda a: builder_policy(*a)),
+            opts=child,
+        )
+        self.projects = {repo: self._project(repo, repository_urls[repo], role, log_group) for repo in images}
+        self._triggers()
+        self.register_outputs({"tags": self.tags})
+
+    def _sources_bucket(self) -> aws.s3.Bucket:
+        """Private, versioned, encrypted, TLS-only, and reporting uploads to EventBridge."""
+        name, ctx = self._name, self._ctx
+        child = pulumi.ResourceOptions(parent=self)
+        bucket = aws.s3.Bucket(
+            f"{name}-sources",
+            bucket_prefix=f"{ctx.cluster_name}-image-sources-"[:37],
+            force_destroy=False,
+            tags=ctx.owned_tags,
+            opts=stateful(ctx.protect, child),
+        )
+        aws.s3.BucketVersioning(
+            f"{name}-sources",
+            bucket=bucket.id,
+            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
+            opts=child,
+        )
+        by_default = aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-sources",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                    apply_server_side_encryption_by_default=by_default(sse_algorithm="AES256")
+                )
+            ],
+            opts=child,
+        )
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-sources",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-sources-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child
+        )
+        self.notification = aws.s3.BucketNotification(f"{name}-sources", bucket=bucket.id, eventbridge=True, opts=child)
+        return bucket
+
+    def _project(
+        self, repo: str, url: pulumi.Input[str], role: aws.iam.Role, log_group: aws.cloudwatch.LogGroup
+    ) -> aws.codebuild.Project:
+        name, ctx = self._name, self._ctx
+        key = f"images/{repo}/{self.tags[repo]}.zip"
+        env = aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs
+        project = aws.codebuild.Project(
+            f"{name}-{repo}",
+            name=f"{ctx.cluster_name}-{repo}-image",
+            description=f"Builds images/{repo}/Dockerfile into {repo}:<content digest>",
+            service_role=role.arn,
+            build_timeout=BUILD_TIMEOUT_MINUTES,
+            artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
+            environment=aws.codebuild.ProjectEnvironmentArgs(
+                type="LINUX_CONTAINER",
+                compute_type=COMPUTE_TYPE,
+                image=BUILD_IMAGE,
+                privileged_mode=True,
+                environment_variables=[
+                    env(name="REPOSITORY_URI", value=url),
+                    env(name="IMAGE_TAG", value=self.tags[repo]),
+                ],
+            ),
+            source=aws.codebuild.ProjectSourceArgs(
+                type="S3", location=pulumi.Output.concat(self.bucket.bucket, "/", key), buildspec=BUILDSPEC
+            ),
+            logs_config=aws.codebuild.ProjectLogsConfigArgs(
+                cloudwatch_logs=aws.codebuild.ProjectLogsConfigCloudwatchLogsArgs(
+                    status="ENABLED", group_name=log_group.name
+                )
+            ),
+            tags=ctx.owned_tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return project
+
+    def _triggers(self) -> None:
+        """EventBridge starts a project's build when its source lands; the source is uploaded
+        last, once the project names it and the rule listens."""
+        name = self._name
+        child = pulumi.ResourceOptions(parent=self)
+        events_role = aws.iam.Role(
+            f"{name}-events", assume_role_policy=service_trust_policy("events.amazonaws.com"), opts=child
+        )
+        aws.iam.RolePolicy(
+            f"{name}-events",
+            role=events_role.id,
+            policy=pulumi.Output.all(*(p.arn for p in self.projects.values())).apply(
+                lambda arns: start_build_policy(list(arns))
+            ),
+            opts=child,
+        )
+        for repo, project in self.projects.items():
+            rule = aws.cloudwatch.EventRule(
+                f"{name}-{repo}",
+                description=f"Build the {repo} image when its source is uploaded",
+                event_pattern=self.bucket.bucket.apply(lambda b, r=repo: upload_event_pattern(b, r)),
+                opts=child,
+            )
+            target = aws.cloudwatch.EventTarget(
+                f"{name}-{repo}", rule=rule.name, arn=project.arn, role_arn=events_role.arn, opts=child
+            )
+            aws.s3.BucketObjectv2(
+                f"{name}-{repo}",
+                bucket=self.bucket.id,
+                key=f"images/{repo}/{self.tags[repo]}.zip",
+                source=pulumi.FileArchive(IMAGES[repo].relative_folder),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[project, target, self.notification]),
+            )

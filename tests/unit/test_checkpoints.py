@@ -1,0 +1,60 @@
+"""Checkpoint sizing: sizes from the model shape, write time at the file system's throughput,
+the config-time capacity check, and example stacks that spend at most 2% of training writing."""
+
+from __future__ import annotations
+
+import pytest
+
+import config
+from config import checkpoints
+from config.storage import StorageConfig
+from config.training import ModelConfig
+from tests.conftest import stack_plan, stack_values
+
+
+@pytest.mark.parametrize(("preset", "billions"), [("7b", 6.74), ("13b", 13.02), ("70b", 68.98)])
+def test_llama2_parameter_counts_match_the_published_sizes(preset: str, billions: float) -> None:
+    # Meta's Llama 2 paper, Table 1 / model cards: 7B = 6.74B, 13B = 13.0B, 70B = 69.0B parameters.
+    n = checkpoints.llama_parameters(ModelConfig.model_validate({"preset": preset}))
+    assert n / 1e9 == pytest.approx(billions, abs=0.01)
+
+
+def test_write_time_follows_storage_throughput() -> None:
+    slow = StorageConfig.model_validate({})
+    fast = StorageConfig.model_validate({"throughputPerTib": 500})
+    assert checkpoints.write_mb_per_second(slow) == pytest.approx(1200 / 1024 * 250)
+    model = ModelConfig.model_validate({})
+    a = checkpoints.plan("llama2-neuron", model, 2, 500, slow, 20.0)
+    b = checkpoints.plan("llama2-neuron", model, 2, 500, fast, 20.0)
+    assert a is not None and b is not None
+    assert a.write_seconds == pytest.approx(2 * b.write_seconds)
+    assert a.size_bytes == pytest.approx(6.74e9 * 12, rel=0.01)
+    assert b.write_share == pytest.approx(b.write_seconds / (b.write_seconds + 500 * 20.0))
+
+
+def test_unknown_step_time_gives_no_share() -> None:
+    p = checkpoints.plan("nemo-gpu", ModelConfig.model_validate({}), 2, 500, StorageConfig.model_validate({}))
+    assert p is not None and p.write_share is None
+    assert checkpoints.plan("custom", None, 1, 500, StorageConfig.model_validate({})) is None
+
+
+def test_70b_needs_a_bigger_file_system() -> None:
+    values = config.from_stack_values(stack_values("trn1-llama2"))
+    values["workloads"]["llama2"]["model"] = {"preset": "70b"}
+    with pytest.raises(config.ConfigError) as e:
+        config.parse(values)
+    assert any(p.startswith("storage.storageCapacityGib: the checkpoints") for p in e.value.problems)
+    values["storage"] = {"storageCapacityGib": 2400, "throughputPerTib": 500}
+    config.parse(values)
+
+
+@pytest.mark.parametrize("stack", ["trn1-llama2", "trn1-bert", "trn1-shared", "p4de-nemo"])
+def test_example_stacks_spend_at_most_two_percent_writing_checkpoints(stack: str) -> None:
+    runs = [r for r in stack_plan(stack)["resources"] if r["type"] == "llm-training-eks:workloads:TrainingRun"]
+    assert runs
+    for run in runs:
+        c = run["inputs"]["checkpoints"]
+        if c.get("writeShare") is not None:
+            assert c["writeShare"] <= checkpoints.MAX_WRITE_SHARE, run["name"]
+        elif c.get("everySteps") is None:  # BERT: per dataset shard; ~11 s a checkpoint
+            assert c["writeSeconds"] <= 30, run["name"]

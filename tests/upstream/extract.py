@@ -1,0 +1,95 @@
+"""Extract facts from an upstream file into the shape tests/upstream/*.yaml keeps.
+
+Used to write and refresh the fact files; the tests never run it on upstream text (they only
+read the recorded facts). Example, from a bare mirror made by the `fetch` tool:
+
+    git -C <mirror> show <commit>:<path to conf>.yaml | python -m tests.upstream.extract hydra
+    git -C <mirror> show <commit>:nemo/utils/exp_manager.py | python -m tests.upstream.extract fields ExpManagerConfig
+    git -C <mirror> show <commit>:<script>.py | python -m tests.upstream.extract argparse
+
+`hydra`: every leaf key of a Hydra config as a dotted path, which of them are mandatory
+(`???`) and which are null. A leaf is a scalar, a list or an empty mapping. `fields`: the field names of a
+dataclass (a structured-config schema such as NeMo's ExpManagerConfig). `argparse`: the
+long options a script's argparse parser accepts.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from typing import Any
+
+import yaml
+
+MANDATORY = "???"
+
+
+def hydra_keys(text: str) -> dict[str, list[str]]:
+    """`{"keys": [...], "mandatory": [...], "null": [...]}` of a Hydra YAML config.
+
+    Values are not kept, only whether a leaf is `???` or null: Hydra lets `+key=value` add
+    to a null leaf but refuses it on a leaf that has a value.
+    """
+    doc = yaml.safe_load(text)
+    keys: list[str] = []
+    mandatory: list[str] = []
+    null: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict) and node:
+            for k, v in node.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+            return
+        keys.append(prefix)
+        if node == MANDATORY:
+            mandatory.append(prefix)
+        elif node is None:
+            null.append(prefix)
+
+    walk(doc, "")
+    return {"keys": sorted(keys), "mandatory": sorted(mandatory), "null": sorted(null)}
+
+
+def dataclass_fields(text: str, class_name: str) -> list[str]:
+    """The annotated fields of one class in a Python module."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return [
+                stmt.target.id
+                for stmt in node.body
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+            ]
+    raise KeyError(class_name)
+
+
+def argparse_options(text: str) -> list[str]:
+    """Every `--long-option` passed to an `add_argument` call."""
+    tree = ast.parse(text)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
+                    found.add(arg.value)
+    return sorted(found)
+
+
+def main(argv: list[str]) -> int:
+    text = sys.stdin.read()
+    kind = argv[0] if argv else ""
+    if kind == "hydra":
+        out: Any = hydra_keys(text)
+    elif kind == "fields" and len(argv) == 2:
+        out = dataclass_fields(text, argv[1])
+    elif kind == "argparse":
+        out = argparse_options(text)
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    sys.stdout.write(yaml.safe_dump(out, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
