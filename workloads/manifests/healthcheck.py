@@ -8,7 +8,7 @@ import shlex
 from config.workloads import RunConfig
 from facts.instances import HEALTH_CHECK_FLOORS
 from infra.platform import NodeGroupFacts
-from workloads.manifests.mpijob import HOSTFILE, MPIJobSpec, mpijob
+from workloads.manifests.mpijob import HOSTFILE, MPIJobSpec, mpijob, mpirun_command
 from workloads.manifests.objects import Context, Obj, Step
 
 
@@ -75,8 +75,8 @@ def health_check(workload_name: str, name: str, run: RunConfig, ctx: Context) ->
     else:
         per_node = ng.instance.accelerator_count
         test = (
-            f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
-            f" -np {total} $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | sed 's/^/-x /' | tr '\\n' ' ')"
+            f"{mpirun_command(run.nodes, per_node, [])}"
+            " $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | sed 's/^/-x /' | tr '\\n' ' ')"
             f" /opt/nccl-tests/build/all_reduce_perf -b {size} -e {size} -f 2 -g 1 -c 1 -n 50 | tee /tmp/out\n"
             "bw=$(awk '/Avg bus bandwidth/ {print $NF}' /tmp/out)"
         )
