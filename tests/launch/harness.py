@@ -4,8 +4,8 @@ created), with the faults a scenario injects."""
 
 from __future__ import annotations
 
+import json
 import re
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.launch import plans
-from tests.launch.images import code_shim
+from tests.launch.images import code_shim, describe
 from tests.launch.mpioperator import JobResult, Operator, container_env
 from tests.launch.pods import Cluster, Pod, wait_until
 from workloads.manifests.mpijob import POLL_ENV, WAIT_ENV
@@ -69,8 +69,8 @@ class WorkloadRun:
 
     def operator(self, job: dict[str, Any], faults: Faults, wait_seconds: int) -> Operator:
         env = {"NPROC_PER_NODE": RANKS_PER_NODE, WAIT_ENV: str(wait_seconds), POLL_ENV: "1"}
-        probe = Operator(self.cluster, job, {}, env)
-        op = Operator(self.cluster, job, self.facts(job, probe.image("Worker").family.framework), env)
+        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        op = Operator(self.cluster, job, self.facts(job, describe(worker["image"]).family.framework), env)
         op.faulty_devices = {r: (op.worker_name(i),) for r, i in faults.missing_device.items()}
         return op
 
@@ -129,13 +129,8 @@ class WorkloadRun:
         return self.results
 
     def records(self, job_name: str, kind: str, attempt: int | None = None) -> list[dict[str, Any]]:
-        import json
-
+        """What the stand-ins of a job recorded (of one launcher attempt; default: the last)."""
         base = self.cluster.workdir / "jobs" / job_name
         folder = base / ("records" if attempt is None else f"records.{attempt}")
         docs = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
         return [d for d in docs if d["kind"] == kind]
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

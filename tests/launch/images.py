@@ -12,7 +12,6 @@ find it, as on EKS.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDINS = Path(__file__).with_name("standins")
-# Docker's PATH when no image layer sets one (moby: oci/defaults.go, DefaultPathEnv on Linux).
+# The PATH a build starts with when no base image sets one (moby/buildkit, llbutil DefaultPathEnv).
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # ENV that configures the MPI installation itself, not the job: this machine's Open MPI is
 # Debian's, in /usr, so an image's OPAL_PREFIX=/opt/amazon/openmpi would break it.
@@ -147,12 +146,6 @@ def _write(path: Path, text: str, mode: int = 0o755) -> None:
     path.chmod(mode)
 
 
-def _whiteout(path: Path) -> None:
-    """Hide a file of the layers below (overlayfs whiteout: a 0/0 character device)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.mknod(path, 0o600 | 0o020000, os.makedev(0, 0))
-
-
 def code_shim(standin: str) -> str:
     """A script file that runs a stand-in of `standins/` in its place (same argv)."""
     return (
@@ -181,13 +174,10 @@ def build_layer(image: Image, dest: Path, code: dict[str, str]) -> Path:
         _write(dest / path.lstrip("/"), code_shim(standin))
     # SSH host keys of the image, made once per cluster (an image built with openssh-server has
     # its own; `ssh-keygen -A` in the worker's command then finds them and makes none).
-    for key in Path("/etc/ssh").glob("ssh_host_*"):
-        _whiteout(dest / "etc" / "ssh" / key.name)
     keys = host_keys(dest.parent / "ssh-host-keys")
+    (dest / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
     for key in (keys / "etc" / "ssh").glob("ssh_host_*"):
-        target = dest / "etc" / "ssh" / key.name
-        target.unlink()
-        shutil.copy2(key, target)
+        shutil.copy2(key, dest / "etc" / "ssh" / key.name)
     return dest
 
 
