@@ -11,12 +11,23 @@ STACK  ?= dev
 FORMAT ?= table
 WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
-.PHONY: plan test lint typecheck pytest venv diagram clean
+.PHONY: plan test lint typecheck pytest venv diagram clean launch-deps
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-launch.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-launch.txt
 	touch $@
+
+# The launch-chain harness (tests/launch) runs real sshd, Open MPI and namespaces: as root,
+# install them from Debian's packages when missing; elsewhere the harness skips with one line.
+LAUNCH_TOOLS := ip unshare mpirun sshd ssh-keygen
+launch-deps:
+	@missing=; for t in $(LAUNCH_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing the launch-chain harness's tools (missing:$$missing)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    openssh-server openmpi-bin iproute2 util-linux >/dev/null; \
+	fi
 
 venv: $(VENV)/.installed
 
@@ -37,7 +48,7 @@ diagram: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-pytest: venv
+pytest: venv launch-deps
 	$(VENV)/bin/pytest -q -n auto
 
 test: lint typecheck pytest

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from config.workloads import RunConfig
 from facts.instances import HEALTH_CHECK_FLOORS
 from infra.platform import NodeGroupFacts
-from workloads.manifests.mpijob import HOSTFILE, MPIJobSpec, base_env, mpijob
+from workloads.manifests.mpijob import HOSTFILE, SSH_OPTIONS, MPIJobSpec, base_env, mpijob, mpirun_command
 from workloads.manifests.objects import Context, Step
 
 NCCOM_TEST = "/opt/aws/neuron/bin/nccom-test"
@@ -89,7 +89,7 @@ def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[
         f'first=$(head -n 1 {HOSTFILE} | cut -d" " -f1)\n'
         f'ips=$(for w in $(cut -d" " -f1 {HOSTFILE}); do getent hosts "$w" | cut -d" " -f1; done | tr "\\n" " ")\n'
         "root=${ips%% *}\n"
-        f'ssh "$first" "{remote}" | tee /tmp/out\n'
+        f'ssh {SSH_OPTIONS} "$first" "{remote}" | tee /tmp/out\n'
         "bw=$(awk '/Avg bus bandwidth/ {v=$NF; sub(/GB\\/s/, \"\", v); print v}' /tmp/out)"
     )
 
@@ -98,10 +98,8 @@ def _nvidia_collective(run: RunConfig, ng: NodeGroupFacts, size: str) -> str:
     """nccl-tests all-reduce, one rank per GPU, with NCCL's log on to prove the EFA plugin is used.
     The library path goes with the ranks (ssh starts them with sshd's environment)."""
     per_node = ng.instance.accelerator_count
-    total = run.nodes * per_node
     return (
-        f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
-        f" -np {total} -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO"
+        f"{mpirun_command(run.nodes, per_node, [])} -x NCCL_DEBUG=INFO"
         " $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | grep -v '^NCCL_DEBUG$' | sed 's/^/-x /' | tr '\\n' ' ')"
         f" {ALL_REDUCE_PERF} -b {size} -e {size} -f 2 -g 1 -c 1 -n 50 | tee /tmp/out\n"
         f'grep -q {shlex.quote(NCCL_EFA_EVIDENCE)} /tmp/out || {{ echo "FAIL: NCCL did not use EFA (no'

@@ -30,6 +30,16 @@ MASTER_PORT = 41000
 # enough for a lost node to be replaced (EKS node auto repair, then image pull) and its
 # worker pod recreated.
 WORKER_WAIT_SECONDS = 1800
+WORKER_POLL_SECONDS = 10
+WAIT_ENV, POLL_ENV = "WORKER_WAIT_SECONDS", "WORKER_POLL_SECONDS"
+# ssh options of the launcher's ssh (wait loop and mpirun): `~/.ssh` is the operator's read-only
+# Secret mount, so known_hosts cannot be written, and a recreated worker has new host keys;
+# BatchMode makes a refused key fail at once instead of prompting.
+SSH_OPTIONS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
+# The mpi-operator base image sets StrictModes no: the Secret volume at ~/.ssh is a
+# world-writable tmpfs, which sshd's StrictModes refuses (kubernetes/kubernetes#61049).
+SSHD_COMMAND = "mkdir -p /run/sshd && ssh-keygen -A && exec /usr/sbin/sshd -De -o StrictModes=no"
+FORWARDED = ("PATH", "LD_LIBRARY_PATH")
 
 # EFA environment (aws-samples/awsome-distributed-training, 1.architectures/efa-cheatsheet.md):
 # with libfabric >= 1.18 and aws-ofi-nccl >= 1.7, FI_EFA_USE_HUGE_PAGE=0 is the one needed setting.
@@ -86,18 +96,46 @@ def wait_for_workers(timeout_seconds: int = WORKER_WAIT_SECONDS) -> str:
     a suspend/resume (Kueue eviction and readmission; mpi-operator PR #868), and a restarted
     launcher finds a recreated worker still starting. So the launcher waits itself, every
     time it starts, then mpirun runs and training resumes from the latest checkpoint.
+    `$WORKER_WAIT_SECONDS` / `$WORKER_POLL_SECONDS` in the launcher's environment override the
+    wait and the poll interval (the launch-chain tests use seconds, not half an hour).
     """
     return (
-        f"deadline=$((SECONDS + {timeout_seconds}))\n"
+        f"wait_s=${{{WAIT_ENV}:-{timeout_seconds}}}; poll_s=${{{POLL_ENV}:-{WORKER_POLL_SECONDS}}}\n"
+        "deadline=$((SECONDS + wait_s))\n"
         f'for host in $(cut -d" " -f1 {HOSTFILE}); do\n'
-        '  until ssh -o ConnectTimeout=5 -o BatchMode=yes -o StrictHostKeyChecking=no "$host" true 2>/dev/null; do\n'
+        f'  until ssh {SSH_OPTIONS} -o ConnectTimeout=5 "$host" true 2>/dev/null; do\n'
         "    if [ $SECONDS -ge $deadline ]; then\n"
-        f'      echo "FAIL: worker $host did not answer within {timeout_seconds}s" >&2; exit 1\n'
+        '      echo "FAIL: worker $host did not answer within ${wait_s}s" >&2; exit 1\n'
         "    fi\n"
-        '    echo "waiting for worker $host"; sleep 10\n'
+        '    echo "waiting for worker $host"; left=$((deadline - SECONDS))\n'
+        "    sleep $((left < poll_s ? (left > 0 ? left : 1) : poll_s))\n"
         "  done\n"
         "done\n"
         f'echo "all $(wc -l < {HOSTFILE}) workers answer"\n'
+    )
+
+
+def mpirun_command(nodes: int, per_node: int, exported: list[str]) -> str:
+    """mpirun over the hostfile, `per_node` processes on each node, forwarding `exported` and
+    always PATH and LD_LIBRARY_PATH: ranks are started by sshd, whose sessions get sshd's
+    default environment, not the image's ENV (the MPI examples of awsome-distributed-training
+    and Data on EKS pass the same two)."""
+    forwarded = " ".join(f"-x {k}" for k in ["PATH", "LD_LIBRARY_PATH", *sorted(set(exported) - set(FORWARDED))])
+    return (
+        f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
+        f" -np {nodes * per_node} {forwarded}"
+    )
+
+
+def launcher_setup() -> str:
+    """Launcher preamble: the ssh options of every ssh mpirun starts, set here and not left to
+    the image's ssh_config (kubeflow/mpi-operator#580). The operator sets OMPI_MCA_plm_rsh_args
+    in the launcher's env after ours (so an `env` entry of ours would lose); the script's
+    export wins, and keeps the operator's ConnectionAttempts=10."""
+    return (
+        f"export OMPI_MCA_plm_rsh_args='-o ConnectionAttempts=10 {SSH_OPTIONS}'\n"
+        # `-x LD_LIBRARY_PATH` of a variable the image does not set only draws a warning.
+        'export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"\n'
     )
 
 
@@ -110,7 +148,7 @@ def _worker(run: RunConfig, ctx: Context, image: str, environment: dict[str, str
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         # mpi-operator v2 mounts the SSH keys; the image brings sshd (host keys made here).
-        "command": ["/bin/bash", "-c", "mkdir -p /run/sshd && ssh-keygen -A && exec /usr/sbin/sshd -De"],
+        "command": ["/bin/bash", "-c", SSHD_COMMAND],
         "env": env_list(environment),
         "resources": {"requests": dict(requests), "limits": dict(requests)},
         "volumeMounts": [shared_mount(ctx), {"name": "dshm", "mountPath": "/dev/shm"}],
@@ -136,12 +174,7 @@ def _launcher(
     run: RunConfig, spec: MPIJobSpec, ctx: Context, image: str, environment: dict[str, str], pod_labels: Obj
 ) -> Obj:
     """The launcher waits for every worker, then runs the step's script with `$MPIRUN` set."""
-    exported = " ".join(f"-x {k}" for k in sorted(environment))
-    per_node = spec.processes_per_node
-    mpirun = (
-        f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
-        f" -np {run.nodes * per_node} {exported}"
-    )
+    mpirun = mpirun_command(run.nodes, spec.processes_per_node, list(environment))
     container = {
         "name": "launcher",
         "image": image,
@@ -149,7 +182,8 @@ def _launcher(
         "command": [
             "/bin/bash",
             "-c",
-            f"set -euo pipefail\n{wait_for_workers()}export MPIRUN={shlex.quote(mpirun)}\n{spec.launch}",
+            f"set -euo pipefail\n{launcher_setup()}{wait_for_workers()}"
+            f"export MPIRUN={shlex.quote(mpirun)}\n{spec.launch}",
         ],
         "env": env_list(environment),
         # The launcher only runs mpirun (and parses a health check's output) on a system node.

@@ -1,0 +1,216 @@
+"""Pods on this machine: each its own network, UTS, mount and PID namespace, joined by a
+bridge in a switch namespace of their own cluster (so the machine's own network is never
+touched), on addresses of the loopback range 127.0.0.0/8.
+
+A `Cluster` also plays the cluster DNS: one hosts file, bind-mounted read-only as every pod's
+/etc/hosts, that lists the pods that are running (a headless Service publishes ready pods
+only), so a deleted worker stops resolving and a recreated one resolves again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PODINIT = Path(__file__).with_name("podinit.py")
+SUBNET = "127.10.0"  # inside the loopback range; routed across veths with route_localnet=1
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def namespaces_available() -> str | None:
+    """None when this machine lets us create the namespaces the harness needs, else why not."""
+    missing = [tool for tool in ("ip", "unshare", "mpirun", "sshd") if not shutil.which(tool)]
+    if missing:
+        return f"missing {', '.join(missing)} (apt-get install iproute2 util-linux openmpi-bin openssh-server)"
+    if os.geteuid() != 0:
+        return "needs root to create network and mount namespaces"
+    probe = f"ltprobe{os.getpid()}"
+    try:
+        ip("netns", "add", probe)
+        ip("netns", "del", probe)
+    except (subprocess.CalledProcessError, OSError) as e:
+        return f"cannot create a network namespace: {e}"
+    return None
+
+
+@dataclass
+class PodSpec:
+    """What the kubelet would be told: name (the pod's hostname), the DNS names it answers to,
+    image layers, environment, command, volumes and device files."""
+
+    name: str
+    dns_names: list[str]
+    layers: list[str]
+    env: dict[str, str]
+    command: list[str]
+    binds: list[dict[str, object]] = field(default_factory=list)
+    secrets: list[dict[str, object]] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    working_dir: str | None = None
+
+
+@dataclass
+class Pod:
+    spec: PodSpec
+    netns: str
+    address: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: the pod's PID namespace (everything in it) goes with its first process."""
+        if self.alive():
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class Cluster:
+    """A switch namespace with a bridge, pods plugged into it, a hosts file as its DNS and a
+    directory shared by every pod (the FSx volume)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.id = uuid.uuid4().hex[:6]
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.switch = f"lt{self.id}sw"
+        self.hosts = workdir / "dns-hosts"
+        self.hosts.write_text("")
+        # No name server: every name a pod resolves comes from the hosts file above.
+        self.resolv = workdir / "resolv.conf"
+        self.resolv.write_text("options timeout:1 attempts:1\n")
+        self.pods: dict[str, Pod] = {}
+        self._netns: list[str] = []
+        self._slots: dict[str, int] = {}
+        self._plugs = 0
+        ip("netns", "add", self.switch)
+        self._netns.append(self.switch)
+        ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+        ip("-n", self.switch, "link", "set", "br0", "up")
+
+    def _slot(self, name: str) -> int:
+        """A stable address per pod name: a recreated pod answers at the same name."""
+        return self._slots.setdefault(name, len(self._slots) + 2)
+
+    def _plug(self, name: str) -> tuple[str, str]:
+        slot = self._slot(name)
+        self._plugs += 1  # veth names are never reused: a deleted one goes away asynchronously
+        netns, veth, address = f"lt{self.id}p{slot}", f"lt{self.id}v{self._plugs}", f"{SUBNET}.{slot}"
+        if netns in self._netns:
+            ip("netns", "del", netns)
+            self._netns.remove(netns)
+        ip("netns", "add", netns)
+        self._netns.append(netns)
+        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+        ip("link", "set", veth, "netns", self.switch)
+        ip("-n", self.switch, "link", "set", veth, "master", "br0")
+        ip("-n", self.switch, "link", "set", veth, "up")
+        ns = ["ip", "netns", "exec", netns]
+        subprocess.run([*ns, "sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"], check=True)
+        ip("-n", netns, "link", "set", "lo", "up")
+        # Only 127.0.0.1 is local to the pod, so the rest of 127/8 goes out through eth0.
+        ip("-n", netns, "addr", "del", "127.0.0.1/8", "dev", "lo")
+        ip("-n", netns, "addr", "add", "127.0.0.1/32", "dev", "lo")
+        subprocess.run([*ns, "sysctl", "-qw", "net.ipv4.conf.eth0.route_localnet=1"], check=True)
+        ip("-n", netns, "addr", "add", f"{address}/24", "dev", "eth0")
+        ip("-n", netns, "link", "set", "eth0", "up")
+        return netns, address
+
+    def start(self, spec: PodSpec) -> Pod:
+        """Create the pod's namespaces and start its command; publish its DNS names."""
+        netns, address = self._plug(spec.name)
+        base = self.workdir / "pods" / f"{spec.name}-{uuid.uuid4().hex[:4]}"
+        base.mkdir(parents=True)
+        binds = [
+            {"source": str(self.hosts), "target": "/etc/hosts", "readOnly": True},
+            {"source": str(self.resolv), "target": "/etc/resolv.conf", "readOnly": True},
+            *spec.binds,
+        ]
+        env = {**spec.env, "HOSTNAME": spec.name}
+        doc = {
+            "base": str(base),
+            "hostname": spec.name,
+            "layers": spec.layers,
+            "env": env,
+            "command": spec.command,
+            "binds": binds,
+            "secrets": spec.secrets,
+            "devices": spec.devices,
+            "workingDir": spec.working_dir,
+        }
+        (base / "spec.json").write_text(json.dumps(doc))
+        log = self.workdir / f"{spec.name}.log"
+        out = log.open("ab")
+        unshare = ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child"]
+        process = subprocess.Popen(
+            ["ip", "netns", "exec", netns, *unshare, sys.executable, str(PODINIT), str(base / "spec.json")],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        out.close()
+        pod = Pod(spec, netns, address, process, log)
+        self.pods[spec.name] = pod
+        self._publish()
+        return pod
+
+    def listening(self, name: str, port: int) -> bool:
+        """Whether something in the pod listens on `port` (TCP)."""
+        pod = self.pods.get(name)
+        if not pod or not pod.alive():
+            return False
+        out = subprocess.run(
+            ["ip", "netns", "exec", pod.netns, "ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True
+        )
+        return bool(out.stdout.strip())
+
+    def remove(self, name: str) -> None:
+        """Delete a pod: kill everything in it and take its names out of DNS."""
+        pod = self.pods.pop(name, None)
+        if pod:
+            pod.kill()
+            self._publish()
+
+    def _publish(self) -> None:
+        lines = ["127.0.0.1 localhost\n"]
+        lines += [f"{p.address} {' '.join(p.spec.dns_names)} {p.spec.name}\n" for p in self.pods.values() if p.alive()]
+        # In place: every pod's /etc/hosts is a bind mount of this very file.
+        with self.hosts.open("r+") as f:
+            f.truncate(0)
+            f.write("".join(lines))
+
+    def close(self) -> None:
+        for name in list(self.pods):
+            self.remove(name)
+        for netns in reversed(self._netns):
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+        self._netns.clear()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

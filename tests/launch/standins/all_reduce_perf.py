@@ -1,0 +1,38 @@
+"""Stand-in for nccl-tests' all_reduce_perf, one MPI rank: checks the world mpirun made and the
+GPUs this pod has, then loads the NCCL net plugin as NCCL does (dlopen of libnccl-net.so,
+found through LD_LIBRARY_PATH). Without it NCCL falls back to its socket transport, silently
+at NCCL_DEBUG=WARN, and the bandwidth is what TCP gives. Rank 0 prints the nccl-tests table
+and `# Avg bus bandwidth    : <value> ` (nccl-tests src/common.cu)."""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+
+from _common import fail, job, record
+
+rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "-1"))
+size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "0"))
+local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "0"))
+if rank < 0:
+    fail("all_reduce_perf: not started by mpirun")
+gpus = len([d for d in glob.glob("/dev/nvidia*") if d[len("/dev/nvidia") :].isdigit()])
+if local > gpus:
+    fail(f"all_reduce_perf: {local} ranks on this node, {gpus} GPUs")
+try:
+    ctypes.CDLL("libnccl-net.so")
+    transport = "NET/OFI"
+except OSError:
+    transport = "NET/Socket"
+facts = job()
+record("all_reduce_perf", rank=rank, size=size, transport=transport)
+if os.environ.get("NCCL_DEBUG") == "INFO":
+    print(f"NCCL INFO Using network {'AWS Libfabric' if transport == 'NET/OFI' else 'Socket'}", flush=True)
+if rank == 0:
+    bw = float(facts["busBandwidthGbps"]) if transport == "NET/OFI" else 1.2
+    print("#  Rank  0 Group  0 Pid ... on localhost device  0 [0x10] NVIDIA A100-SXM4-80GB")
+    print("#       size         count      type   redop    root     time   algbw   busbw #wrong")
+    print(f"  2147483648     536870912     float     sum      -1   1000.0   {bw:.2f}   {bw:.2f}      0")
+    print("# Out of bounds values : 0 OK")
+    print(f"# Avg bus bandwidth    : {bw:g} ", flush=True)

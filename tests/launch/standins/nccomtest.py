@@ -1,0 +1,43 @@
+"""Stand-in for nccom-test (aws-neuronx-tools): `-r RANKS [-N NODES] -b SIZE -e SIZE -d TYPE
+allr [--hosts H ...]`. One node: needs RANKS NeuronCores among this pod's /dev/neuron*
+devices. Several nodes: needs NEURON_RT_ROOT_COMM_ID (Neuron docs, nccom-test: required with
+-N > 1) and every host to resolve. Prints a result table and `Avg bus bandwidth`."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import socket
+
+from _common import fail, job, record
+
+p = argparse.ArgumentParser(prog="nccom-test")
+p.add_argument("-r", "--nworkers", type=int, required=True)
+p.add_argument("-N", "--nnodes", type=int, default=1)
+p.add_argument("-b", "--minbytes", default="8")
+p.add_argument("-e", "--maxbytes", default="8")
+p.add_argument("-d", "--datatype", default="fp32")
+p.add_argument("--hosts", nargs="*", default=[])
+p.add_argument("operation")
+a = p.parse_args()
+facts = job()
+record("nccom-test", nodes=a.nnodes, ranks=a.nworkers, hosts=a.hosts)
+if a.nnodes > 1:
+    if not os.environ.get("NEURON_RT_ROOT_COMM_ID"):
+        fail("nccom-test: NEURON_RT_ROOT_COMM_ID=<first host>:<port> must be set to run on more than one node")
+    if len(a.hosts) != a.nnodes:
+        fail(f"nccom-test: {len(a.hosts)} hosts for -N {a.nnodes}")
+    for host in a.hosts:
+        try:
+            socket.gethostbyname(host)
+        except OSError:
+            fail(f"nccom-test: cannot resolve host {host}")
+else:
+    cores = len(glob.glob("/dev/neuron*")) * int(facts["neuronCoresPerDevice"])
+    if a.nworkers > cores:
+        fail(f"nccom-test: {a.nworkers} workers requested, {cores} NeuronCores available")
+bw = float(facts["busBandwidthGbps"])
+print("       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)")
+print(f"    {a.maxbytes:>10}    {'-':>12}    {a.datatype}    {1000.0:>8}    {bw:>11.2f}    {bw:>11.2f}")
+print(f"Avg bus bandwidth:\t{bw:.4f}GB/s", flush=True)
