@@ -1,26 +1,37 @@
-"""The MPIJobs the harness runs: every workload of every example stack, planned by the offline
-plan (tools.plan.run, the same program as `pulumi up`) at 2 and 3 nodes, with training made
-short. Each workload is planned alone (its team and queues dropped: they do not reach the
-launch chain) so that its node count can change."""
+"""What the harness runs: every workload of every example stack, planned by the offline plan
+(tools.plan.run, the same program as `pulumi up`) at 2 and 3 nodes, with training made short.
+Each workload is planned alone (its team dropped: Kueue does not reach the launch chain) so
+that its node count can change; a layered stack is planned on its lower stacks' outputs.
+
+The steps of a workload are its Jobs and MPIJobs in the order `pulumi up` creates them
+(dependencies first); the rest (Secrets, TensorBoard, the shell pod) does not launch anything.
+"""
 
 from __future__ import annotations
 
 import copy
-import re
+from functools import cache
 from typing import Any
 
+import config
 from config.stackfile import read_stack_file
 from tests.conftest import ROOT
 from tools import plan as plan_mod
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
+JOB = "kubernetes:batch/v1:Job"
 PREFIX = "llm-training-eks:"
-# Scripts of the rendered commands, and the stand-in that takes each one's place.
-CODE_STANDINS = {
-    "megatron_gpt_pretraining.py": "megatron_gpt_pretraining.py",
-    "dp_bert_large_hf_pretrain_hdf5.py": "dp_bert_large_hf_pretrain_hdf5.py",
+# Short training, the same shape of schedule: 12 steps, a checkpoint every 4 (Megatron recipes:
+# checkpointEverySteps; BERT: one checkpoint per dataset shard, a shard being 4 steps here).
+SHORT = {
+    "llama2-neuron": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}, "precompileSteps": 2},
+    "nemo-gpu": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}},
+    "bert-neuron": {"training": {"maxSteps": 12, "warmupSteps": 1, "precompileSteps": 2, "shardsPerCheckpoint": 1}},
 }
-SHORT_TRAINING = {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}
+# A global batch every data-parallel size here divides: Megatron recipes (TP 8 or 4) on 64 or
+# 96 NeuronCores / 16 or 24 GPUs; BERT on 2, 3 or 4 nodes of 32 NeuronCores x batch 16.
+GLOBAL_BATCH = {"llama2-neuron": ("model", 192), "nemo-gpu": ("model", 192), "bert-neuron": ("training", 49152)}
+BERT_STEPS_PER_SHARD = 4
 
 
 def workloads() -> list[tuple[str, str, str]]:
@@ -41,65 +52,86 @@ def harness_values(stack: str, workload: str, nodes: int) -> dict[str, Any]:
     values.pop(f"{PREFIX}teams", None)
     wl.pop("team", None)
     wl["nodes"] = nodes
-    for group in values[f"{PREFIX}nodeGroups"]:
+    for group in values.get(f"{PREFIX}nodeGroups", []):  # a runs layer has its groups below
         if group["name"] == wl["nodeGroup"]:
             group["desiredSize"] = max(int(group["desiredSize"]), nodes)
             group["maxSize"] = max(int(group.get("maxSize", 0)), group["desiredSize"])
-    if wl["recipe"] in ("llama2-neuron", "nemo-gpu"):
-        wl["training"] = {**wl.get("training", {}), **SHORT_TRAINING}
-        # 96 and 24 ranks with TP 8 / TP 4: a global batch every data-parallel size divides.
-        wl["model"] = {**wl.get("model", {}), "globalBatchSize": 192}
-        if wl["recipe"] == "llama2-neuron":
-            wl["precompileSteps"] = 2
-    else:
-        wl["checkpointEverySteps"] = 4
+    short = SHORT[wl["recipe"]]
+    wl.update({k: v for k, v in short.items() if k != "training"})
+    wl["training"] = {**wl.get("training", {}), **short["training"]}
+    section, batch = GLOBAL_BATCH[wl["recipe"]]
+    wl[section] = {**wl.get(section, {}), "globalBatchSize": batch}
     return values
 
 
-_plans: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+@cache
+def _lower_outputs(stack: str) -> dict[str, Any]:
+    """A layered stack's lower outputs, planned once (they do not depend on the workload)."""
+    cfg = config.parse_stack_values(read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+    return plan_mod.lower_outputs(cfg, ROOT)
 
 
-def mpijobs(stack: str, workload: str, nodes: int) -> list[dict[str, Any]]:
-    """The workload's MPIJobs in the order `pulumi up` creates them (dependencies first)."""
-    key = (stack, workload, nodes)
-    if key not in _plans:
-        plan = plan_mod.run(harness_values(stack, workload, nodes), f"launch-{stack}")
-        jobs = {r["urn"]: r for r in plan["resources"] if r["type"] == MPIJOB}
-        ordered: list[str] = []
+@cache
+def _steps(stack: str, workload: str, nodes: int) -> tuple[dict[str, Any], ...]:
+    values = harness_values(stack, workload, nodes)
+    layered = config.parse_stack_values(values).lower_stack
+    plan = plan_mod.run(values, f"launch-{stack}", ROOT, _lower_outputs(stack) if layered else None)
+    found = {r["urn"]: r for r in plan["resources"] if r["type"] in (MPIJOB, JOB)}
+    ordered: list[str] = []
 
-        def visit(urn: str) -> None:
-            for dep in jobs[urn]["dependencies"]:
-                if dep in jobs and dep not in ordered:
-                    visit(dep)
-            if urn not in ordered:
-                ordered.append(urn)
+    def visit(urn: str) -> None:
+        for dep in found[urn]["dependencies"]:
+            if dep in found and dep not in ordered:
+                visit(dep)
+        if urn not in ordered:
+            ordered.append(urn)
 
-        for urn in sorted(jobs):
-            visit(urn)
-        _plans[key] = [copy.deepcopy(jobs[u]["inputs"]) for u in ordered]
-    return copy.deepcopy(_plans[key])
+    for urn in sorted(found):
+        visit(urn)
+    return tuple(found[u]["inputs"] for u in ordered)
 
 
-def launcher_script(mpijob: dict[str, Any]) -> str:
-    container = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+def instance_type(stack: str, workload: str) -> str:
+    """The instance type of the workload's node group, from the stack file or the files of its
+    lower stacks (a runs layer's node groups are its aws layer's)."""
+    group = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"]
+    name: str | None = stack
+    while name:
+        values = read_stack_file(ROOT / f"Pulumi.{name}.yaml")
+        for g in values.get(f"{PREFIX}nodeGroups", []):
+            if g["name"] == group:
+                return str(g["instanceType"])
+        name = str(values.get(f"{PREFIX}lowerStack", "")).rpartition("/")[2] or None
+    raise KeyError(f"{stack}: no node group {group}")
+
+
+def steps(stack: str, workload: str, nodes: int) -> list[dict[str, Any]]:
+    """The workload's Jobs and MPIJobs in the order `pulumi up` creates them."""
+    return copy.deepcopy(list(_steps(stack, workload, nodes)))
+
+
+def training_job(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(j for j in jobs if j["kind"] == "MPIJob" and component(j) == "train")
+
+
+def is_awaited(obj: dict[str, Any]) -> bool:
+    """`pulumi up` waits for a Job to complete unless told not to; an MPIJob only when told to."""
+    annotations = obj["metadata"].get("annotations", {})
+    if obj["kind"] == "Job":
+        return annotations.get("pulumi.com/skipAwait") != "true"
+    return annotations.get("pulumi.com/waitFor") == "condition=Succeeded"
+
+
+def component(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["labels"].get("app.kubernetes.io/component", ""))
+
+
+def containers(obj: dict[str, Any], role: str = "Worker") -> dict[str, Any]:
+    """The (first) container of a Job, or of an MPIJob's `role`."""
+    spec = obj["spec"]["mpiReplicaSpecs"][role] if obj["kind"] == "MPIJob" else obj["spec"]
+    return dict(spec["template"]["spec"]["containers"][0])
+
+
+def script(obj: dict[str, Any], role: str = "Launcher") -> str:
+    container = containers(obj, role)
     return "\n".join([*container.get("command", []), *container.get("args", [])])
-
-
-def code_paths(mpijob: dict[str, Any]) -> dict[str, str]:
-    """Where the rendered launcher expects each training script (`cd <dir> && ... <script>`),
-    and the stand-in for it. A script without a stand-in is an error naming it."""
-    script = launcher_script(mpijob)
-    dirs = re.findall(r"\bcd\s+(/[\w./-]+)", script)
-    names = set(re.findall(r"\btorchrun\b[^|;]*?\s([\w-]+\.py)\b", script))
-    unknown = names - set(CODE_STANDINS)
-    if unknown:
-        raise KeyError(f"no stand-in for {sorted(unknown)} in {mpijob['metadata']['name']}")
-    return {f"{d}/{n}": CODE_STANDINS[n] for d in dirs for n in names}
-
-
-def is_awaited(mpijob: dict[str, Any]) -> bool:
-    return mpijob["metadata"].get("annotations", {}).get("pulumi.com/waitFor") == "condition=Succeeded"
-
-
-def component(mpijob: dict[str, Any]) -> str:
-    return str(mpijob["metadata"]["labels"].get("app.kubernetes.io/component", ""))

@@ -17,15 +17,29 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import upstream
+from tests.conftest import ROOT
+
 PODINIT = Path(__file__).with_name("podinit.py")
+# What containerd gives a container on an EKS AL2023 node: its open-files limit and capabilities.
+RUNTIME = upstream.facts("amazon-eks-ami-base-runtime-spec")
+# Directories a pod gets fresh (podinit.py): this machine's files under them are not visible.
+POD_OWN_DIRS = ("/tmp/", "/run/", "/dev/", "/root/")
 SUBNET = "127.10.0"  # inside the loopback range; routed across veths with route_localnet=1
 
 
 def ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def batch(netns: str | None, *commands: str) -> None:
+    """Several `ip` commands in one process (in `netns` when given)."""
+    where = ["-n", netns] if netns else []
+    subprocess.run(["ip", *where, "-batch", "-"], input="\n".join(commands), text=True, check=True, capture_output=True)
 
 
 def namespaces_available() -> str | None:
@@ -99,6 +113,7 @@ class Cluster:
         self.resolv = workdir / "resolv.conf"
         self.resolv.write_text("options timeout:1 attempts:1\n")
         self.pods: dict[str, Pod] = {}
+        self._layers: dict[str, Path] = {}
         self._netns: list[str] = []
         self._slots: dict[str, int] = {}
         self._plugs = 0
@@ -106,6 +121,12 @@ class Cluster:
         self._netns.append(self.switch)
         ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         ip("-n", self.switch, "link", "set", "br0", "up")
+
+    def layer(self, key: str, build: Callable[[Path], Path]) -> Path:
+        """An image layer, built once per cluster."""
+        if key not in self._layers:
+            self._layers[key] = build(self.workdir / "layers" / key)
+        return self._layers[key]
 
     def _slot(self, name: str) -> int:
         """A stable address per pod name: a recreated pod answers at the same name."""
@@ -120,19 +141,12 @@ class Cluster:
             self._netns.remove(netns)
         ip("netns", "add", netns)
         self._netns.append(netns)
-        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
-        ip("link", "set", veth, "netns", self.switch)
-        ip("-n", self.switch, "link", "set", veth, "master", "br0")
-        ip("-n", self.switch, "link", "set", veth, "up")
-        ns = ["ip", "netns", "exec", netns]
-        subprocess.run([*ns, "sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"], check=True)
-        ip("-n", netns, "link", "set", "lo", "up")
-        # Only 127.0.0.1 is local to the pod, so the rest of 127/8 goes out through eth0.
-        ip("-n", netns, "addr", "del", "127.0.0.1/8", "dev", "lo")
-        ip("-n", netns, "addr", "add", "127.0.0.1/32", "dev", "lo")
-        subprocess.run([*ns, "sysctl", "-qw", "net.ipv4.conf.eth0.route_localnet=1"], check=True)
-        ip("-n", netns, "addr", "add", f"{address}/24", "dev", "eth0")
-        ip("-n", netns, "link", "set", "eth0", "up")
+        batch(None, f"link add {veth} type veth peer name eth0 netns {netns}", f"link set {veth} netns {self.switch}")
+        batch(self.switch, f"link set {veth} master br0", f"link set {veth} up")
+        # Only 127.0.0.1 is local to the pod, so the rest of 127/8 goes out through eth0
+        # (podinit.py lets it: route_localnet).
+        lo = ("link set lo up", "addr del 127.0.0.1/8 dev lo", "addr add 127.0.0.1/32 dev lo")
+        batch(netns, *lo, f"addr add {address}/24 dev eth0", "link set eth0 up")
         return netns, address
 
     def start(self, spec: PodSpec) -> Pod:
@@ -140,7 +154,12 @@ class Cluster:
         netns, address = self._plug(spec.name)
         base = self.workdir / "pods" / f"{spec.name}-{uuid.uuid4().hex[:4]}"
         base.mkdir(parents=True)
+        # The stand-ins and the Python that runs them, where a pod would not see them (a
+        # checkout under /tmp, a pyenv Python under /root).
+        paths = (ROOT, Path(sys.prefix), Path(sys.base_prefix).resolve())
+        own = {str(p) for p in paths if str(p).startswith(POD_OWN_DIRS)}
         binds = [
+            *({"source": p, "target": p, "readOnly": True} for p in sorted(own)),
             {"source": str(self.hosts), "target": "/etc/hosts", "readOnly": True},
             {"source": str(self.resolv), "target": "/etc/resolv.conf", "readOnly": True},
             *spec.binds,
@@ -156,6 +175,8 @@ class Cluster:
             "secrets": spec.secrets,
             "devices": spec.devices,
             "workingDir": spec.working_dir,
+            "nofile": [RUNTIME["rlimits"]["RLIMIT_NOFILE"]["soft"], RUNTIME["rlimits"]["RLIMIT_NOFILE"]["hard"]],
+            "capabilities": capabilities(),
         }
         (base / "spec.json").write_text(json.dumps(doc))
         log = self.workdir / f"{spec.name}.log"
@@ -205,6 +226,16 @@ class Cluster:
         for netns in reversed(self._netns):
             subprocess.run(["ip", "netns", "del", netns], capture_output=True)
         self._netns.clear()
+
+
+def capabilities() -> list[str]:
+    """The container's capability set; plus CAP_AUDIT_CONTROL when this machine's own login uid
+    is set (a `sudo` in a login session): a container on a node inherits an unset one from
+    containerd (a systemd service), which lets sshd's pam_loginuid set it without that capability."""
+    caps = list(RUNTIME["capabilities"])
+    if Path("/proc/self/loginuid").read_text().strip() != str(2**32 - 1):
+        caps.append("CAP_AUDIT_CONTROL")
+    return caps
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:  # type: ignore[no-untyped-def]
