@@ -120,7 +120,7 @@ def mpirun_command(nodes: int, per_node: int, exported: list[str]) -> str:
     always PATH and LD_LIBRARY_PATH: ranks are started by sshd, whose sessions get sshd's
     default environment, not the image's ENV (the MPI examples of awsome-distributed-training
     and Data on EKS pass the same two)."""
-    forwarded = " ".join(f"-x {k}" for k in sorted(set(exported) - set(FORWARDED)))
+    forwarded = " ".join(f"-x {k}" for k in ["PATH", "LD_LIBRARY_PATH", *sorted(set(exported) - set(FORWARDED))])
     return (
         f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
         f" -np {nodes * per_node} {forwarded}"
