@@ -1,22 +1,32 @@
 # Two entry points, each working on a fresh machine: they create .venv and install
 # the pinned requirements first (only when the requirements changed).
-#   make plan STACK=dev      offline plan of a stack (no AWS account, no Pulumi CLI)
+#   make plan STACK=dev      offline plan of a stack (no AWS account, no Pulumi CLI);
+#                            FORMAT=json prints only the plan's JSON on stdout; OUT=dir also
+#                            writes plan.json and the Kubernetes objects there
 #   make test                lint (code and CI workflows), type check and the test suite
 #   make diagram             regenerate the README's architecture diagram from the dev plan
+#   make schema              regenerate schema/stack-config.schema.json from the config models
+#
+# Everything but a command's own output goes to stderr (the install says what it is doing and
+# keeps pip's output in .venv/install.log, shown only when it fails), so stdout stays clean.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STACK  ?= dev
 FORMAT ?= table
+OUT    ?=
 WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
-.PHONY: plan test lint typecheck pytest venv diagram clean launch-deps
+.PHONY: plan test lint typecheck pytest venv diagram schema clean launch-deps
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-launch.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-launch.txt
-	touch $@
+	@echo "setting up $(VENV): installing the pinned requirements (first run or changed requirements, 1-2 minutes)" >&2
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) >&2
+	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-launch.txt \
+	  > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log >&2; echo "pip install failed (log: $(VENV)/install.log)" >&2; exit 1; }
+	@touch $@
+	@echo "$(VENV) is ready" >&2
 
 # The launch-chain harness (tests/launch) runs real sshd, Open MPI and namespaces: as root,
 # install them from Debian's packages when missing; elsewhere the harness skips with one line.
@@ -32,7 +42,7 @@ launch-deps:
 venv: $(VENV)/.installed
 
 plan: venv
-	$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT)
+	@$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT) $(if $(OUT),--out $(OUT))
 
 # Workflows: structure against the GitHub workflow schema (vendored in check-jsonschema, no
 # network), security with zizmor's offline audits (unpinned actions, injection, permissions...).
@@ -44,6 +54,9 @@ lint: venv
 
 diagram: venv
 	$(PY) -m tools.diagram --stack dev --update-readme
+
+schema: venv
+	$(PY) -m tools.schema --write
 
 typecheck: venv
 	$(VENV)/bin/mypy
