@@ -19,6 +19,7 @@ from config.aws import tag_problems
 from config.base import AZ_RE, DNS_LABEL_RE, RUN_ID_RE, did_you_mean
 from config.checkpoints import GIB, STORAGE_SHARE, plan
 from config.layers import layer_problems
+from config.network import vpc_azs, vpc_azs_in_region
 from config.stack import StackConfig
 from config.stackfile import SECRET
 from config.storage import StorageConfig
@@ -47,28 +48,19 @@ Groups = Mapping[str, GroupView]
 
 
 def groups_of(cfg: StackConfig) -> dict[str, GroupView]:
-    """The node groups a stack declares itself."""
+    """The node groups a stack declares itself: the accelerated ones and the system node group
+    (where CPU runs and the MPI launchers run)."""
+    s = cfg.system_node_group
     return {
-        ng.name: GroupView(ng.name, ng.instance, ng.desired_size, ng.max, f"nodeGroups[{i}].maxSize")
-        for i, ng in enumerate(cfg.node_groups)
+        **{
+            ng.name: GroupView(ng.name, ng.instance, ng.desired_size, ng.max, f"nodeGroups[{i}].maxSize")
+            for i, ng in enumerate(cfg.node_groups)
+        },
+        SYSTEM_NODE_GROUP: GroupView(SYSTEM_NODE_GROUP, s.instance, s.desired_size, s.max, "systemNodeGroup.maxSize"),
     }
 
 
 # --------------------------------------------------------------------------- raw values
-
-
-def vpc_azs_in_region(raw: Mapping[str, Any]) -> list[str]:
-    """Every AZ of network.availabilityZones belongs to aws:region."""
-    region = raw.get("region")
-    network = raw.get("network")
-    vpc_azs = network.get("availabilityZones") if isinstance(network, dict) else None
-    if not isinstance(vpc_azs, list) or not isinstance(region, str):
-        return []
-    return [
-        f"network.availabilityZones[{i}]: {az} is not in region {region}"
-        for i, az in enumerate(vpc_azs)
-        if isinstance(az, str) and AZ_RE.match(az) and not az.startswith(region)
-    ]
 
 
 def node_group_names_unique(raw: Mapping[str, Any]) -> list[str]:
@@ -89,11 +81,11 @@ def node_group_names_unique(raw: Mapping[str, Any]) -> list[str]:
 
 
 def node_group_azs_in_vpc(raw: Mapping[str, Any]) -> list[str]:
-    """A node group's AZ belongs to aws:region and, when the VPC's AZs are given, to them."""
+    """A node group's AZ belongs to aws:region and, when the VPC's AZs are given (or an
+    existing VPC's subnets), to them: a node group launches into the private subnet of its AZ."""
     region = raw.get("region")
     groups = raw.get("nodeGroups")
-    network = raw.get("network")
-    vpc_azs = network.get("availabilityZones") if isinstance(network, dict) else None
+    vpc_key, azs = vpc_azs(raw.get("network"))
     problems: list[str] = []
     for i, ng in enumerate(groups if isinstance(groups, list) else []):
         az = ng.get("availabilityZone") if isinstance(ng, dict) else None
@@ -103,10 +95,9 @@ def node_group_azs_in_vpc(raw: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"nodeGroups[{i}].availabilityZone: {az} is not in region {region}; use {region}a, {region}b, ..."
             )
-        elif isinstance(vpc_azs, list) and az not in vpc_azs:
+        elif azs is not None and az not in azs:
             problems.append(
-                f"nodeGroups[{i}].availabilityZone: {az} is not one of network.availabilityZones"
-                f" ({', '.join(map(str, vpc_azs))})"
+                f"nodeGroups[{i}].availabilityZone: {az} is not one of {vpc_key} ({', '.join(map(str, azs))})"
             )
     return problems
 
@@ -141,7 +132,22 @@ def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
 
 
 def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A CPU recipe runs on the system node group (an accelerated node's taints keep its pods
+    off); every other recipe needs an accelerated group, of its accelerator where it names one."""
     it = ng.instance
+    cpu_group = it.accelerator is None
+    if run.RUNS_ON_CPU or cpu_group:
+        if cpu_group == run.RUNS_ON_CPU:
+            return []
+        if run.RUNS_ON_CPU:
+            return [
+                f"{key}.nodeGroup: recipe {run.RECIPE} trains on CPUs, on the system node group; {ng.name!r} runs"
+                f" {it.name} ({it.accelerator_name}), whose taint keeps CPU pods off; use nodeGroup: system"
+            ]
+        return [
+            f"{key}.nodeGroup: recipe {run.RECIPE} needs an accelerated node group; {ng.name!r} is the system node"
+            f" group ({it.name}, no accelerator), where only CPU recipes (ddp-cpu) run"
+        ]
     if run.ACCELERATOR is None or it.accelerator == run.ACCELERATOR:
         return []
     kind = {"neuron": "a Neuron (Trainium)", "nvidia": "an NVIDIA GPU"}[run.ACCELERATOR]

@@ -124,7 +124,8 @@ class ClusterConfig(Model):
 
 
 class SystemNodeGroupConfig(Model):
-    """The general-purpose managed node group that runs controllers and add-ons, across AZs."""
+    """The general-purpose managed node group that runs controllers, add-ons and MPI launchers,
+    across AZs; CPU runs (recipe ddp-cpu) train there too, as node group `system`."""
 
     instance_type: str = Field("m6i.2xlarge", description="General-purpose instance type from the instances.")
     desired_size: int = Field(2, ge=1, description="Nodes (at least one per AZ is recommended).")
@@ -145,6 +146,10 @@ class SystemNodeGroupConfig(Model):
     def _sizes(self) -> SystemNodeGroupConfig:
         check_sizes(self.desired_size, self.min_size, self.max_size)
         return self
+
+    @property
+    def instance(self) -> instances.InstanceType:
+        return instances.GENERAL_PURPOSE[self.instance_type]
 
     @property
     def min(self) -> int:

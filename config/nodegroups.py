@@ -33,8 +33,9 @@ class CapacityConfig(Model):
     )
     placement_group_name: str | None = Field(
         None,
-        description="The cluster placement group the reservation was made in (its PlacementGroupArn); capacity made"
-        " in a placement group is usable only there. Leave out for reservations made without one.",
+        description="An existing cluster placement group to launch into, instead of a new one. Reservations and"
+        " Capacity Blocks: the group they were made in (their PlacementGroupArn; capacity made in a placement group"
+        " is usable only there), or leave out for those made without one.",
     )
     ends_at: dt.datetime | None = Field(
         None,
@@ -76,8 +77,6 @@ class CapacityConfig(Model):
             raise KeyProblem("reservationId", f"required when type is {self.type} (the cr-... id of the reservation)")
         if self.type in ("on-demand", "spot") and self.reservation_id is not None:
             raise KeyProblem("reservationId", f"only for reservation and capacity-block, not {self.type}")
-        if not self.targets_reservation and self.placement_group_name is not None:
-            raise KeyProblem("placementGroupName", f"only for reservation and capacity-block, not {self.type}")
         if self.type == "capacity-block" and self.ends_at is None:
             raise KeyProblem("endsAt", "required for capacity-block: the block's end time (EndDate), so the group"
                              " scales to 0 before EC2 reclaims the instances")  # fmt: skip
@@ -170,8 +169,9 @@ class NodeGroupConfig(Model):
     capacity: CapacityConfig = Field(default_factory=CapacityConfig, description="Capacity source.")
     placement_group: bool | None = Field(
         None,
-        description="On-demand and spot: launch into a new `cluster` placement group (default true). Reservations and"
-        " Capacity Blocks use capacity.placementGroupName instead (their own group, or none).",
+        description="On-demand and spot: launch into a new `cluster` placement group (default true, unless"
+        " capacity.placementGroupName names an existing one). Reservations and Capacity Blocks use"
+        " capacity.placementGroupName instead (their own group, or none).",
     )
     root_volume_size_gib: int = Field(
         500,
@@ -224,12 +224,23 @@ class NodeGroupConfig(Model):
                 f"a {self.capacity.type} is usable only in the placement group it was made in, not a new one: set"
                 " capacity.placementGroupName to that group, or leave placementGroup out if it was made without one",
             )
+        if self.placement_group and self.capacity.placement_group_name is not None:
+            raise KeyProblem(
+                "placementGroup",
+                f"true asks for a new placement group, but capacity.placementGroupName names an existing one"
+                f" ({self.capacity.placement_group_name}); leave placementGroup out to launch into that one",
+            )
         return self
 
     @property
     def creates_placement_group(self) -> bool:
-        """A new `cluster` placement group: on-demand and spot only (default on)."""
-        return not self.capacity.targets_reservation and self.placement_group is not False
+        """A new `cluster` placement group: on-demand and spot only (default on), unless they
+        launch into an existing one (capacity.placementGroupName)."""
+        return (
+            not self.capacity.targets_reservation
+            and self.placement_group is not False
+            and self.capacity.placement_group_name is None
+        )
 
     @property
     def update_strategy(self) -> str:

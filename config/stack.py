@@ -92,7 +92,10 @@ class StackConfig(Model):
 
     @property
     def availability_zones(self) -> list[str]:
-        """The VPC's AZs: as configured, or the node groups' AZs padded with the region's first ones."""
+        """The VPC's AZs: those of an existing VPC's private subnets, as configured, or the node
+        groups' AZs padded with the region's first ones."""
+        if self.network.existing:
+            return list(self.network.private_subnet_ids)
         if self.network.availability_zones:
             return list(self.network.availability_zones)
         azs: list[str] = []

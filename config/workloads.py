@@ -19,6 +19,7 @@ from config.training import (
     parallelism_problems,
 )
 from facts import images, instances, versions
+from facts.names import SYSTEM_NODE_GROUP
 
 # `workloads` is a map of named runs. Each run names its recipe; the recipe picks the model
 # below (a union discriminated by `recipe`). A recipe model carries its facts as class
@@ -45,6 +46,8 @@ class RunConfig(Model):
     """Why the recipe needs the stack's Hugging Face token; None: it does not."""
     NEMO_MEGATRON: ClassVar[bool] = False
     """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
+    RUNS_ON_CPU: ClassVar[bool] = False
+    """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
 
     node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
     nodes: int = Field(ge=1, description="Nodes of the run (one worker pod per node).")
@@ -331,7 +334,64 @@ class BertNeuronWorkload(RunConfig):
         return []
 
 
-Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload
+class DdpCpuWorkload(RunConfig):
+    """PyTorch DDP over gloo on the system nodes' CPUs, the first run of a platform: the MPI operator,
+    Kueue, the shared volume, checkpoints, a restart and a resume, with a public image."""
+
+    RECIPE: ClassVar[str] = "ddp-cpu"
+    RUNS_ON_CPU: ClassVar[bool] = True
+    STEPS: ClassVar[tuple[str, ...]] = ("train",)
+
+    recipe: Literal["ddp-cpu"] = Field(description="ddp-cpu")
+    node_group: str = Field(SYSTEM_NODE_GROUP, description="The system node group (`system`): it trains on its CPUs.")
+    image: str | None = Field(images.PUBLIC_CPU_IMAGE, description="PyTorch, Open MPI and sshd; default: public.")
+    processes_per_node: int = Field(2, ge=1, le=64, description="gloo ranks torchrun starts per node (<= its vCPUs).")
+    steps: int = Field(200, ge=1, le=1_000_000, description="Optimizer steps of the run.")
+    checkpoint_every_steps: int = Field(50, ge=1, description="Steps between checkpoints in $CHECKPOINT_DIR.")
+    checkpoints_to_keep: int = Field(2, ge=1, le=100, description="Checkpoints kept on the shared file system.")
+    interrupt_once_at_step: int | None = Field(
+        None, ge=1, description="Stop the first attempt once, after the first checkpoint at or past this step, so the"
+        " launcher's restart and the resume from that checkpoint are proven; the run fails if it never resumed."
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _interrupt_before_the_end(self) -> DdpCpuWorkload:
+        stop = self.interrupt_once_at_step
+        if stop is not None and stop >= self.steps:
+            raise KeyProblem(
+                "interruptOnceAtStep", f"{stop} is not before the last step ({self.steps}): nothing to resume"
+            )
+        if stop is not None and self.max_retries < 1:
+            raise KeyProblem("maxRetries", "0 leaves no restart to resume after interruptOnceAtStep; use at least 1")
+        return self
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.steps
+
+    @property
+    def checkpoint_interval(self) -> int:
+        return self.checkpoint_every_steps
+
+    @property
+    def checkpoints_kept(self) -> int:
+        return self.checkpoints_to_keep
+
+    def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
+        hc = self.health_check
+        unused = [
+            n for n, v in (("messageSize", hc.message_size), ("minBusBandwidthGbps", hc.min_bus_bandwidth_gbps)) if v
+        ]
+        problems = [f"{key}.healthCheck.{n}: the CPU gate runs no collective test; leave it out" for n in unused]
+        if self.processes_per_node > instance.cpu_worker_vcpus:
+            problems.append(
+                f"{key}.processesPerNode: {self.processes_per_node} is more than the {instance.cpu_worker_vcpus} vCPUs"
+                f" a worker gets on a {instance.name} (a quarter of a system node)"
+            )
+        return problems
+
+
+Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload | DdpCpuWorkload
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
 """Recipe name -> its config model."""

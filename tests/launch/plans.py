@@ -32,15 +32,20 @@ SHORT = {
 # 96 NeuronCores / 16 or 24 GPUs; BERT on 2, 3 or 4 nodes of 32 NeuronCores x batch 16.
 GLOBAL_BATCH = {"llama2-neuron": ("model", 192), "nemo-gpu": ("model", 192), "bert-neuron": ("training", 49152)}
 BERT_STEPS_PER_SHARD = 4
+# Recipes the harness does not play yet, and where their launch runs for real meanwhile.
+NOT_PLAYED_YET = {
+    "ddp-cpu": "tests/plan/test_ddp_cpu.py runs its launcher's gate and torchrun training (public image, no images/ folder)"
+}
 
 
 def workloads() -> list[tuple[str, str, str]]:
-    """(stack, workload, recipe) of every workload of every example stack."""
+    """(stack, workload, recipe) of every workload of every example stack the harness plays."""
     found = []
     for path in sorted(ROOT.glob("Pulumi.*.yaml")):
         stack = path.name[len("Pulumi.") : -len(".yaml")]
         for name, wl in (read_stack_file(path).get(f"{PREFIX}workloads") or {}).items():
-            found.append((stack, name, wl["recipe"]))
+            if wl["recipe"] not in NOT_PLAYED_YET:
+                found.append((stack, name, wl["recipe"]))
     return found
 
 
