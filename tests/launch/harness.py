@@ -21,8 +21,14 @@ from tests.launch.pods import Cluster, Pod, wait_until
 from workloads.manifests.mpijob import POLL_ENV, WAIT_ENV
 
 RANKS_PER_NODE = "2"  # torchrun processes per node here (the job renders 32 or 8)
-CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|.*step=\d+.*)$")
+CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+\.pt|.*step=\d+.*)$")
 RULES = upstream.facts("training-resume-rules")
+# What a resumed run logs: the frameworks' lines (upstream), and ddp-cpu's own script's
+# (workloads/manifests/ddp_cpu_train.py, which runs here for real).
+RESUME_LOG = {
+    **{k: v["resumeLog"] for k, v in RULES.items() if "resumeLog" in v},
+    "ddp-cpu": "rank 0 of {world}: resumed from step {step}",
+}
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
 STANDIN_FACTS = {
     "stepSeconds": 0.05,
@@ -41,8 +47,9 @@ STANDIN_FACTS = {
 
 
 def checkpoint_step(name: str) -> int:
-    """The step of a checkpoint named the way NeMo (`step=N`) or the BERT script (`ckpt_N.pt`) names it."""
-    m = re.search(r"step=(\d+)", name) or re.search(r"^ckpt_(\d+)\.pt$", name)
+    """The step of a checkpoint named the way NeMo (`step=N`), the BERT script (`ckpt_N.pt`) or
+    ddp-cpu's script (`step-0000000N.pt`) names it."""
+    m = re.search(r"step=(\d+)", name) or re.search(r"^(?:ckpt_|step-)(\d+)\.pt$", name)
     if not m:
         raise ValueError(f"not a checkpoint name: {name}")
     return int(m.group(1))
@@ -55,6 +62,7 @@ class Faults:
     seconds after the restarted launcher starts waiting for it)."""
 
     missing_device: dict[str, int] = field(default_factory=dict)  # resource -> worker index
+    read_only_shared: int | None = None  # a worker whose /shared mount is read-only
     never_up: tuple[int, ...] = ()
     kill: int | None = None
     recreate_after: float = 1.0
@@ -63,9 +71,9 @@ class Faults:
 
 
 class WorkloadRun:
-    def __init__(self, workdir: Path, stack: str, workload: str, nodes: int) -> None:
+    def __init__(self, workdir: Path, stack: str, workload: str, nodes: int, faults: bool = False) -> None:
         self.stack, self.workload, self.nodes = stack, workload, nodes
-        self.jobs = plans.steps(stack, workload, nodes)
+        self.jobs = plans.steps(stack, workload, nodes, faults)
         self.training = plans.training_job(self.jobs)
         self.cluster = Cluster(workdir)
         self.shared = workdir / "shared"
@@ -82,15 +90,13 @@ class WorkloadRun:
         rendered ranks per node, the bus bandwidth a healthy fabric gives."""
         container = plans.containers(obj)
         framework = describe(container["image"]).framework
-        instance = instances.get(plans.instance_type(self.stack, self.workload))
-        return {
-            **STANDIN_FACTS,
-            "framework": framework,
-            "rules": RULES[framework],
-            "renderedNprocPerNode": container_env(container).get("NPROC_PER_NODE"),
-            "neuronCoresPerDevice": instance.neuron_cores // max(instance.accelerator_count, 1),
-            "busBandwidthGbps": 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gbps,
-        }
+        facts = {**STANDIN_FACTS, "framework": framework, "rules": RULES.get(framework, {})}
+        facts["renderedNprocPerNode"] = container_env(container).get("NPROC_PER_NODE")
+        if framework != "ddp-cpu":  # an accelerated node group
+            instance = instances.get(plans.instance_type(self.stack, self.workload))
+            facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
+            facts["busBandwidthGbps"] = 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gbps
+        return facts
 
     def checkpoints(self) -> list[Path]:
         return [p for p in self.shared.rglob("*") if CHECKPOINT.match(p.name) and "precompile" not in p.parts]
@@ -99,6 +105,8 @@ class WorkloadRun:
         env = {"NPROC_PER_NODE": RANKS_PER_NODE, WAIT_ENV: str(faults.wait_seconds), POLL_ENV: "1"}
         op = Operator(self.cluster, job, self.facts(job), env)
         op.faulty_devices = {r: (op.worker_name(i),) for r, i in faults.missing_device.items()}
+        if faults.read_only_shared is not None:
+            op.read_only_shared = (op.worker_name(faults.read_only_shared),)
 
         def during(attempt: int, launcher: Pod) -> None:
             if faults.kill is None:

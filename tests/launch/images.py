@@ -1,4 +1,5 @@
-"""The "image" of a pod, from its Dockerfile in this repository (images/<name>/Dockerfile):
+"""The "image" of a pod, from its Dockerfile in this repository (images/<name>/Dockerfile), or
+for the public image of CPU runs from its upstream facts (tests/upstream/horovod-cpu-0.28.1.yaml):
 
 - its environment: the ENV lines, in order, `$VAR`/`${VAR}` substituted from the ones before
   (PATH starting as Docker's default);
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from facts.images import IMAGES
+from facts.images import IMAGES, PUBLIC_CPU_IMAGE
+from tests import upstream
 from tests.shell_scan import dockerfile
 
 STANDINS = Path(__file__).with_name("standins")
@@ -52,7 +54,15 @@ PYTHON_TOOLS = ("python", "python3", "torchrun")  # this machine's PyTorch (CPU)
 # What the NVIDIA container toolkit mounts into a GPU pod from the host driver.
 GPU_RUNTIME_FILES = {"/usr/bin/nvidia-smi": "nvidiasmi.py"}
 # Which training framework's checkpoint and resume rules an image's Megatron script follows.
-FRAMEWORKS = {"neuronx-nemo-megatron": "neuronx-nemo-megatron", "nemo": "nemo", "bert-neuronx": "bert"}
+# (ddp-cpu: the recipe's own script runs for real, under this machine's PyTorch.)
+FRAMEWORKS = {
+    "neuronx-nemo-megatron": "neuronx-nemo-megatron",
+    "nemo": "nemo",
+    "bert-neuronx": "bert",
+    "horovod-cpu": "ddp-cpu",
+}
+# Public images a recipe runs unbuilt, and the fact file that describes each.
+PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
 
 
 def _substitute(value: str, env: dict[str, str]) -> str:
@@ -88,6 +98,7 @@ class Image:
     paths: frozenset[str]
     programs: frozenset[str]
     source: str
+    workdir: str | None = None  # the last WORKDIR: where a container without workingDir starts
 
     @property
     def framework(self) -> str:
@@ -97,6 +108,11 @@ class Image:
 def describe(reference: str) -> Image:
     """The image of a reference `<registry>/<path>/<name>:<tag>`, built from images/<name>/."""
     name = reference.rsplit("/", 1)[-1].split("@")[0].split(":")[0]
+    if reference in PUBLIC:  # its programs are this machine's (sshd, mpirun) or wrappers (python, torchrun)
+        facts, source = upstream.facts(PUBLIC[reference]), f"tests/upstream/{PUBLIC[reference]}.yaml"
+        env = {"PATH": DOCKER_DEFAULT_PATH, **facts["env"]}
+        programs = frozenset([*facts["programs"], facts["python"]["command"]])
+        return Image(reference, name, env, frozenset(), programs, source, facts["workdir"])
     if name not in IMAGES:
         raise KeyError(f"{reference!r} is not built from images/ (known: {sorted(IMAGES)}): no description of it")
     path = IMAGES[name].dockerfile
@@ -153,6 +169,8 @@ def build_layer(image: Image, dest: Path) -> Path:
             _write(target, f'#!/bin/sh\nexec {venv_bin / program} "$@"\n')
         elif program in STANDIN_FILES:
             _write(target, _runner(STANDIN_FILES[program]))
+    if image.workdir:
+        (dest / image.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
     # SSH host keys of the image (its Dockerfile runs `ssh-keygen -A`): the same in every pod.
     keys = host_keys()
     (dest / "etc" / "ssh").mkdir(parents=True, exist_ok=True)

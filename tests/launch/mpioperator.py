@@ -93,6 +93,7 @@ class Controller:
         self.name = obj["metadata"]["name"]
         self.namespace = obj["metadata"]["namespace"]
         self.harness_env = env
+        self.read_only_shared: tuple[str, ...] = ()  # pods whose /shared mount is read-only
         self.jobdir = cluster.workdir / "jobs" / self.name
         (self.jobdir / "etc-mpi").mkdir(parents=True, exist_ok=True)
         (self.jobdir / "job.json").write_text(json.dumps(facts))
@@ -118,7 +119,11 @@ class Controller:
             for i in range(int(limits.get(resource, 0)) - (1 if name in faulty.get(resource, ()) else 0))
         ]
         binds: list[dict[str, object]] = [
-            {"source": str(self.cluster.workdir / "shared"), "target": "/shared"},
+            {
+                "source": str(self.cluster.workdir / "shared"),
+                "target": "/shared",
+                "readOnly": name in self.read_only_shared,
+            },
             {"source": str(self.jobdir), "target": "/harness"},
             *kw.pop("binds", []),
         ]
@@ -130,7 +135,7 @@ class Controller:
             command=[*container.get("command", OPERATOR["workerDefaultCommand"]), *container.get("args", [])],
             binds=binds,
             devices=devices,
-            working_dir=container.get("workingDir"),
+            working_dir=container.get("workingDir") or image.workdir,
             **kw,
         )
 

@@ -27,15 +27,14 @@ SHORT = {
     "llama2-neuron": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}, "precompileSteps": 2},
     "nemo-gpu": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}},
     "bert-neuron": {"training": {"maxSteps": 12, "warmupSteps": 1, "precompileSteps": 2, "shardsPerCheckpoint": 1}},
+    "ddp-cpu": {"steps": 12, "checkpointEverySteps": 4},
 }
+# A run that stops itself once (ddp-cpu's interruptOnceAtStep) stops at the same share of it.
+INTERRUPT_AT = 6
 # A global batch every data-parallel size here divides: Megatron recipes (TP 8 or 4) on 64 or
 # 96 NeuronCores / 16 or 24 GPUs; BERT on 2, 3 or 4 nodes of 32 NeuronCores x batch 16.
 GLOBAL_BATCH = {"llama2-neuron": ("model", 192), "nemo-gpu": ("model", 192), "bert-neuron": ("training", 49152)}
 BERT_STEPS_PER_SHARD = 4
-# Recipes the harness does not play yet, and where their launch runs for real meanwhile.
-NOT_PLAYED_YET = {
-    "ddp-cpu": "tests/plan/test_ddp_cpu.py runs its launcher's gate and torchrun training (public image, no images/ folder)"
-}
 
 
 def workloads() -> list[tuple[str, str, str]]:
@@ -44,13 +43,17 @@ def workloads() -> list[tuple[str, str, str]]:
     for path in sorted(ROOT.glob("Pulumi.*.yaml")):
         stack = path.name[len("Pulumi.") : -len(".yaml")]
         for name, wl in (read_stack_file(path).get(f"{PREFIX}workloads") or {}).items():
-            if wl["recipe"] not in NOT_PLAYED_YET:
-                found.append((stack, name, wl["recipe"]))
+            found.append((stack, name, wl["recipe"]))
     return found
 
 
-def harness_values(stack: str, workload: str, nodes: int) -> dict[str, Any]:
-    """The example stack with only `workload`, on `nodes` nodes, training short."""
+def recipe(stack: str, workload: str) -> str:
+    return str(read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["recipe"])
+
+
+def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) -> dict[str, Any]:
+    """The example stack with only `workload`, on `nodes` nodes, training short; with `faults`
+    (a scenario injects its own), without a stop the run asks for itself."""
     values = copy.deepcopy(read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
     wl = values[f"{PREFIX}workloads"][workload]
     values[f"{PREFIX}workloads"] = {workload: wl}
@@ -63,9 +66,15 @@ def harness_values(stack: str, workload: str, nodes: int) -> dict[str, Any]:
             group["maxSize"] = max(int(group.get("maxSize", 0)), group["desiredSize"])
     short = SHORT[wl["recipe"]]
     wl.update({k: v for k, v in short.items() if k != "training"})
-    wl["training"] = {**wl.get("training", {}), **short["training"]}
-    section, batch = GLOBAL_BATCH[wl["recipe"]]
-    wl[section] = {**wl.get(section, {}), "globalBatchSize": batch}
+    if "training" in short:
+        wl["training"] = {**wl.get("training", {}), **short["training"]}
+    if wl["recipe"] in GLOBAL_BATCH:
+        section, batch = GLOBAL_BATCH[wl["recipe"]]
+        wl[section] = {**wl.get(section, {}), "globalBatchSize": batch}
+    if "interruptOnceAtStep" in wl:
+        wl["interruptOnceAtStep"] = INTERRUPT_AT
+        if faults:
+            del wl["interruptOnceAtStep"]
     return values
 
 
@@ -77,8 +86,8 @@ def _lower_outputs(stack: str) -> dict[str, Any]:
 
 
 @cache
-def _steps(stack: str, workload: str, nodes: int) -> tuple[dict[str, Any], ...]:
-    values = harness_values(stack, workload, nodes)
+def _steps(stack: str, workload: str, nodes: int, faults: bool) -> tuple[dict[str, Any], ...]:
+    values = harness_values(stack, workload, nodes, faults)
     layered = config.parse_stack_values(values).lower_stack
     plan = plan_mod.run(values, f"launch-{stack}", ROOT, _lower_outputs(stack) if layered else None)
     found = {r["urn"]: r for r in plan["resources"] if r["type"] in (MPIJOB, JOB)}
@@ -110,9 +119,9 @@ def instance_type(stack: str, workload: str) -> str:
     raise KeyError(f"{stack}: no node group {group}")
 
 
-def steps(stack: str, workload: str, nodes: int) -> list[dict[str, Any]]:
+def steps(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
     """The workload's Jobs and MPIJobs in the order `pulumi up` creates them."""
-    return copy.deepcopy(list(_steps(stack, workload, nodes)))
+    return copy.deepcopy(list(_steps(stack, workload, nodes, faults)))
 
 
 def training_job(jobs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ all-in-one twin renders is compared in full and launched once.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.launch import plans
-from tests.launch.harness import RANKS_PER_NODE, RULES, Faults, WorkloadRun, checkpoint_step
+from tests.launch.harness import RANKS_PER_NODE, RESUME_LOG, Faults, WorkloadRun, checkpoint_step
 from tests.launch.images import describe
 from tests.launch.pods import namespaces_available
 
@@ -46,8 +47,8 @@ LOST_DAEMON = r"ORTE has lost communication with a remote daemon|ORTE was unable
 def launch(tmp_path: Path) -> Iterator[Any]:
     runs: list[WorkloadRun] = []
 
-    def make(stack: str, workload: str, nodes: int) -> WorkloadRun:
-        run = WorkloadRun(tmp_path / f"{workload}-{nodes}", stack, workload, nodes)
+    def make(stack: str, workload: str, nodes: int, faults: bool = False) -> WorkloadRun:
+        run = WorkloadRun(tmp_path / f"{workload}-{nodes}", stack, workload, nodes, faults)
         runs.append(run)
         return run
 
@@ -67,7 +68,7 @@ def tail(text: str) -> str:
 
 def accelerator(job: dict[str, Any]) -> str:
     limits = plans.containers(job)["resources"]["limits"]
-    return next(r for r in ("aws.amazon.com/neuron", "nvidia.com/gpu") if r in limits)
+    return next((r for r in ("aws.amazon.com/neuron", "nvidia.com/gpu") if r in limits), "cpu")
 
 
 def workers(job: dict[str, Any], nodes: int) -> list[str]:
@@ -75,7 +76,26 @@ def workers(job: dict[str, Any], nodes: int) -> list[str]:
 
 
 def training_kind(job: dict[str, Any]) -> str:
-    return "megatron" if "megatron_gpt_pretraining.py" in plans.script(job) else "bert"
+    text = plans.script(job)
+    return "megatron" if "megatron_gpt_pretraining.py" in text else "ddp-cpu" if "ddp_cpu_train.py" in text else "bert"
+
+
+def node_fault(run: WorkloadRun, index: int) -> tuple[Faults, str]:
+    """A per-node check that fails on worker `index`, and the line the gate prints for it: a
+    device missing (accelerated), or the shared file system read-only there (CPU)."""
+    bad, resource = f"{run.training['metadata']['name']}-worker-{index}", accelerator(run.training)
+    if resource == "cpu":
+        return Faults(
+            read_only_shared=index, max_attempts=1
+        ), rf"^FAIL {bad}: the shared file system is not writable at /shared$"
+    return Faults(missing_device={resource: index}, max_attempts=1), rf"^FAIL {bad}: \d+ of \d+ (Neuron devices|GPUs)$"
+
+
+def ddp_cpu_result(run: WorkloadRun) -> dict[str, Any] | None:
+    """What ddp-cpu's script writes into $RUN_DIR when the run is done."""
+    env = {e["name"]: e.get("value") for e in plans.containers(run.training)["env"]}
+    done = run.shared / str(env["RUN_DIR"]).removeprefix("/shared/") / "result.json"
+    return json.loads(done.read_text()) if done.exists() else None
 
 
 def assert_gate_passed(run: WorkloadRun, log: str) -> None:
@@ -83,6 +103,8 @@ def assert_gate_passed(run: WorkloadRun, log: str) -> None:
     job = run.training
     for worker in workers(job, run.nodes):
         assert len(re.findall(rf"^OK {worker}: ", log, re.M)) == 1, tail(log)
+    if accelerator(job) == "cpu":  # no collective in the CPU gate: training is its test
+        return
     assert "OK: all-reduce bus bandwidth" in log, tail(log)
     assert log.index("OK: all-reduce bus bandwidth") < log.index("== training"), tail(log)
 
@@ -90,8 +112,13 @@ def assert_gate_passed(run: WorkloadRun, log: str) -> None:
 def assert_trained(run: WorkloadRun, resumed_from: int | None = None) -> None:
     """Every rank joined (right rank and world size, checked inside) and training finished."""
     name, kind = run.training["metadata"]["name"], training_kind(run.training)
-    ranks = [r for r in run.records(name, kind) if not r["extracting"]]
     world = run.nodes * int(RANKS_PER_NODE)
+    if kind == "ddp-cpu":  # the real script: gloo's world size, and its own result
+        result = ddp_cpu_result(run)
+        assert result and result["worldSize"] == world, result
+        assert resumed_from is None or result["resumedFrom"] == resumed_from, result
+        return
+    ranks = [r for r in run.records(name, kind) if not r["extracting"]]
     assert sorted(r["rank"] for r in ranks) == list(range(world)), f"ranks that joined: {ranks and len(ranks)}"
     assert {r["world"] for r in ranks} == {world}
     assert len({r["host"] for r in ranks}) == run.nodes, "ranks not spread one torchrun per node"
@@ -126,7 +153,7 @@ def assert_first_launch(run: WorkloadRun, log: str, attempt: int | None = None) 
         assert run.records(name, "neuron_parallel_compile", attempt), tail(log)
         assert list(run.shared.rglob("model.neff")), "no compiled graph in the cache on /shared"
         assert log.index("== precompile") < log.index("== training")
-    else:
+    elif accelerator(run.training) == "nvidia.com/gpu":
         assert re.search(r"NCCL INFO Using network Libfabric$", log, re.M), tail(log)
 
 
@@ -141,22 +168,29 @@ def test_health_gate_passes_then_training_completes(launch: Any, stack: str, wor
     log = run.log()
     assert [r.name for r in results] == [j["metadata"]["name"] for j in run.jobs], tail(log)
     assert all(r.succeeded for r in results), tail(log)
-    assert_first_launch(run, results[-1].log())
-    assert_trained(run)
+    assert_first_launch(run, results[-1].attempts[0].log)
+    # A run that stops itself once (ddp-cpu's first hour) resumes from its checkpoint after.
+    interrupt = plans.harness_values(stack, workload, nodes)[f"{plans.PREFIX}workloads"][workload]
+    every = interrupt.get("checkpointEverySteps", 0)
+    stop = interrupt.get("interruptOnceAtStep")
+    assert_trained(run, resumed_from=stop and -(-stop // every) * every)
+    if stop:
+        assert len(results[-1].attempts) == 2, tail(results[-1].log())
 
 
 @pytest.mark.parametrize("nodes", NODES)
 @pytest.mark.parametrize(("stack", "workload"), PER_RECIPE)
 def test_failing_node_check_stops_the_launch_at_once(launch: Any, stack: str, workload: str, nodes: int) -> None:
-    run = launch(stack, workload, nodes)
-    bad = f"{run.training['metadata']['name']}-worker-{nodes - 1}"
-    (result,) = run.pipeline(Faults(missing_device={accelerator(run.training): nodes - 1}, max_attempts=1), True)
+    run = launch(stack, workload, nodes, faults=True)
+    faults, failed = node_fault(run, nodes - 1)
+    (result,) = run.pipeline(faults, True)
     attempt = result.attempts[0]
     assert attempt.exit_code not in (0, None), tail(attempt.log)
-    assert re.search(rf"^FAIL {bad}: \d+ of \d+ (Neuron devices|GPUs)$", attempt.log, re.M), tail(attempt.log)
+    assert re.search(failed, attempt.log, re.M), tail(attempt.log)
     assert attempt.seconds < 20, f"the check took {attempt.seconds:.0f}s"
     assert "== precompile" not in attempt.log and "== training" not in attempt.log, tail(attempt.log)
     assert not run.records(run.training["metadata"]["name"], training_kind(run.training)), "training ran"
+    assert not run.checkpoints(), "training ran"
 
 
 @pytest.mark.parametrize("nodes", NODES)
@@ -167,7 +201,7 @@ def test_killed_worker_fails_the_launcher_and_the_restart_resumes(
     """The README's failure drill, steps 2 and 4, as the launcher logs them. First the whole
     launch, checked as in the gate test (its Jobs, the gate, the precompile, training), then a
     worker is killed once the first checkpoint is written."""
-    run = launch(stack, workload, nodes)
+    run = launch(stack, workload, nodes, faults=True)
     killed = nodes - 1
     results = run.pipeline(Faults(kill=killed))
     result = results[-1]
@@ -196,14 +230,14 @@ def test_killed_worker_fails_the_launcher_and_the_restart_resumes(
     latest = max(checkpoint_step(n) for n in run.resume_checkpoints)
     assert latest >= max(checkpoint_step(n) for n in run.killed_checkpoints)
     framework = describe(plans.containers(run.training)["image"]).framework
-    assert re.search(logged(RULES[framework]["resumeLog"]), again, re.M), tail(again)
+    assert re.search(logged(RESUME_LOG[framework]), again, re.M), tail(again)
     assert_trained(run, resumed_from=latest)
 
 
 @pytest.mark.parametrize("nodes", NODES)
 @pytest.mark.parametrize(("stack", "workload"), PER_RECIPE)
 def test_worker_that_never_comes_up_is_named(launch: Any, stack: str, workload: str, nodes: int) -> None:
-    run = launch(stack, workload, nodes)
+    run = launch(stack, workload, nodes, faults=True)
     job = run.training["metadata"]
     (result,) = run.pipeline(Faults(never_up=(nodes - 1,), wait_seconds=3, max_attempts=1), True)
     attempt = result.attempts[0]
