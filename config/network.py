@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Literal
 
 from pydantic import Field, field_validator
 
-from config.base import AZ_RE, Model
+from config.base import AZ_RE, Model, ipv4_cidr, matches
 
 
 class NetworkConfig(Model):
@@ -26,10 +25,7 @@ class NetworkConfig(Model):
     @field_validator("cidr")
     @classmethod
     def _cidr(cls, v: str) -> str:
-        try:
-            net = ipaddress.IPv4Network(v)
-        except ValueError:
-            raise ValueError(f"{v!r} is not an IPv4 network in CIDR notation, e.g. 10.0.0.0/16") from None
+        net = ipv4_cidr(v)
         if not 16 <= net.prefixlen <= 20:
             raise ValueError(f"prefix /{net.prefixlen} is outside /16../20 (pods take one VPC IP each)")
         if not net.is_private:
@@ -46,6 +42,6 @@ class NetworkConfig(Model):
         if len(set(v)) != len(v):
             raise ValueError("AZs are repeated")
         for az in v:
-            if not AZ_RE.match(az):
+            if not matches(AZ_RE, az):
                 raise ValueError(f"{az!r} is not an AZ name like us-west-2d")
         return v
