@@ -6,8 +6,8 @@ a difference would be silent:
 
 - plain scalars resolve as yaml.v3 resolves them into `any`: `true`/`false` are booleans,
   plain decimals numbers, `null`/`~`/empty nothing, everything else text (`yes`, `on`,
-  `05:00`, `2027-03-01T11:30:00Z` stay text, where PyYAML's YAML 1.1 rules would make a
-  boolean, the number 300 or a datetime). Number forms the two disagree on (`0755`, `0x1f`,
+  `12:30`, `2027-03-01T11:30:00Z` stay text, where PyYAML's YAML 1.1 rules would make a
+  boolean, the number 750 or a datetime). Number forms the two disagree on (`0755`, `0x1f`,
   `1_000`) are refused: write a plain decimal or quote the value;
 - duplicate keys are refused (yaml.v3 refuses them too; PyYAML keeps the last);
 - anchors and aliases (`&a`, `*a`) are refused: nothing can expand into a huge document;

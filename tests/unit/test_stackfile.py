@@ -83,14 +83,14 @@ def test_big_and_binary_files_are_refused(tmp_path: Path) -> None:
 
 
 def test_plain_scalars_read_as_yaml_v3_reads_them(tmp_path: Path) -> None:
-    """PyYAML's YAML 1.1 rules would make `05:00` the number 300, `yes` a boolean and an
+    """PyYAML's YAML 1.1 rules would make `12:30` the number 750 (sexagesimal), `yes` a boolean and an
     unquoted timestamp a datetime; yaml.v3 (the Pulumi CLI) gives text for all three."""
     values = _read(
         tmp_path,
-        "config:\n  a: 05:00\n  b: yes\n  c: 2027-03-01T11:30:00Z\n  d: on\n  e: true\n  f: 12\n  g: 1.5\n  h: ~\n",
+        "config:\n  a: 12:30\n  b: yes\n  c: 2027-03-01T11:30:00Z\n  d: on\n  e: true\n  f: 12\n  g: 1.5\n  h: ~\n",
     )
     assert values == {
-        "a": "05:00",
+        "a": "12:30",
         "b": "yes",
         "c": "2027-03-01T11:30:00Z",
         "d": "on",
@@ -102,8 +102,8 @@ def test_plain_scalars_read_as_yaml_v3_reads_them(tmp_path: Path) -> None:
 
 
 def test_an_unquoted_backup_time_means_what_it_says(tmp_path: Path) -> None:
-    text = stack_yaml({"config": MINIMAL}) + "  llm-training-eks:storage:\n    dailyBackupStartTime: 05:00\n"
-    assert config.parse_stack_values(_read(tmp_path, text)).storage.daily_backup_start_time == "05:00"
+    text = stack_yaml({"config": MINIMAL}) + "  llm-training-eks:storage:\n    dailyBackupStartTime: 12:30\n"
+    assert config.parse_stack_values(_read(tmp_path, text)).storage.daily_backup_start_time == "12:30"
 
 
 def test_aws_config_keys_are_the_providers() -> None:
