@@ -13,13 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from config.aws import tag_problems
-from config.base import AZ_RE, DNS_LABEL_RE, RUN_ID_RE, did_you_mean
+from config.base import did_you_mean
 from config.checkpoints import GIB, STORAGE_SHARE, plan
 from config.layers import layer_problems
-from config.network import vpc_azs, vpc_azs_in_region
+from config.names import (
+    node_group_azs_in_vpc,
+    node_group_names_unique,
+    plain_secrets,
+    run_name,
+    run_objects,
+    team_name,
+    vpc_azs_in_region,
+)
 from config.stack import StackConfig
 from config.stackfile import SECRET
 from config.storage import StorageConfig
@@ -60,58 +67,10 @@ def groups_of(cfg: StackConfig) -> dict[str, GroupView]:
     }
 
 
-# --------------------------------------------------------------------------- raw values
-
-
-def node_group_names_unique(raw: Mapping[str, Any]) -> list[str]:
-    groups = raw.get("nodeGroups")
-    problems: list[str] = []
-    seen: dict[str, int] = {}
-    for i, ng in enumerate(groups if isinstance(groups, list) else []):
-        name = ng.get("name") if isinstance(ng, dict) else None
-        if not isinstance(name, str):
-            continue
-        if name in seen:
-            problems.append(
-                f"nodeGroups[{i}].name: {name!r} is already used by nodeGroups[{seen[name]}]; names must be unique"
-            )
-        else:
-            seen[name] = i
-    return problems
-
-
-def node_group_azs_in_vpc(raw: Mapping[str, Any]) -> list[str]:
-    """A node group's AZ belongs to aws:region and, when the VPC's AZs are given (or an
-    existing VPC's subnets), to them: a node group launches into the private subnet of its AZ."""
-    region = raw.get("region")
-    groups = raw.get("nodeGroups")
-    vpc_key, azs = vpc_azs(raw.get("network"))
-    problems: list[str] = []
-    for i, ng in enumerate(groups if isinstance(groups, list) else []):
-        az = ng.get("availabilityZone") if isinstance(ng, dict) else None
-        if not isinstance(az, str) or not AZ_RE.match(az):
-            continue
-        if isinstance(region, str) and not az.startswith(region):
-            problems.append(
-                f"nodeGroups[{i}].availabilityZone: {az} is not in region {region}; use {region}a, {region}b, ..."
-            )
-        elif azs is not None and az not in azs:
-            problems.append(
-                f"nodeGroups[{i}].availabilityZone: {az} is not one of {vpc_key} ({', '.join(map(str, azs))})"
-            )
-    return problems
-
-
 RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems)
 
 
 # --------------------------------------------------------------------------- training runs
-
-
-def run_name(name: str) -> list[str]:
-    if RUN_ID_RE.match(name):
-        return []
-    return [f"workloads.{name}: the workload name must be 1-20 lowercase letters, digits and hyphens"]
 
 
 def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]:
@@ -216,7 +175,8 @@ def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> li
 
 def run_names(cfg: StackConfig) -> list[str]:
     """What a run needs of its own stack: a valid name, and the token where its recipe downloads."""
-    return [p for name, run in cfg.workloads.items() for p in run_name(name) + hugging_face_token(name, run, cfg)]
+    named = [p for name, run in cfg.workloads.items() for p in run_name(name) + hugging_face_token(name, run, cfg)]
+    return named + run_objects(cfg.workloads) + plain_secrets(cfg.workloads)
 
 
 def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collection[str]) -> list[str]:
@@ -246,12 +206,6 @@ def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageCon
 
 
 # --------------------------------------------------------------------------- teams
-
-
-def team_name(name: str) -> list[str]:
-    if len(name) <= 40 and DNS_LABEL_RE.match(name):
-        return []
-    return [f"teams.{name}: the team name must be 1-40 lowercase letters, digits and hyphens"]
 
 
 def quotas_fit(name: str, team: TeamConfig, ng: GroupView, shares: list[tuple[str, int]]) -> list[str]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import problems
-from config.base import AZ_RE, KeyProblem, Model
+from config.base import AZ_RE, KeyProblem, Model, ipv4_cidr, matches
 
 # EC2 resource ids: a prefix, a hyphen and 8 (before 2016) or 17 hex digits (EC2 user guide,
 # "Resource IDs"). botocore's EC2 model types VpcId, SubnetId and RouteTableId as plain
@@ -100,10 +98,7 @@ class NetworkConfig(Model):
     @field_validator("cidr")
     @classmethod
     def _cidr(cls, v: str) -> str:
-        try:
-            net = ipaddress.IPv4Network(v)
-        except ValueError:
-            raise ValueError(f"{v!r} is not an IPv4 network in CIDR notation, e.g. 10.0.0.0/16") from None
+        net = ipv4_cidr(v)
         if not 16 <= net.prefixlen <= 20:
             raise ValueError(f"prefix /{net.prefixlen} is outside /16../20 (pods take one VPC IP each)")
         if not net.is_private:
@@ -120,7 +115,7 @@ class NetworkConfig(Model):
         if len(set(v)) != len(v):
             raise ValueError("AZs are repeated")
         for az in v:
-            if not AZ_RE.match(az):
+            if not matches(AZ_RE, az):
                 raise ValueError(f"{az!r} is not an AZ name like us-west-2d")
         return v
 
@@ -183,22 +178,3 @@ def vpc_azs(network: Any) -> tuple[str, list[Any] | None]:
         return "network.privateSubnetIds", list(subnets) if isinstance(subnets, dict) else None
     azs = network.get("availabilityZones")
     return "network.availabilityZones", azs if isinstance(azs, list) else None
-
-
-def vpc_azs_in_region(raw: Mapping[str, Any]) -> list[str]:
-    """Every AZ of network.availabilityZones (or of an existing VPC's subnets) belongs to aws:region."""
-    region = raw.get("region")
-    network = raw.get("network")
-    if not isinstance(network, dict) or not isinstance(region, str):
-        return []
-    listed: list[tuple[str, Any]] = []
-    if isinstance(network.get("availabilityZones"), list):
-        listed += [(f"network.availabilityZones[{i}]", az) for i, az in enumerate(network["availabilityZones"])]
-    for key in ("privateSubnetIds", "publicSubnetIds"):
-        if isinstance(network.get(key), dict):
-            listed += [(f"network.{key}.{az}", az) for az in network[key]]
-    return [
-        f"{key}: {az} is not in region {region}"
-        for key, az in listed
-        if isinstance(az, str) and AZ_RE.match(az) and not az.startswith(region)
-    ]

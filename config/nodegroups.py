@@ -9,14 +9,15 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import problems
-from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean
-from facts import instances
-from facts.names import NODE_GROUP_LABEL
+from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean, matches
+from facts import instances, kubernetes
+from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
 
 # ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
-_RESERVATION_RE = re.compile(r"^cr-([0-9a-f]{8}|[0-9a-f]{17})$")
+_RESERVATION_RE = re.compile(r"cr-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
 # Placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
-_PLACEMENT_GROUP_RE = re.compile(r"^[\x20-\x7e]{1,255}$")
+_PLACEMENT_GROUP_RE = re.compile(r"[\x20-\x7e]{1,255}", re.ASCII)
+_REPAIR_REASON_RE = re.compile(r"[A-Za-z][A-Za-z0-9]{2,99}", re.ASCII)
 # EKS and EC2 Auto Scaling guides on Capacity Blocks: scale to zero more than 30 minutes before
 # the block ends, so the nodes drain before EC2 reclaims the instances.
 MIN_SCALE_DOWN_MINUTES = 30
@@ -41,6 +42,7 @@ class CapacityConfig(Model):
         None,
         description="End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g. 2027-03-01T11:30:00Z);"
         " required for capacity-block: the group scales to 0 before it.",
+        strict=False,  # ISO 8601 text, as a stack file and the engine both hand it over
     )
     scale_down_minutes_before_end: int = Field(
         60,
@@ -51,7 +53,7 @@ class CapacityConfig(Model):
     @field_validator("reservation_id")
     @classmethod
     def _id(cls, v: str | None) -> str | None:
-        if v is not None and not _RESERVATION_RE.match(v):
+        if v is not None and not matches(_RESERVATION_RE, v):
             raise ValueError(
                 f"{v!r} is not a capacity reservation id (cr- and 17 hex digits, e.g. cr-0123456789abcdef0)"
             )
@@ -60,7 +62,7 @@ class CapacityConfig(Model):
     @field_validator("placement_group_name")
     @classmethod
     def _pg(cls, v: str | None) -> str | None:
-        if v is not None and not _PLACEMENT_GROUP_RE.match(v):
+        if v is not None and not matches(_PLACEMENT_GROUP_RE, v):
             raise ValueError(f"{v!r} is not a placement group name (1-255 ASCII characters)")
         return v
 
@@ -112,7 +114,7 @@ class RepairOverride(Model):
     @field_validator("reason")
     @classmethod
     def _reason(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{2,99}", v):
+        if not matches(_REPAIR_REASON_RE, v):
             raise ValueError(f"{v!r} is not a node monitoring agent reason (CamelCase, e.g. NeuronDMAError)")
         return v
 
@@ -150,7 +152,9 @@ class NodeRepairConfig(Model):
         if self.overrides is not None:
             return list(self.overrides)
         return [
-            RepairOverride(condition="AcceleratedHardwareReady", reason=r, action="Replace", wait_minutes=10)
+            RepairOverride.model_validate(
+                {"condition": "AcceleratedHardwareReady", "reason": r, "action": "Replace", "waitMinutes": 10}
+            )
             for r in DEFAULT_REPAIR_REASONS.get(accelerator or "", ())
         ]
 
@@ -187,7 +191,7 @@ class NodeGroupConfig(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if len(v) > 40 or not DNS_LABEL_RE.match(v):
+        if len(v) > 40 or not matches(DNS_LABEL_RE, v):
             raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-40)")
         return v
 
@@ -206,12 +210,29 @@ class NodeGroupConfig(Model):
             bad = problems(key, "eks:CreateNodegroup:labels.<key>") + problems(value, "eks:CreateNodegroup:labels.{}")
             if bad:
                 raise ValueError(f"label {key}={value}: {'; '.join(bad)} (EKS CreateNodegroup labels)")
+            bad = [f"key {p}" for p in kubernetes.label_key(key)] + [
+                f"value {p}" for p in kubernetes.label_value(value)
+            ]
+            if bad:
+                raise ValueError(f"label {key}={value}: {'; '.join(bad)} (Kubernetes label rules)")
+            if kubernetes.kubelet_refuses_node_label(key):
+                raise ValueError(
+                    f"label {key}: the kubernetes.io and k8s.io prefixes are Kubernetes' own; the kubelet refuses to"
+                    " start with it in --node-labels (allowed there: "
+                    f"{', '.join(kubernetes.KUBELET_LABEL_NAMESPACES)} and the well-known labels it sets itself)"
+                )
+            if key in PLATFORM_NODE_LABELS or key.startswith(PLATFORM_LABEL_PREFIX):
+                raise ValueError(
+                    f"label {key}: the platform sets and selects on this label (device plugins, Kueue flavors and runs"
+                    f" find their nodes by it); choose a key outside {PLATFORM_LABEL_PREFIX} and"
+                    f" {', '.join(k for k in PLATFORM_NODE_LABELS if not k.startswith(PLATFORM_LABEL_PREFIX))}"
+                )
         return v
 
     @field_validator("availability_zone")
     @classmethod
     def _az(cls, v: str | None) -> str | None:
-        if v is not None and not AZ_RE.match(v):
+        if v is not None and not matches(AZ_RE, v):
             raise ValueError(f"{v!r} is not an AZ name like us-west-2d")
         return v
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import RUN_ID_RE, KeyProblem, Model, check_image
+from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, Model, check_image, matches
 from config.training import (
     BertDataConfig,
     BertTrainingConfig,
@@ -84,7 +83,7 @@ class RunConfig(Model):
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, v: str) -> str:
-        if not RUN_ID_RE.match(v):
+        if not matches(RUN_ID_RE, v):
             raise ValueError(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001")
         return v
 
@@ -96,14 +95,14 @@ class RunConfig(Model):
     @field_validator("image_tag")
     @classmethod
     def _tag(cls, v: str | None) -> str | None:
-        if v is not None and (v == "latest" or not re.fullmatch(r"[\w][\w.\-]{0,127}", v)):
+        if v is not None and (v == "latest" or not matches(IMAGE_TAG_RE, v)):
             raise ValueError(f"{v!r} is not an immutable image tag (ECR tags are immutable; 'latest' is not allowed)")
         return v
 
     @field_validator("neuron_sdk")
     @classmethod
     def _sdk(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"2\.\d+\.\d+", v):
+        if v is not None and not matches(r"2\.[0-9]+\.[0-9]+", v):
             raise ValueError(f"{v!r} is not a Neuron SDK version like 2.22.0")
         return v
 
@@ -111,7 +110,7 @@ class RunConfig(Model):
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for k in v:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            if not matches(r"[A-Za-z_][A-Za-z0-9_]*", k):
                 raise ValueError(f"{k!r} is not an environment variable name")
         return v
 

@@ -19,7 +19,7 @@ import stack as program
 from config import stackfile
 from infra.protection import stateful
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, MINIMAL, ROOT
+from tests.conftest import EXAMPLE_STACKS, MINIMAL, ROOT, stack_yaml
 from tools import plan
 
 
@@ -96,7 +96,7 @@ def test_the_placeholder_is_no_ciphertext_any_secrets_provider_decrypts() -> Non
 def test_config_file_and_secrets_become_placeholders(tmp_path: Path) -> None:
     path = tmp_path / "mine.yaml"
     values = dict(MINIMAL, **{"llm-training-eks:tags": {"team": {"secure": "v1:abc"}}})
-    path.write_text(yaml.safe_dump({"config": values}))
+    path.write_text(stack_yaml({"config": values}))
     assert stackfile.read_stack_file(path)["llm-training-eks:tags"] == {"team": stackfile.SECRET}
     code, out, _ = _main("--config-file", str(path), "--format", "json")
     assert code == 0 and json.loads(out)["stack"] == "mine"
@@ -123,7 +123,7 @@ def test_program_failure_is_exit_1_without_traceback(monkeypatch: pytest.MonkeyP
 
 def test_invalid_config_cli_exit_code_in_a_real_process(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.bad.yaml"
-    path.write_text(yaml.safe_dump({"config": {"aws:region": "us-west-2", "llm-training-eks:nodeGroup": []}}))
+    path.write_text(stack_yaml({"config": {"aws:region": "us-west-2", "llm-training-eks:nodeGroup": []}}))
     proc = subprocess.run(
         [sys.executable, "-m", "tools.plan", "--config-file", str(path)], cwd=ROOT, capture_output=True, text=True
     )
