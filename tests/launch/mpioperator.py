@@ -31,6 +31,7 @@ from tests import upstream
 from tests.launch import plans
 from tests.launch.images import build_layer, describe, gpu_runtime_layer
 from tests.launch.pods import Cluster, Pod, PodSpec, wait_until
+from tests.launch.security import effective, volume_mounts
 
 OPERATOR = upstream.facts("mpi-operator-v0.8.0-pods")
 HOSTFILE_DIR = OPERATOR["configMountPath"]
@@ -110,7 +111,9 @@ class Controller:
 
     def pod(self, container: dict[str, Any], name: str, extra_env: dict[str, str], **kw: Any) -> PodSpec:
         image = describe(container["image"])
-        env = {**image.env, "HOME": "/root", **container_env(container), **extra_env, **self.harness_env}
+        pod_spec = kw.pop("pod_spec")
+        security = effective(pod_spec, container, name)
+        env = {**image.env, "HOME": security.home, **container_env(container), **extra_env, **self.harness_env}
         limits = container.get("resources", {}).get("limits", {})
         faulty: dict[str, tuple[str, ...]] = kw.pop("faulty_devices", {})
         devices = [
@@ -119,11 +122,7 @@ class Controller:
             for i in range(int(limits.get(resource, 0)) - (1 if name in faulty.get(resource, ()) else 0))
         ]
         binds: list[dict[str, object]] = [
-            {
-                "source": str(self.cluster.workdir / "shared"),
-                "target": "/shared",
-                "readOnly": name in self.read_only_shared,
-            },
+            *volume_mounts(pod_spec, container, self.cluster.workdir / "shared", name in self.read_only_shared),
             {"source": str(self.jobdir), "target": "/harness"},
             *kw.pop("binds", []),
         ]
@@ -136,6 +135,7 @@ class Controller:
             binds=binds,
             devices=devices,
             working_dir=container.get("workingDir") or image.workdir,
+            security=security,
             **kw,
         )
 
@@ -146,6 +146,9 @@ class Controller:
             (self.jobdir / "records").rename(self.jobdir / f"records.{n - 1}")
         pod = self.cluster.start(spec)
         began = time.monotonic()
+        if spec.security and spec.security.refused:  # never started: the kubelet's error is all there is
+            self.cluster.remove(spec.name)
+            return Attempt(None, f"Error: {spec.security.refused}\n", 0.0)
         if during:
             during(n, pod)
         try:
@@ -163,7 +166,7 @@ class JobController(Controller):
 
     def run(self, timeout: float = 60.0) -> JobResult:
         container = plans.containers(self.obj)
-        spec = self.pod(container, f"{self.name}-0", {})
+        spec = self.pod(container, f"{self.name}-0", {}, pod_spec=plans.pod_spec(self.obj))
         return JobResult(self.name, "Job", [self.attempt(spec, 0, timeout, None)])
 
 
@@ -198,8 +201,16 @@ class Operator(Controller):
         discover.chmod(0o555)
 
     def _role_pod(self, role: str, name: str, env: dict[str, str], binds: list[dict[str, object]]) -> PodSpec:
-        container = plans.containers(self.obj, role)
-        return self.pod(container, name, env, binds=binds, secrets=[self.secret], faulty_devices=self.faulty_devices)
+        container, pod_spec = plans.containers(self.obj, role), plans.pod_spec(self.obj, role)
+        return self.pod(
+            container,
+            name,
+            env,
+            binds=binds,
+            secrets=[self.secret],
+            faulty_devices=self.faulty_devices,
+            pod_spec=pod_spec,
+        )
 
     def start_worker(self, i: int) -> Pod:
         spec = self._role_pod("Worker", self.worker_name(i), dict(OPERATOR["workerEnv"]), [])

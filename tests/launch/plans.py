@@ -140,10 +140,15 @@ def component(obj: dict[str, Any]) -> str:
     return str(obj["metadata"]["labels"].get("app.kubernetes.io/component", ""))
 
 
+def pod_spec(obj: dict[str, Any], role: str = "Worker") -> dict[str, Any]:
+    """The pod template's spec of a Job, or of an MPIJob's `role`."""
+    spec = obj["spec"]["mpiReplicaSpecs"][role] if obj["kind"] == "MPIJob" else obj["spec"]
+    return dict(spec["template"]["spec"])
+
+
 def containers(obj: dict[str, Any], role: str = "Worker") -> dict[str, Any]:
     """The (first) container of a Job, or of an MPIJob's `role`."""
-    spec = obj["spec"]["mpiReplicaSpecs"][role] if obj["kind"] == "MPIJob" else obj["spec"]
-    return dict(spec["template"]["spec"]["containers"][0])
+    return dict(pod_spec(obj, role)["containers"][0])
 
 
 def script(obj: dict[str, Any], role: str = "Launcher") -> str:

@@ -155,28 +155,54 @@ def main(spec_path: str) -> None:
     mount("proc", f"{root}/proc", "proc")
     mount("/sys", f"{root}/sys", flags=BIND | REC)
     mount_dev(root, spec["devices"])
-    for d in ("/tmp", "/run"):
+    for d in ("/tmp", "/run"):  # the image's (empty) directories: this machine's stay hidden
         mount("tmpfs", f"{root}{d}", "tmpfs")
     mount_home(root)
-    for m in spec["binds"]:
-        target = f"{root}{m['target']}"
-        if os.path.isdir(m["source"]):
-            os.makedirs(target, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if not os.path.exists(target):
-                open(target, "w").close()
-        bind(m["source"], target, bool(m.get("readOnly")))
+    mount_volumes(root, spec["binds"])
     for s in spec["secrets"]:
         mount_secret(root, s["path"], s["files"])
+    if spec["readOnlyRoot"]:  # the image's file system, not the volumes mounted on it
+        for d in ("", "/tmp", "/run", "/root"):
+            mount(None, f"{root}{d}", flags=REMOUNT | BIND | RDONLY)
     socket.sethostname(spec["hostname"])
     setpriv = shutil.which("setpriv")
     os.chroot(root)
     os.chdir(spec.get("workingDir") or "/")
     set_nofile(*spec["nofile"])
-    caps = ",".join(["-all", *(f"+{c.lower().removeprefix('cap_')}" for c in spec["capabilities"])])
-    command = [str(setpriv), "--inh-caps", caps, "--bounding-set", caps, "--", *spec["command"]]
+    command = [str(setpriv), *identity(spec), "--", *spec["command"]]
     os.execvpe(command[0], command, spec["env"])
+
+
+def mount_volumes(root: str, mounts: list[dict]) -> None:
+    """Bind mounts (volumes, the cluster's files) and emptyDirs (`tmpfs`: the directory's mode)."""
+    for m in mounts:
+        target = f"{root}{m['target']}"
+        if "tmpfs" in m or os.path.isdir(m["source"]):
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if not os.path.exists(target):
+                open(target, "w").close()
+        if "tmpfs" in m:
+            mount("tmpfs", target, "tmpfs", data=f"mode={m['tmpfs']}")
+            if m.get("readOnly"):
+                mount(None, target, flags=REMOUNT | BIND | RDONLY)
+        else:
+            bind(m["source"], target, bool(m.get("readOnly")))
+
+
+def identity(spec: dict) -> list[str]:
+    """setpriv's options: the container's capability set (bounding and inheritable; a non-root
+    user keeps none across exec), its user and groups, no_new_privs."""
+    caps = ",".join(["-all", *(f"+{c.lower().removeprefix('cap_')}" for c in spec["capabilities"])])
+    uid, gid, groups = spec["user"]
+    options = ["--inh-caps", caps, "--bounding-set", caps]
+    if uid != 0 or gid != 0 or groups:
+        options += [f"--reuid={uid}", f"--regid={gid}"]
+        options += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
+    if spec["noNewPrivs"]:
+        options.append("--no-new-privs")
+    return options
 
 
 if __name__ == "__main__":
