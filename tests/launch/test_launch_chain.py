@@ -112,7 +112,7 @@ def assert_gate_passed(run: WorkloadRun, log: str) -> None:
 def assert_trained(run: WorkloadRun, resumed_from: int | None = None) -> None:
     """Every rank joined (right rank and world size, checked inside) and training finished."""
     name, kind = run.training["metadata"]["name"], training_kind(run.training)
-    world = run.nodes * int(RANKS_PER_NODE)
+    world = run.nodes * RANKS_PER_NODE[run.nodes]
     if kind == "ddp-cpu":  # the real script: gloo's world size, and its own result
         result = ddp_cpu_result(run)
         assert result and result["worldSize"] == world, result
@@ -245,3 +245,30 @@ def test_worker_that_never_comes_up_is_named(launch: Any, stack: str, workload: 
     assert attempt.exit_code not in (0, None), tail(attempt.log)
     assert f"FAIL: worker {host} did not answer within 3s" in attempt.log, tail(attempt.log)
     assert attempt.seconds < 12, f"gave up after {attempt.seconds:.0f}s"
+
+
+@pytest.mark.parametrize(
+    ("role", "context", "expected"),
+    [
+        ("Worker", {"capabilities": {"drop": ["ALL"]}}, r"Bind to port 22 on \S+ failed: Permission denied"),
+        ("Launcher", {"runAsNonRoot": True}, r"^Error: container has runAsNonRoot and image will run as root"),
+    ],
+)
+def test_pods_are_held_to_their_security_context(
+    launch: Any, role: str, context: dict[str, Any], expected: str
+) -> None:
+    """What a securityContext takes away, the pods here lose too: sshd without capabilities
+    cannot listen on port 22 (the launcher gives up naming the worker), and a root image under
+    runAsNonRoot is never started (the kubelet's message)."""
+    stack, workload = PER_RECIPE[0]
+    run = launch(stack, workload, 2, faults=True)
+    pod = plans.pod_spec(run.training, role)
+    pod["containers"][0]["securityContext"] = context
+    run.training["spec"]["mpiReplicaSpecs"][role]["template"]["spec"] = pod
+    (result,) = run.pipeline(Faults(wait_seconds=3, max_attempts=1), True)
+    attempt = result.attempts[0]
+    assert attempt.exit_code != 0, tail(attempt.log)
+    logs = attempt.log + "".join(p.read_text() for p in run.cluster.workdir.glob("*-worker-*.log"))
+    assert re.search(expected, logs, re.M), tail(logs)
+    if role == "Worker":
+        assert re.search(r"^FAIL: worker \S+-worker-\d\.\S+ did not answer within 3s$", attempt.log, re.M), tail(logs)
