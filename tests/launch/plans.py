@@ -27,10 +27,12 @@ SHORT = {
     "llama2-neuron": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}, "precompileSteps": 2},
     "nemo-gpu": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}},
     "bert-neuron": {"training": {"maxSteps": 12, "warmupSteps": 1, "precompileSteps": 2, "shardsPerCheckpoint": 1}},
-    "ddp-cpu": {"steps": 12, "checkpointEverySteps": 4},
+    # The real script: a step takes about 5 ms (2 ranks here), so a kill after the first
+    # checkpoint needs a run of some hundreds of steps to land before its end (about a second).
+    "ddp-cpu": {"steps": 240, "checkpointEverySteps": 60},
 }
-# A run that stops itself once (ddp-cpu's interruptOnceAtStep) stops at the same share of it.
-INTERRUPT_AT = 6
+# A run that stops itself once (ddp-cpu's interruptOnceAtStep) stops halfway, as dev's does.
+INTERRUPT_AT = 120
 # A global batch every data-parallel size here divides: Megatron recipes (TP 8 or 4) on 64 or
 # 96 NeuronCores / 16 or 24 GPUs; BERT on 2, 3 or 4 nodes of 32 NeuronCores x batch 16.
 GLOBAL_BATCH = {"llama2-neuron": ("model", 192), "nemo-gpu": ("model", 192), "bert-neuron": ("training", 49152)}
