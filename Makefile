@@ -7,11 +7,12 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+CHECKOV_VENV := .venv-checkov
 STACK  ?= dev
 FORMAT ?= table
 WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
-.PHONY: plan test lint typecheck pytest venv diagram clean launch-deps
+.PHONY: plan test lint typecheck pytest venv diagram clean launch-deps checkov
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-launch.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +32,14 @@ launch-deps:
 
 venv: $(VENV)/.installed
 
+# checkov in a virtualenv of its own: its pins clash with requirements.txt (requirements-checkov.txt).
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
+
+checkov: $(CHECKOV_VENV)/.installed
+
 plan: venv
 	$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT)
 
@@ -48,10 +57,10 @@ diagram: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-pytest: venv launch-deps
+pytest: venv launch-deps checkov
 	$(VENV)/bin/pytest -q -n auto
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache
