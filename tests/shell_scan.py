@@ -24,6 +24,10 @@ WRAPPERS = {"xargs", "neuron_parallel_compile", "time", "nohup", "env"}
 """Programs whose first non-option argument is itself a program to run."""
 OPERATORS = {"&&", "||", "|", ";", "(", ")", "&", ";;", "|&"}
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?[-=]")
+"""`${NAME:-default}`: a variable the script does not need (it has a default when unset)."""
+_ARITHMETIC = re.compile(r"\$\(\((?:[^()]|\([^()]*\))*\)\)")
+"""`$(( ... ))`, with one level of parentheses inside."""
 _PATH = re.compile(r"(?:^|(?<=[\s='\"(:,\[]))(/[A-Za-z0-9_.][\w./+*-]*)")
 
 
@@ -48,7 +52,7 @@ SSH_OPTIONS_WITH_VALUE = {"-o", "-i", "-p", "-l", "-F", "-J", "-E"}
 def _normalise(script: str) -> str:
     """Arithmetic expansions become plain words, stderr redirections go, and
     newlines outside quotes become `;`, so one token stream holds the whole script."""
-    text = re.sub(r"\$\(\([^()]*\)\)", "0", script)
+    text = _ARITHMETIC.sub("0", script)
     text = re.sub(r"\d?>&\d", " ", text)
     out: list[str] = []
     quote: str | None = None
@@ -94,7 +98,8 @@ def scan(script: str) -> Uses:
     uses = Uses()
     # Variables outside single quotes (a single-quoted `bash -c` script is scanned on its own;
     # awk programs are single-quoted and their $NF is awk's).
-    uses.variables |= set(_VAR.findall(_outside_single_quotes(script)))
+    outside = _outside_single_quotes(script)
+    uses.variables |= set(_VAR.findall(outside)) - set(_DEFAULTED.findall(outside))
     uses.paths |= {p for p in _PATH.findall(script) if "\\" not in p and p.strip("/").count("/") >= 1 and "$" not in p}
     uses.programs |= set(re.findall(r"\$\(\s*([A-Za-z0-9_./-]+)", script)) - BUILTINS - KEYWORDS
     _scan_words(_tokens(script), uses)

@@ -14,6 +14,7 @@ import pytest
 import config
 from infra.charts import DCGM_EXPORTER
 from tests.conftest import resources, stack_plan, stack_values
+from workloads.manifests.mpijob import SSH_OPTIONS
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
@@ -95,7 +96,8 @@ def test_multi_node_nccom_test_runs_on_the_first_worker_with_its_root_comm_id() 
     (tests/upstream/nccom-test-2.29.1.yaml); it runs on the first worker, by absolute path."""
     script = launcher_script(jobs("trn1-llama2")["llama2-run-001-train"])
     (line,) = [ln for ln in script.splitlines() if "nccom-test -r 128" in ln]
-    assert line.startswith('ssh "$first" "')
+    # The launcher's own ssh options (issue 13: SSH_OPTIONS), then the first worker.
+    assert line.startswith(f'ssh {SSH_OPTIONS} "$first" "')
     assert "NEURON_RT_ROOT_COMM_ID=$root:45654 /opt/aws/neuron/bin/nccom-test" in line
     assert 'first=$(head -n 1 /etc/mpi/hostfile | cut -d" " -f1)' in script
     assert "root=${ips%% *}" in script and "--hosts $ips" in line
