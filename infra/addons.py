@@ -15,12 +15,19 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from config.addons import AddonsConfig
-from facts.names import KUEUE_NAMESPACE, SYSTEM_NAMESPACE, WORKLOADS_NAMESPACE, app_labels, component_type
+from facts.names import (
+    CLOUDWATCH_NAMESPACE,
+    KUEUE_NAMESPACE,
+    SYSTEM_NAMESPACE,
+    WORKLOADS_NAMESPACE,
+    app_labels,
+    component_type,
+)
 from infra import charts
 from infra.charts import HelmChart
 from infra.cluster import Cluster
 from infra.context import StackContext
-from infra.iam import POD_IDENTITY_TRUST, fsx_csi_controller_policy, irsa_trust_policy, neuron_health_policy
+from infra.iam import fsx_csi_controller_policy, irsa_trust_policy, neuron_health_policy, pod_identity_trust_policy
 from infra.platform import NodeGroupFacts
 
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
@@ -192,7 +199,10 @@ class ClusterAddons(pulumi.ComponentResource):
 
         cw_role = aws.iam.Role(
             f"{self._name}-cloudwatch",
-            assume_role_policy=POD_IDENTITY_TRUST,
+            # Only the add-on's agent of this cluster (the session tags EKS Pod Identity sets).
+            assume_role_policy=self._cluster.arn.apply(
+                lambda arn: pod_identity_trust_policy(arn, CLOUDWATCH_NAMESPACE, CLOUDWATCH_AGENT_SA)
+            ),
             description=f"CloudWatch agent (Container Insights) of {self._ctx.cluster_name}",
             opts=child,
         )
