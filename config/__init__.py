@@ -19,7 +19,7 @@ from config import checks
 from config.messages import messages
 from config.stack import StackConfig
 from config.stackfile import from_stack_values, secret_keys
-from config.workloads import RECIPES
+from config.workloads import RECIPES, plain_secret_env
 
 __all__ = ["SECRET_KEYS", "ConfigError", "StackConfig", "from_stack_values", "load", "parse", "parse_stack_values"]
 
@@ -49,6 +49,7 @@ def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> S
             for key in SECRET_KEYS
             if raw.get(key) not in (None, "") and key not in stored_secret
         )
+        problems.extend(plain_secret_env(raw.get("workloads"), stored_secret))
     cfg: StackConfig | None = None
     try:
         cfg = StackConfig.model_validate(dict(raw))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar, Literal, get_args
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from config.base import RUN_ID_RE, KeyProblem, Model, check_image
+from config.stackfile import SECRET
 from config.training import (
     BertDataConfig,
     BertTrainingConfig,
@@ -61,6 +63,18 @@ class RunConfig(Model):
         " Dockerfile says.",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment of every process.")
+    secret_env: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Environment of every process from secrets, each stored encrypted with"
+        " `pulumi config set --path --secret 'workloads.<name>.secretEnv.<NAME>' <value>`; the pods get them"
+        " from the Kubernetes Secret `<name>-env` (secretKeyRef), never in the object.",
+    )
+    internet_egress: bool = Field(
+        False,
+        description="The run's MPI pods may open HTTPS connections outside the VPC (an experiment tracker, a"
+        " model hub); default: they reach only each other and the cluster DNS (the download steps may"
+        " reach the internet regardless).",
+    )
     health_check: HealthCheckConfig = Field(default_factory=HealthCheckConfig, description="Pre-training gate.")
     step_seconds: float | None = Field(
         None,
@@ -104,13 +118,28 @@ class RunConfig(Model):
             raise ValueError(f"{v!r} is not a Neuron SDK version like 2.22.0")
         return v
 
-    @field_validator("env")
+    @field_validator("env", "secret_env")
     @classmethod
-    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+    def _env(cls, v: dict[str, Any]) -> dict[str, Any]:
         for k in v:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
                 raise ValueError(f"{k!r} is not an environment variable name")
         return v
+
+    @model_validator(mode="after")
+    def _secrets_stay_out_of_env(self) -> RunConfig:
+        for k, value in sorted(self.env.items()):
+            if value == SECRET:
+                raise KeyProblem(
+                    f"env.{k}",
+                    "is stored encrypted, but env values are written into the objects; store it as"
+                    f" secretEnv.{k} instead: pulumi config set --path --secret"
+                    f" 'workloads.<name>.secretEnv.{k}' <value>",
+                )
+        both = sorted(set(self.env) & set(self.secret_env))
+        if both:
+            raise KeyProblem(f"secretEnv.{both[0]}", "is also in env; give each variable once")
+        return self
 
     @model_validator(mode="after")
     def _image_source(self) -> RunConfig:
@@ -200,6 +229,7 @@ class Llama2NeuronWorkload(MegatronRun):
     REPOSITORY: ClassVar[str | None] = "neuronx-nemo-megatron"
     STEPS: ClassVar[tuple[str, ...]] = (
         "image",
+        "dirs",
         "secret",
         "tokenizer",
         "dataset",
@@ -297,7 +327,7 @@ class BertNeuronWorkload(RunConfig):
     RECIPE: ClassVar[str] = "bert-neuron"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
     REPOSITORY: ClassVar[str | None] = "bert-neuronx"
-    STEPS: ClassVar[tuple[str, ...]] = ("image", "dataset", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "dataset", "train", "tensorboard")
 
     recipe: Literal["bert-neuron"] = Field(description="bert-neuron")
     training: BertTrainingConfig = Field(default_factory=BertTrainingConfig, description="Steps and schedule.")
@@ -335,3 +365,22 @@ Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorklo
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
 """Recipe name -> its config model."""
+
+
+def plain_secret_env(raw_workloads: Any, stored_secret: set[str]) -> list[str]:
+    """`secretEnv` values that were not stored encrypted. A stack file shows an encrypted value
+    as the SECRET placeholder; under the engine, a value set with `--path --secret` makes the
+    whole `workloads` key secret (Pulumi's config marks a top-level key secure when any leaf is;
+    tests/upstream/pulumi-config-secrets-3.259.yaml), the only sign the program gets."""
+    if "workloads" in stored_secret or not isinstance(raw_workloads, Mapping):
+        return []
+    problems = []
+    for name, run in raw_workloads.items():
+        values = run.get("secretEnv") if isinstance(run, Mapping) else None
+        for key, value in values.items() if isinstance(values, Mapping) else ():
+            if value != SECRET:
+                problems.append(
+                    f"workloads.{name}.secretEnv.{key}: must be stored encrypted, not in plain text:"
+                    f" pulumi config set --path --secret 'workloads.{name}.secretEnv.{key}' <value>"
+                )
+    return problems
