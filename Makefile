@@ -1,8 +1,14 @@
 # Two entry points, each working on a fresh machine: they create .venv and install
 # the pinned requirements first (only when the requirements changed).
-#   make plan STACK=dev      offline plan of a stack (no AWS account, no Pulumi CLI)
+#   make plan STACK=dev      offline plan of a stack (no AWS account, no Pulumi CLI);
+#                            FORMAT=json prints only the plan's JSON on stdout; OUT=dir also
+#                            writes plan.json and the Kubernetes objects there
 #   make test                lint (code and CI workflows), type check and the test suite
 #   make diagram             regenerate the README's architecture diagram from the dev plan
+#   make schema              regenerate schema/stack-config.schema.json from the config models
+#
+# Everything but a command's own output goes to stderr (the install says what it is doing and
+# keeps pip's output in .venv/install.log, shown only when it fails), so stdout stays clean.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -10,14 +16,18 @@ PY     := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 STACK  ?= dev
 FORMAT ?= table
+OUT    ?=
 WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
-.PHONY: plan test lint typecheck pytest venv diagram clean launch-deps checkov
+.PHONY: plan test lint typecheck pytest venv diagram schema clean launch-deps checkov
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-launch.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-launch.txt
-	touch $@
+	@echo "setting up $(VENV): installing the pinned requirements (first run or changed requirements, 1-2 minutes)" >&2
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) >&2
+	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-launch.txt \
+	  > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log >&2; echo "pip install failed (log: $(VENV)/install.log)" >&2; exit 1; }
+	@touch $@
+	@echo "$(VENV) is ready" >&2
 
 # The launch-chain harness (tests/launch) runs real sshd, Open MPI and namespaces: as root,
 # install them from Debian's packages when missing; elsewhere the harness skips with one line.
@@ -34,14 +44,17 @@ venv: $(VENV)/.installed
 
 # checkov in a virtualenv of its own: its pins clash with requirements.txt (requirements-checkov.txt).
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt
-	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
-	touch $@
+	@echo "setting up $(CHECKOV_VENV): installing checkov for the pod security tests (first run or changed pin, about 1 minute)" >&2
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV) >&2
+	@$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt \
+	  > $(CHECKOV_VENV)/install.log 2>&1 || { cat $(CHECKOV_VENV)/install.log >&2; echo "pip install failed (log: $(CHECKOV_VENV)/install.log)" >&2; exit 1; }
+	@touch $@
+	@echo "$(CHECKOV_VENV) is ready" >&2
 
 checkov: $(CHECKOV_VENV)/.installed
 
 plan: venv
-	$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT)
+	@$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT) $(if $(OUT),--out $(OUT))
 
 # Workflows: structure against the GitHub workflow schema (vendored in check-jsonschema, no
 # network), security with zizmor's offline audits (unpinned actions, injection, permissions...).
@@ -53,6 +66,9 @@ lint: venv
 
 diagram: venv
 	$(PY) -m tools.diagram --stack dev --update-readme
+
+schema: venv
+	$(PY) -m tools.schema --write
 
 typecheck: venv
 	$(VENV)/bin/mypy

@@ -10,16 +10,12 @@ from tools import preflight
 
 cfg = config.load()
 # Preflight asks the AWS account whether the stack can run (offerings, EFA, reservations,
-# quotas) and stops `pulumi preview`/`up` before anything is created. Only stacks that
-# declare node groups (all-in-one and aws layer); never under mocks;
-# LLM_TRAINING_EKS_PREFLIGHT=false skips it (e.g. a preview without EC2 read access).
+# quotas) through the stack's own AWS provider, and stops `pulumi preview`/`up` before anything
+# else is declared. Only stacks that declare node groups (all-in-one and aws layer); never under
+# mocks; LLM_TRAINING_EKS_PREFLIGHT=false skips it (e.g. a preview without EC2 read access).
 wants_preflight = cfg.layer in ("all", "aws") and not preflight.under_mocks()
 if os.environ.get("LLM_TRAINING_EKS_PREFLIGHT", "true").lower() != "false" and wants_preflight:
-    try:
-        preflight.gate(cfg)
-    except preflight.NoCredentials as e:
-        pulumi.log.error(str(e))
-        raise pulumi.RunError("preflight: no AWS credentials; nothing was created") from None
+    preflight.gate(cfg)
 
 try:
     outputs = stack.build_layer(cfg)

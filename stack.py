@@ -35,7 +35,7 @@ from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
 from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
-from infra.network import Network
+from infra.network import Network, addresses_needed
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import NodeGroupFacts, Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
@@ -108,7 +108,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     ctx = StackContext.from_config(cfg)
     # Every AWS resource goes through one provider that carries the stack's tags.
     on_aws = pulumi.ResourceOptions(providers=[aws_provider(ctx)])
-    network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws)
+    network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws, addresses=addresses_needed(cfg))
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
     storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, opts=on_aws)
     cluster = Cluster(
@@ -132,6 +132,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         cluster_name=cluster.name,
         kubeconfig=cluster.kubeconfig,
         node_groups=facts,
+        system_group=NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
         file_system=FileSystemRef(id=fs.id, dns_name=fs.dns_name, mount_name=fs.mount_name),
         storage=cfg.storage,
         registry_urls=dict(registry.urls),
@@ -152,11 +153,10 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     provider = inputs.provider or kubernetes_provider("cluster-k8s", inputs.kubeconfig, pulumi.ResourceOptions())
     if addons is None:
         addons = ClusterAddons("addons", cfg.addons, StackContext.from_config(cfg))
-    groups = inputs.node_groups
     tenants = tenants_of(cfg.teams)
     addons.declare_kubernetes(
         provider,
-        list(groups.values()),
+        list(inputs.node_groups.values()),
         inputs.role_arns,
         kueue_manager_config(cfg.queueing),
         tenants,
@@ -165,7 +165,9 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     )
     addons.finish()
     namespaces = list(addons.namespaces.values())
-    # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces.
+    # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
+    # quotas may use the system node group too (CPU runs).
+    groups = inputs.run_groups
     queues = TeamQueues("queues", teams_of(cfg.teams, groups), groups, provider, depends_on=[addons.kueue, *namespaces])
     volume = SharedVolume(
         "shared-volume",
@@ -279,7 +281,7 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     """A cluster-layer stack on the aws layer's outputs; exports the `Platform` for the runs."""
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     inputs = layers.parse_aws_layer(values, ref.require_output(KUBECONFIG_OUTPUT), cfg.lower_stack)
-    problems = checks.team_problems(cfg.teams, layers.group_views(inputs.node_groups, cfg.lower_stack))
+    problems = checks.team_problems(cfg.teams, layers.group_views(inputs.run_groups, cfg.lower_stack))
     if inputs.region != cfg.region:
         problems.insert(0, f"aws:region: {cfg.region}, but the aws layer ({cfg.lower_stack}) is in {inputs.region}")
     if problems:
@@ -308,7 +310,10 @@ def runs_stack(cfg: StackConfig) -> Outputs:
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
     plans = checkpoint_plans(cfg.workloads, platform.storage, cfg, types)
     deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
-    return {"runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())}}
+    return {
+        "runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())},
+        "runCosts": cost.run_costs(cost.runs_from_config(cfg, cost.Prices(), types)),
+    }
 
 
 def build_layer(cfg: StackConfig) -> Outputs:

@@ -17,31 +17,55 @@ from pydantic import ValidationError
 
 from config import checks
 from config.messages import messages
+from config.secrets import plain_secret_env
 from config.stack import StackConfig
-from config.stackfile import from_stack_values, secret_keys
-from config.workloads import RECIPES, plain_secret_env
+from config.stackfile import from_stack_values, namespace_problems, secret_keys
+from config.workloads import RECIPES
 
 __all__ = ["SECRET_KEYS", "ConfigError", "StackConfig", "from_stack_values", "load", "parse", "parse_stack_values"]
 
 SECRET_KEYS = ("huggingFaceToken",)
 """Keys that may only be stored encrypted (`pulumi config set --secret`)."""
+MAX_PROBLEMS = 40
+"""Problems reported at most (then one line says how many more): a small file cannot flood a terminal."""
+MAX_LINE = 400
+"""Characters of one problem line at most."""
+
+
+def bounded(problems: Iterable[str]) -> list[str]:
+    """One short printable line per problem, each once, at most MAX_PROBLEMS of them (+ a count)."""
+    out: list[str] = []
+    extra = 0
+    for problem in problems:
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in problem[: MAX_LINE * 2])
+        line = line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
+        if line in out:
+            continue
+        if len(out) < MAX_PROBLEMS:
+            out.append(line)
+        else:
+            extra += 1
+    if extra:
+        out.append(f"... and {extra} more problem(s); fix these first")
+    return out
 
 
 class ConfigError(Exception):
-    """Invalid stack config: `problems` holds one `key.path: message` line per problem."""
+    """Invalid stack config: `problems` holds one `key.path: message` line per problem (bounded)."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("invalid stack config:\n" + "\n".join(problems))
+    def __init__(self, problems: Iterable[str]):
+        self.problems = bounded(problems)
+        super().__init__("invalid stack config:\n" + "\n".join(self.problems))
 
 
-def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> StackConfig:
+def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None, found: Iterable[str] = ()) -> StackConfig:
     """Validate a config dict (camelCase keys, `region` for aws:region) into a StackConfig.
 
     `secret_keys` are the keys stored encrypted in the stack; when given, a key of
-    SECRET_KEYS stored in plain text is a problem. Raises ConfigError with every problem found.
+    SECRET_KEYS stored in plain text is a problem. `found`: problems already found in the
+    stack values (keys the program would ignore). Raises ConfigError with every problem found.
     """
-    problems: list[str] = []
+    problems: list[str] = list(found)
     if secret_keys is not None:
         stored_secret = set(secret_keys)
         problems.extend(
@@ -67,7 +91,8 @@ def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None) -> S
 def parse_stack_values(values: Mapping[str, Any]) -> StackConfig:
     """Validate flat stack-file values (`llm-training-eks:key`, `aws:region`; secrets as
     placeholders). Raises ConfigError."""
-    return parse(from_stack_values(values), secret_keys=[k.rpartition(":")[2] for k in secret_keys(values)])
+    secret = [k.rpartition(":")[2] for k in secret_keys(values)]
+    return parse(from_stack_values(values), secret_keys=secret, found=namespace_problems(values))
 
 
 def load() -> StackConfig:
@@ -79,7 +104,7 @@ def load() -> StackConfig:
     values = dict(runtime_config.CONFIG.get())
     secret = [k.rpartition(":")[2] for k in values if runtime_config.is_config_secret(k)]
     try:
-        return parse(from_stack_values(values), secret_keys=secret)
+        return parse(from_stack_values(values), secret_keys=secret, found=namespace_problems(values))
     except ConfigError as e:
         for line in e.problems:
             pulumi.log.error(line)

@@ -6,10 +6,11 @@ import re
 
 from pydantic import Field, field_validator
 
-from config.base import Model, check_image
+from config.base import Model, check_image, matches
 
-_CHART_VERSION_RE = re.compile(r"^v?\d+\.\d+\.\d+$")
-_EKS_ADDON_VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+_CHART_VERSION_RE = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+", re.ASCII)
+_EKS_ADDON_VERSION_RE = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+-eksbuild\.[0-9]+", re.ASCII)
+_MPI_OPERATOR_RE = re.compile(r"v0\.8\.[0-9]+", re.ASCII)
 
 
 class EksAddonVersions(Model):
@@ -28,7 +29,7 @@ class EksAddonVersions(Model):
     @field_validator("*")
     @classmethod
     def _version(cls, v: str | None) -> str | None:
-        if v is not None and not _EKS_ADDON_VERSION_RE.match(v):
+        if v is not None and not matches(_EKS_ADDON_VERSION_RE, v):
             raise ValueError(f"{v!r} is not an EKS add-on version like v1.20.1-eksbuild.3")
         return v
 
@@ -80,7 +81,7 @@ class AddonsConfig(Model):
     )
     @classmethod
     def _chart(cls, v: str) -> str:
-        if not _CHART_VERSION_RE.match(v):
+        if not matches(_CHART_VERSION_RE, v):
             raise ValueError(f"{v!r} is not an exact chart version like 1.2.3 (ranges are not pins)")
         return v
 
@@ -102,6 +103,6 @@ class AddonsConfig(Model):
     @field_validator("mpi_operator_version")
     @classmethod
     def _mpi(cls, v: str) -> str:
-        if not re.fullmatch(r"v0\.8\.\d+", v):
+        if not matches(_MPI_OPERATOR_RE, v):
             raise ValueError(f"{v!r} is not a v0.8.x release (kubeflow.org/v2beta1 with Kueue support), e.g. v0.8.0")
         return v

@@ -13,6 +13,7 @@ Shapes are addressed as `service:Operation:Member.Member` (`[]` steps into a lis
 
 from __future__ import annotations
 
+import difflib
 import html
 import re
 from collections.abc import Mapping, Sequence
@@ -22,9 +23,13 @@ from typing import Any, cast
 import botocore.session
 from botocore.model import Shape
 
-# Unicode classes of the Java-style patterns AWS publishes, in Python `re` terms inside a
-# character class: \p{L} and \p{N} are covered by \w (which adds `_`, already allowed where
-# these occur), \p{Z} by a space and the other Unicode separators.
+from facts.regions import PARTITION
+
+# AWS publishes Java patterns. In Java `\d`, `\w` and `\s` are ASCII-only (Python's match any
+# Unicode digit or letter), so they become explicit ASCII classes; the Unicode classes then
+# become Python's, inside a character class: \p{L} and \p{N} are covered by \w (which adds
+# `_`, already allowed where these occur), \p{Z} by a space and the other Unicode separators.
+_JAVA_ASCII_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\x0b\\f\\r"}
 _UNICODE_CLASSES = {
     r"\p{L}": r"\w",
     r"\p{N}": r"\w",
@@ -32,9 +37,56 @@ _UNICODE_CLASSES = {
 }
 
 
+def _ascii_classes(java: str) -> str:
+    """`\\d`, `\\w`, `\\s` of a Java pattern as the ASCII classes Java means by them."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(java):
+        c = java[i]
+        if c == "\\" and i + 1 < len(java):
+            nxt = java[i + 1]
+            if nxt in _JAVA_ASCII_CLASSES:
+                ascii_class = _JAVA_ASCII_CLASSES[nxt]
+                out.append(ascii_class if in_class else f"[{ascii_class}]")
+            elif nxt.lower() in _JAVA_ASCII_CLASSES and not in_class:
+                out.append(f"[^{_JAVA_ASCII_CLASSES[nxt.lower()]}]")
+            else:
+                out.append(java[i : i + 2])
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 @cache
 def _session() -> botocore.session.Session:
     return botocore.session.get_session()
+
+
+def region_problems(region: str) -> str | None:
+    """Why the program cannot run in `region`, or None. The regions come from botocore's
+    endpoint data (the regions of each partition where EKS has an endpoint); the program
+    writes ARNs of the `aws` partition only, so regions of other partitions are refused too."""
+    session = _session()
+    ours = session.get_available_regions("eks", PARTITION)
+    if region in ours:
+        return None
+    for partition in session.get_available_partitions():
+        if region in session.get_available_regions("eks", partition):
+            return (
+                f"{region} is in the {partition} partition; this program writes ARNs, service principals and image"
+                f" registry addresses of the {PARTITION} partition only"
+            )
+    close = difflib.get_close_matches(region, ours, n=1, cutoff=0.6)
+    if close:
+        return f"{region!r} is not an AWS region with EKS (did you mean {close[0]!r}?)"
+    return f"{region!r} is not an AWS region with EKS; regions: {', '.join(ours)}"
 
 
 @cache
@@ -57,7 +109,7 @@ def shape(address: str) -> Shape:
 @cache
 def _pattern(raw: str) -> re.Pattern[str]:
     # A Java class range over a surrogate pair is, in Python, the supplementary planes.
-    text = raw.replace(r"\uD800\uDC00-\uDBFF\uDFFF", r"\U00010000-\U0010FFFF")
+    text = _ascii_classes(raw.replace(r"\uD800\uDC00-\uDBFF\uDFFF", r"\U00010000-\U0010FFFF"))
     for java, python in _UNICODE_CLASSES.items():
         text = text.replace(java, python)
     return re.compile(text)

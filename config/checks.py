@@ -13,12 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from config.aws import tag_problems
-from config.base import AZ_RE, DNS_LABEL_RE, RUN_ID_RE, did_you_mean
+from config.base import did_you_mean
 from config.checkpoints import GIB, STORAGE_SHARE, plan
 from config.layers import layer_problems
+from config.names import (
+    node_group_azs_in_vpc,
+    node_group_names_unique,
+    plain_secrets,
+    run_name,
+    run_objects,
+    team_name,
+    vpc_azs_in_region,
+)
 from config.stack import StackConfig
 from config.stackfile import SECRET
 from config.storage import StorageConfig
@@ -47,80 +55,22 @@ Groups = Mapping[str, GroupView]
 
 
 def groups_of(cfg: StackConfig) -> dict[str, GroupView]:
-    """The node groups a stack declares itself."""
+    """The node groups a stack declares itself: the accelerated ones and the system node group
+    (where CPU runs and the MPI launchers run)."""
+    s = cfg.system_node_group
     return {
-        ng.name: GroupView(ng.name, ng.instance, ng.desired_size, ng.max, f"nodeGroups[{i}].maxSize")
-        for i, ng in enumerate(cfg.node_groups)
+        **{
+            ng.name: GroupView(ng.name, ng.instance, ng.desired_size, ng.max, f"nodeGroups[{i}].maxSize")
+            for i, ng in enumerate(cfg.node_groups)
+        },
+        SYSTEM_NODE_GROUP: GroupView(SYSTEM_NODE_GROUP, s.instance, s.desired_size, s.max, "systemNodeGroup.maxSize"),
     }
-
-
-# --------------------------------------------------------------------------- raw values
-
-
-def vpc_azs_in_region(raw: Mapping[str, Any]) -> list[str]:
-    """Every AZ of network.availabilityZones belongs to aws:region."""
-    region = raw.get("region")
-    network = raw.get("network")
-    vpc_azs = network.get("availabilityZones") if isinstance(network, dict) else None
-    if not isinstance(vpc_azs, list) or not isinstance(region, str):
-        return []
-    return [
-        f"network.availabilityZones[{i}]: {az} is not in region {region}"
-        for i, az in enumerate(vpc_azs)
-        if isinstance(az, str) and AZ_RE.match(az) and not az.startswith(region)
-    ]
-
-
-def node_group_names_unique(raw: Mapping[str, Any]) -> list[str]:
-    groups = raw.get("nodeGroups")
-    problems: list[str] = []
-    seen: dict[str, int] = {}
-    for i, ng in enumerate(groups if isinstance(groups, list) else []):
-        name = ng.get("name") if isinstance(ng, dict) else None
-        if not isinstance(name, str):
-            continue
-        if name in seen:
-            problems.append(
-                f"nodeGroups[{i}].name: {name!r} is already used by nodeGroups[{seen[name]}]; names must be unique"
-            )
-        else:
-            seen[name] = i
-    return problems
-
-
-def node_group_azs_in_vpc(raw: Mapping[str, Any]) -> list[str]:
-    """A node group's AZ belongs to aws:region and, when the VPC's AZs are given, to them."""
-    region = raw.get("region")
-    groups = raw.get("nodeGroups")
-    network = raw.get("network")
-    vpc_azs = network.get("availabilityZones") if isinstance(network, dict) else None
-    problems: list[str] = []
-    for i, ng in enumerate(groups if isinstance(groups, list) else []):
-        az = ng.get("availabilityZone") if isinstance(ng, dict) else None
-        if not isinstance(az, str) or not AZ_RE.match(az):
-            continue
-        if isinstance(region, str) and not az.startswith(region):
-            problems.append(
-                f"nodeGroups[{i}].availabilityZone: {az} is not in region {region}; use {region}a, {region}b, ..."
-            )
-        elif isinstance(vpc_azs, list) and az not in vpc_azs:
-            problems.append(
-                f"nodeGroups[{i}].availabilityZone: {az} is not one of network.availabilityZones"
-                f" ({', '.join(map(str, vpc_azs))})"
-            )
-    return problems
 
 
 RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems)
 
 
 # --------------------------------------------------------------------------- training runs
-
-
-def run_name(name: str) -> list[str]:
-    if RUN_ID_RE.match(name):
-        return []
-    return [f"workloads.{name}: the workload name must be 1-20 lowercase letters, digits and hyphens"]
 
 
 def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]:
@@ -141,7 +91,22 @@ def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
 
 
 def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A CPU recipe runs on the system node group (an accelerated node's taints keep its pods
+    off); every other recipe needs an accelerated group, of its accelerator where it names one."""
     it = ng.instance
+    cpu_group = it.accelerator is None
+    if run.RUNS_ON_CPU or cpu_group:
+        if cpu_group == run.RUNS_ON_CPU:
+            return []
+        if run.RUNS_ON_CPU:
+            return [
+                f"{key}.nodeGroup: recipe {run.RECIPE} trains on CPUs, on the system node group; {ng.name!r} runs"
+                f" {it.name} ({it.accelerator_name}), whose taint keeps CPU pods off; use nodeGroup: system"
+            ]
+        return [
+            f"{key}.nodeGroup: recipe {run.RECIPE} needs an accelerated node group; {ng.name!r} is the system node"
+            f" group ({it.name}, no accelerator), where only CPU recipes (ddp-cpu) run"
+        ]
     if run.ACCELERATOR is None or it.accelerator == run.ACCELERATOR:
         return []
     kind = {"neuron": "a Neuron (Trainium)", "nvidia": "an NVIDIA GPU"}[run.ACCELERATOR]
@@ -210,7 +175,8 @@ def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> li
 
 def run_names(cfg: StackConfig) -> list[str]:
     """What a run needs of its own stack: a valid name, and the token where its recipe downloads."""
-    return [p for name, run in cfg.workloads.items() for p in run_name(name) + hugging_face_token(name, run, cfg)]
+    named = [p for name, run in cfg.workloads.items() for p in run_name(name) + hugging_face_token(name, run, cfg)]
+    return named + run_objects(cfg.workloads) + plain_secrets(cfg.workloads)
 
 
 def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collection[str]) -> list[str]:
@@ -240,12 +206,6 @@ def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageCon
 
 
 # --------------------------------------------------------------------------- teams
-
-
-def team_name(name: str) -> list[str]:
-    if len(name) <= 40 and DNS_LABEL_RE.match(name):
-        return []
-    return [f"teams.{name}: the team name must be 1-40 lowercase letters, digits and hyphens"]
 
 
 def quotas_fit(name: str, team: TeamConfig, ng: GroupView, shares: list[tuple[str, int]]) -> list[str]:

@@ -8,18 +8,21 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from config.base import KeyProblem, Model
+from config.base import KeyProblem, Model, matches
+from facts.regions import PARTITION
 
 # GitHub: an owner (user or organization) is 1-39 alphanumerics or single hyphens; a
 # repository name is letters, digits, '.', '-' and '_' (up to 100).
-_REPOSITORY_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}/[A-Za-z0-9._-]{1,100}$")
+_REPOSITORY_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}/[A-Za-z0-9._-]{1,100}", re.ASCII)
 # CodeConnections (formerly CodeStar Connections) connection ARNs; both prefixes are current.
+# ARNs of this program's partition only (facts.regions.PARTITION).
 _CONNECTION_RE = re.compile(
-    r"^arn:aws(-[a-z]+)?:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$"
+    rf"arn:{PARTITION}:(?:codeconnections|codestar-connections):[a-z0-9-]+:[0-9]{{12}}:connection/[0-9a-f-]{{36}}",
+    re.ASCII,
 )
-_KMS_KEY_RE = re.compile(r"^arn:aws(-[a-z]+)?:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$")
+_KMS_KEY_RE = re.compile(rf"arn:{PARTITION}:kms:[a-z0-9-]+:[0-9]{{12}}:key/[0-9a-f-]{{36}}", re.ASCII)
 # S3 bucket names: 3-63 lowercase letters, digits, '.', '-', starting and ending alphanumeric.
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
 _PATTERNS = {
     "repository": (_REPOSITORY_RE, "a GitHub repository like my-org/llm-training-eks"),
     "connection_arn": (
@@ -28,6 +31,8 @@ _PATTERNS = {
     ),
     "secrets_key_arn": (_KMS_KEY_RE, "a KMS key ARN like arn:aws:kms:us-west-2:123456789012:key/<uuid>"),
     "state_bucket": (_BUCKET_RE, "an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"),
+    # codebuild CreateProject environment.image: `<registry>/<repository>:<tag>` or `@<digest>` (botocore).
+    "image": (re.compile(r"[a-z0-9][A-Za-z0-9._/:@-]{0,254}", re.ASCII), "an image like aws/codebuild/standard:7.0"),
 }
 
 # The Linux container sizes of the CodeBuild API's ComputeType enum (botocore codebuild model;
@@ -61,11 +66,11 @@ class CiRunnerConfig(Model):
         None, description="KMS key of the stacks' secrets provider (none: passphrase or Pulumi Cloud)."
     )
 
-    @field_validator("repository", "connection_arn", "secrets_key_arn", "state_bucket")
+    @field_validator("repository", "connection_arn", "secrets_key_arn", "state_bucket", "image")
     @classmethod
     def _pattern(cls, v: str | None, info: ValidationInfo) -> str | None:
         pattern, example = _PATTERNS[info.field_name or ""]
-        if v is not None and not pattern.match(v):
+        if v is not None and not matches(pattern, v):
             raise ValueError(f"{v!r} is not {example}")
         return v
 

@@ -8,33 +8,48 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import check, documented_values
-from config.base import KeyProblem, Model, check_sizes
+from config.base import KeyProblem, Model, check_sizes, ipv4_cidr, matches
 from facts import instances
 from facts.networks import covers_internet
+from facts.regions import PARTITION
 
 # EKS standard support as of 2026-11 (EKS user guide, kubernetes-versions; endoflife.date/amazon-eks):
 # 1.34 ends 2026-12-02, 1.35 runs to 2027-03-27, 1.36 is in the EKS guide since mid-2026.
 # 1.35 is the default: in standard support today and for months to come.
 SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
 DEFAULT_KUBERNETES_VERSION = "1.35"
-_ARN_PRINCIPAL_RE = re.compile(r"^arn:aws(-[a-z]+)?:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
+# IAM role and user ARNs (with an optional path) of this partition: EKS access entries take IAM
+# principals, never STS session (assumed-role) ARNs (botocore eks CreateAccessEntry.principalArn
+# documentation); names as IAM allows them (iam CreateRole.RoleName: [\w+=,.@-]+, ASCII).
+_ARN_PRINCIPAL_RE = re.compile(
+    rf"arn:{PARTITION}:iam::[0-9]{{12}}:(?:role|user)/(?:[A-Za-z0-9+=,.@_-]+/)*[A-Za-z0-9+=,.@_-]{{1,64}}", re.ASCII
+)
 # Security group ids: `sg-` and 8 or 17 hex digits (EC2 user guide, resource IDs).
-_SG_ID_RE = re.compile(r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$")
+_SG_ID_RE = re.compile(r"sg-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
+# The cluster name also names S3 buckets (`<name>-training-data-...`), ECR repositories
+# (`<name>/<key>`), IAM, KMS alias and log-group names: lowercase letters, digits and hyphens
+# satisfy all of them. S3 refuses bucket names starting with these (S3 user guide, "General
+# purpose bucket naming rules").
+_CLUSTER_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,99}", re.ASCII)
+S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 
 
 def _ipv4_cidrs(v: list[str]) -> list[str]:
     for cidr in v:
-        try:
-            ipaddress.IPv4Network(cidr)
-        except ValueError:
-            raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as 203.0.113.0/24") from None
+        ipv4_cidr(cidr)
+    if len(set(v)) != len(v):
+        raise ValueError("lists a CIDR twice")
     return v
 
 
 class ClusterConfig(Model):
     """The EKS control plane: secure by default."""
 
-    name: str = Field("llm-training", description="EKS cluster name (letters, digits, hyphens; up to 100).")
+    name: str = Field(
+        "llm-training",
+        description="EKS cluster name: lowercase letters, digits, hyphens; up to 100 (it also names S3"
+        " buckets and ECR repositories).",
+    )
     kubernetes_version: str = Field(DEFAULT_KUBERNETES_VERSION, description="Kubernetes minor version.")
     public_access_cidrs: list[str] = Field(
         default_factory=list,
@@ -62,9 +77,14 @@ class ClusterConfig(Model):
     @classmethod
     def _name(cls, v: str) -> str:
         check(v, "eks:CreateCluster:name")
-        # Stricter than EKS: the name also prefixes IAM, KMS alias, ECR and log-group names.
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,99}", v):
-            raise ValueError("must start with a letter and hold only letters, digits and hyphens (1-100)")
+        # Stricter than EKS: the name also prefixes S3 bucket, ECR, IAM, KMS alias and log-group names.
+        if not matches(_CLUSTER_NAME_RE, v) or v.endswith("-"):
+            raise ValueError(
+                f"{v!r}: must start with a lowercase letter and hold only lowercase letters, digits and hyphens"
+                " (1-100), not ending in a hyphen: it also names S3 buckets and ECR repositories, (no capitals)"
+            )
+        if v.startswith(S3_RESERVED_PREFIXES):
+            raise ValueError(f"{v!r}: S3 refuses bucket names starting with {', '.join(S3_RESERVED_PREFIXES)}")
         return v
 
     @field_validator("kubernetes_version")
@@ -91,7 +111,7 @@ class ClusterConfig(Model):
     @classmethod
     def _sg_ids(cls, v: list[str]) -> list[str]:
         for sg in v:
-            if not _SG_ID_RE.match(sg):
+            if not matches(_SG_ID_RE, sg):
                 raise ValueError(f"{sg!r} is not a security group id (sg- and 8 or 17 hex digits)")
         return v
 
@@ -99,8 +119,13 @@ class ClusterConfig(Model):
     @classmethod
     def _arns(cls, v: list[str]) -> list[str]:
         for arn in v:
-            if not _ARN_PRINCIPAL_RE.match(arn):
-                raise ValueError(f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)")
+            if not matches(_ARN_PRINCIPAL_RE, arn):
+                raise ValueError(
+                    f"{arn!r} is not an IAM role or user ARN of the {PARTITION} partition"
+                    f" (arn:{PARTITION}:iam::123456789012:role/name); EKS access entries take no STS session ARNs"
+                )
+        if len(set(v)) != len(v):
+            raise ValueError("lists a principal twice; EKS takes one access entry per principal")
         return v
 
     @field_validator("log_retention_days")
@@ -124,7 +149,8 @@ class ClusterConfig(Model):
 
 
 class SystemNodeGroupConfig(Model):
-    """The general-purpose managed node group that runs controllers and add-ons, across AZs."""
+    """The general-purpose managed node group that runs controllers, add-ons and MPI launchers,
+    across AZs; CPU runs (recipe ddp-cpu) train there too, as node group `system`."""
 
     instance_type: str = Field("m6i.2xlarge", description="General-purpose instance type from the instances.")
     desired_size: int = Field(2, ge=1, description="Nodes (at least one per AZ is recommended).")
@@ -145,6 +171,10 @@ class SystemNodeGroupConfig(Model):
     def _sizes(self) -> SystemNodeGroupConfig:
         check_sizes(self.desired_size, self.min_size, self.max_size)
         return self
+
+    @property
+    def instance(self) -> instances.InstanceType:
+        return instances.GENERAL_PURPOSE[self.instance_type]
 
     @property
     def min(self) -> int:

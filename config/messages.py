@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel
 
 from config.base import KeyProblem, did_you_mean
 
@@ -15,13 +16,46 @@ _SHOW_INPUT = (
     "int_type",
     "bool_parsing",
     "bool_type",
+    "float_type",
     "string_type",
     "list_type",
     "dict_type",
     "model_type",
     "model_attributes_type",
     "int_from_float",
+    "finite_number",
+    "datetime_type",
+    "datetime_parsing",
+    "datetime_from_date_parsing",
 )
+VALUE_CHARS = 60
+"""Longest excerpt of a given value a message quotes."""
+
+
+def shown(value: Any) -> str:
+    """`repr` of a value, cut to VALUE_CHARS characters (a message stays one short line)."""
+    text = repr(value) if not isinstance(value, (dict, list)) else _shape(value)
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
+
+
+def _shape(value: dict[Any, Any] | list[Any]) -> str:
+    # Never repr a whole structure (it may be huge): say what it is.
+    return f"a map of {len(value)} keys" if isinstance(value, dict) else f"a list of {len(value)} items"
+
+
+def _type_hint(kind: str, value: Any) -> str:
+    """What to write instead, for the YAML mistakes strict types catch."""
+    if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return '; YAML read it as a number (1.30 becomes 1.3): put the value in quotes as you mean it, e.g. "1.30"'
+    if kind in ("string_type",) and isinstance(value, bool):
+        return "; YAML read it as true/false: put the value in quotes"
+    if kind in ("int_type", "float_type") and isinstance(value, bool):
+        return "; true/false is not a number"
+    if kind in ("int_type", "float_type", "bool_type") and isinstance(value, str):
+        return "; write it without quotes"
+    if kind == "int_type" and isinstance(value, float):
+        return "; a whole number is needed"
+    return ""
 
 
 def _fields_of(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
@@ -89,7 +123,7 @@ def messages(err: ValidationError, root: type[BaseModel], recipes: Mapping[str, 
             model, parent_path, loc = recipes[tag], loc[3:-1], (*loc[:2], *loc[3:])
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             loc = (*loc, "recipe")
-            msg = f"{e['input'].get('recipe')!r} is not a recipe; valid: {', '.join(recipes)}"
+            msg = f"{shown(e['input'].get('recipe'))} is not a recipe; valid: {', '.join(recipes)}"
             if kind == "union_tag_not_found":
                 msg = f"required key is missing; valid: {', '.join(recipes)}"
         if kind == "value_error":
@@ -101,12 +135,23 @@ def messages(err: ValidationError, root: type[BaseModel], recipes: Mapping[str, 
         elif kind == "extra_forbidden":
             parent = _model_at(parent_path, model)
             valid = sorted(_fields_of(parent)) if parent else []
-            msg = f"unknown key{did_you_mean(str(loc[-1]), valid)}; valid keys here: {', '.join(valid)}"
+            key = str(loc[-1])
+            hint = (
+                f" (did you mean {to_camel(key)!r}? keys are camelCase)"
+                if to_camel(key) in valid and to_camel(key) != key
+                else did_you_mean(key, valid)
+            )
+            msg = f"unknown key{hint}; valid keys here: {', '.join(valid)}"
         elif kind == "missing":
             msg = "required key is missing"
         elif kind == "literal_error":
-            msg = f"{e['input']!r} is not allowed; " + msg[0].lower() + msg[1:]
+            msg = (
+                f"{shown(e['input'])} is not allowed; "
+                + msg[0].lower()
+                + msg[1:]
+                + _type_hint("string_type", e["input"])
+            )
         elif kind in _SHOW_INPUT:
-            msg = f"{msg} (got {e['input']!r})"
+            msg = f"{msg} (got {shown(e['input'])}){_type_hint(kind, e['input'])}"
         lines.append(f"{format_path(loc)}: {msg}")
     return lines

@@ -1,19 +1,71 @@
-"""The VPC section (`network`)."""
+"""The VPC section (`network`): a VPC the stack creates, or an existing one (`vpcId`)."""
 
 from __future__ import annotations
 
-import ipaddress
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from config.base import AZ_RE, Model
+from config.aws import problems
+from config.base import AZ_RE, KeyProblem, Model, ipv4_cidr, matches
+
+# EC2 resource ids: a prefix, a hyphen and 8 (before 2016) or 17 hex digits (EC2 user guide,
+# "Resource IDs"). botocore's EC2 model types VpcId, SubnetId and RouteTableId as plain
+# strings; the same format is the pattern of the Directory Service model's VpcId/SubnetId
+# (tests/upstream/aws-ec2-resource-ids-2026-11.yaml).
+_ID_RE = {kind: re.compile(rf"{kind}-(?:[0-9a-f]{{8}}|[0-9a-f]{{17}})") for kind in ("vpc", "subnet", "rtb")}
+# Where the subnet ids end up besides EC2 and EKS: the FSx for Lustre file system's subnet.
+FSX_SUBNET_SHAPE = "fsx:CreateFileSystem:SubnetIds.[]"
+# Keys that describe the VPC the stack creates; with `vpcId` it creates none.
+CREATED_VPC_KEYS = {
+    "cidr": "cidr",
+    "availability_zones": "availabilityZones",
+    "az_count": "azCount",
+    "nat_gateways": "natGateways",
+}
+EXISTING_VPC_KEYS = {
+    "private_subnet_ids": "privateSubnetIds",
+    "public_subnet_ids": "publicSubnetIds",
+    "s3_endpoint_route_table_ids": "s3EndpointRouteTableIds",
+}
+
+
+def _resource_id(kind: str, value: str) -> str:
+    if not _ID_RE[kind].fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a {kind} id ({kind}- and 8 or 17 hex digits, e.g. {kind}-0123456789abcdef0)"
+        )
+    return value
+
+
+def _subnets(v: dict[str, str]) -> dict[str, str]:
+    """AZ -> subnet id: AZ names, well-formed ids (FSx's pattern too), no subnet twice."""
+    for az, subnet in v.items():
+        if not AZ_RE.fullmatch(az):
+            raise ValueError(f"{az!r} is not an AZ name like us-west-2d (the keys are AZs, the values subnet ids)")
+        try:
+            _resource_id("subnet", subnet)
+        except ValueError as e:
+            raise KeyProblem(az, str(e)) from None
+        bad = problems(subnet, FSX_SUBNET_SHAPE)
+        if bad:
+            raise KeyProblem(az, f"{'; '.join(bad)} (AWS fsx API, SubnetIds)")
+    repeated = sorted({s for s in v.values() if list(v.values()).count(s) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} is given for more than one AZ; a subnet lives in one AZ")
+    return v
 
 
 class NetworkConfig(Model):
-    """The VPC: private subnets for nodes and pods, public subnets for NAT and load balancers."""
+    """The VPC: private subnets for nodes and pods, public subnets for NAT and load balancers.
 
-    cidr: str = Field("10.0.0.0/16", description="VPC IPv4 CIDR, /16 to /20.")
+    Without `vpcId` the stack creates the VPC, its subnets, NAT gateways, internet gateway and
+    S3 gateway endpoint. With `vpcId` it uses an existing VPC and creates none of them: nodes,
+    pods, the file system and the EKS control plane's interfaces go into `privateSubnetIds`.
+    """
+
+    cidr: str = Field("10.0.0.0/16", description="VPC IPv4 CIDR, /16 to /20 (a created VPC).")
     availability_zones: list[str] | None = Field(
         None, description="AZ names; default: the node groups' AZs, then the region's first, to azCount."
     )
@@ -22,14 +74,31 @@ class NetworkConfig(Model):
         "single", description="One NAT gateway (cheaper) or one per AZ (survives an AZ outage)."
     )
     flow_logs: bool = Field(True, description="VPC flow logs (rejected traffic) to CloudWatch Logs.")
+    vpc_id: str | None = Field(
+        None,
+        description="An existing VPC (vpc-...): the stack creates no VPC, subnets, NAT or internet gateway;"
+        " give its private subnets in privateSubnetIds.",
+    )
+    private_subnet_ids: dict[str, str] = Field(
+        default_factory=dict,
+        description="Existing VPC: AZ -> private subnet id (subnet-...), at least two AZs (EKS); the node groups'"
+        " AZs must be among them. Nodes, pods (one VPC address each), FSx and the EKS interfaces go here.",
+    )
+    public_subnet_ids: dict[str, str] = Field(
+        default_factory=dict,
+        description="Existing VPC: AZ -> public subnet id, for internet-facing load balancers you add (this stack"
+        " makes none); optional.",
+    )
+    s3_endpoint_route_table_ids: list[str] = Field(
+        default_factory=list,
+        description="Existing VPC: create the S3 gateway endpoint on these route tables (rtb-..., those of the"
+        " private subnets); leave empty when the VPC has one.",
+    )
 
     @field_validator("cidr")
     @classmethod
     def _cidr(cls, v: str) -> str:
-        try:
-            net = ipaddress.IPv4Network(v)
-        except ValueError:
-            raise ValueError(f"{v!r} is not an IPv4 network in CIDR notation, e.g. 10.0.0.0/16") from None
+        net = ipv4_cidr(v)
         if not 16 <= net.prefixlen <= 20:
             raise ValueError(f"prefix /{net.prefixlen} is outside /16../20 (pods take one VPC IP each)")
         if not net.is_private:
@@ -46,6 +115,66 @@ class NetworkConfig(Model):
         if len(set(v)) != len(v):
             raise ValueError("AZs are repeated")
         for az in v:
-            if not AZ_RE.match(az):
+            if not matches(AZ_RE, az):
                 raise ValueError(f"{az!r} is not an AZ name like us-west-2d")
         return v
+
+    @field_validator("vpc_id")
+    @classmethod
+    def _vpc_id(cls, v: str | None) -> str | None:
+        return None if v is None else _resource_id("vpc", v)
+
+    @field_validator("private_subnet_ids", "public_subnet_ids")
+    @classmethod
+    def _subnet_ids(cls, v: dict[str, str]) -> dict[str, str]:
+        return _subnets(v)
+
+    @field_validator("s3_endpoint_route_table_ids")
+    @classmethod
+    def _route_tables(cls, v: list[str]) -> list[str]:
+        for rtb in v:
+            _resource_id("rtb", rtb)
+        if len(set(v)) != len(v):
+            raise ValueError("route tables are repeated")
+        return v
+
+    @model_validator(mode="after")
+    def _one_kind_of_vpc(self) -> NetworkConfig:
+        given = self.model_fields_set
+        if self.vpc_id is None:
+            for name, key in EXISTING_VPC_KEYS.items():
+                if name in given and getattr(self, name):
+                    raise KeyProblem(key, "only with vpcId (an existing VPC); the stack creates its own subnets")
+            return self
+        for name, key in CREATED_VPC_KEYS.items():
+            if name in given:
+                raise KeyProblem(key, "describes the VPC the stack creates; with vpcId it creates none (leave it out)")
+        if len(self.private_subnet_ids) < 2:
+            raise KeyProblem(
+                "privateSubnetIds",
+                f"{len(self.private_subnet_ids)} given; EKS needs subnets in at least two AZs (AZ -> subnet-...)",
+            )
+        shared = sorted(set(self.private_subnet_ids.values()) & set(self.public_subnet_ids.values()))
+        if shared:
+            raise KeyProblem("publicSubnetIds", f"{', '.join(shared)} is also a private subnet")
+        return self
+
+    @property
+    def existing(self) -> bool:
+        """The stack uses an existing VPC (`vpcId`) instead of creating one."""
+        return self.vpc_id is not None
+
+
+# --------------------------------------------------------------------------- raw rules (config.checks)
+
+
+def vpc_azs(network: Any) -> tuple[str, list[Any] | None]:
+    """The key that lists the VPC's AZs and its AZs: `network.availabilityZones`, or the AZs
+    of an existing VPC's private subnets (`network.privateSubnetIds`); None when not given."""
+    if not isinstance(network, dict):
+        return "", None
+    if network.get("vpcId") is not None:
+        subnets = network.get("privateSubnetIds")
+        return "network.privateSubnetIds", list(subnets) if isinstance(subnets, dict) else None
+    azs = network.get("availabilityZones")
+    return "network.availabilityZones", azs if isinstance(azs, list) else None

@@ -9,14 +9,15 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import problems
-from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean
-from facts import instances
-from facts.names import NODE_GROUP_LABEL
+from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean, matches
+from facts import instances, kubernetes
+from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
 
 # ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
-_RESERVATION_RE = re.compile(r"^cr-([0-9a-f]{8}|[0-9a-f]{17})$")
+_RESERVATION_RE = re.compile(r"cr-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
 # Placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
-_PLACEMENT_GROUP_RE = re.compile(r"^[\x20-\x7e]{1,255}$")
+_PLACEMENT_GROUP_RE = re.compile(r"[\x20-\x7e]{1,255}", re.ASCII)
+_REPAIR_REASON_RE = re.compile(r"[A-Za-z][A-Za-z0-9]{2,99}", re.ASCII)
 # EKS and EC2 Auto Scaling guides on Capacity Blocks: scale to zero more than 30 minutes before
 # the block ends, so the nodes drain before EC2 reclaims the instances.
 MIN_SCALE_DOWN_MINUTES = 30
@@ -33,13 +34,15 @@ class CapacityConfig(Model):
     )
     placement_group_name: str | None = Field(
         None,
-        description="The cluster placement group the reservation was made in (its PlacementGroupArn); capacity made"
-        " in a placement group is usable only there. Leave out for reservations made without one.",
+        description="An existing cluster placement group to launch into, instead of a new one. Reservations and"
+        " Capacity Blocks: the group they were made in (their PlacementGroupArn; capacity made in a placement group"
+        " is usable only there), or leave out for those made without one.",
     )
     ends_at: dt.datetime | None = Field(
         None,
         description="End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g. 2027-03-01T11:30:00Z);"
         " required for capacity-block: the group scales to 0 before it.",
+        strict=False,  # ISO 8601 text, as a stack file and the engine both hand it over
     )
     scale_down_minutes_before_end: int = Field(
         60,
@@ -50,7 +53,7 @@ class CapacityConfig(Model):
     @field_validator("reservation_id")
     @classmethod
     def _id(cls, v: str | None) -> str | None:
-        if v is not None and not _RESERVATION_RE.match(v):
+        if v is not None and not matches(_RESERVATION_RE, v):
             raise ValueError(
                 f"{v!r} is not a capacity reservation id (cr- and 17 hex digits, e.g. cr-0123456789abcdef0)"
             )
@@ -59,7 +62,7 @@ class CapacityConfig(Model):
     @field_validator("placement_group_name")
     @classmethod
     def _pg(cls, v: str | None) -> str | None:
-        if v is not None and not _PLACEMENT_GROUP_RE.match(v):
+        if v is not None and not matches(_PLACEMENT_GROUP_RE, v):
             raise ValueError(f"{v!r} is not a placement group name (1-255 ASCII characters)")
         return v
 
@@ -76,8 +79,6 @@ class CapacityConfig(Model):
             raise KeyProblem("reservationId", f"required when type is {self.type} (the cr-... id of the reservation)")
         if self.type in ("on-demand", "spot") and self.reservation_id is not None:
             raise KeyProblem("reservationId", f"only for reservation and capacity-block, not {self.type}")
-        if not self.targets_reservation and self.placement_group_name is not None:
-            raise KeyProblem("placementGroupName", f"only for reservation and capacity-block, not {self.type}")
         if self.type == "capacity-block" and self.ends_at is None:
             raise KeyProblem("endsAt", "required for capacity-block: the block's end time (EndDate), so the group"
                              " scales to 0 before EC2 reclaims the instances")  # fmt: skip
@@ -113,7 +114,7 @@ class RepairOverride(Model):
     @field_validator("reason")
     @classmethod
     def _reason(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{2,99}", v):
+        if not matches(_REPAIR_REASON_RE, v):
             raise ValueError(f"{v!r} is not a node monitoring agent reason (CamelCase, e.g. NeuronDMAError)")
         return v
 
@@ -151,7 +152,9 @@ class NodeRepairConfig(Model):
         if self.overrides is not None:
             return list(self.overrides)
         return [
-            RepairOverride(condition="AcceleratedHardwareReady", reason=r, action="Replace", wait_minutes=10)
+            RepairOverride.model_validate(
+                {"condition": "AcceleratedHardwareReady", "reason": r, "action": "Replace", "waitMinutes": 10}
+            )
             for r in DEFAULT_REPAIR_REASONS.get(accelerator or "", ())
         ]
 
@@ -170,8 +173,9 @@ class NodeGroupConfig(Model):
     capacity: CapacityConfig = Field(default_factory=CapacityConfig, description="Capacity source.")
     placement_group: bool | None = Field(
         None,
-        description="On-demand and spot: launch into a new `cluster` placement group (default true). Reservations and"
-        " Capacity Blocks use capacity.placementGroupName instead (their own group, or none).",
+        description="On-demand and spot: launch into a new `cluster` placement group (default true, unless"
+        " capacity.placementGroupName names an existing one). Reservations and Capacity Blocks use"
+        " capacity.placementGroupName instead (their own group, or none).",
     )
     root_volume_size_gib: int = Field(
         500,
@@ -187,7 +191,7 @@ class NodeGroupConfig(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if len(v) > 40 or not DNS_LABEL_RE.match(v):
+        if len(v) > 40 or not matches(DNS_LABEL_RE, v):
             raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-40)")
         return v
 
@@ -206,12 +210,29 @@ class NodeGroupConfig(Model):
             bad = problems(key, "eks:CreateNodegroup:labels.<key>") + problems(value, "eks:CreateNodegroup:labels.{}")
             if bad:
                 raise ValueError(f"label {key}={value}: {'; '.join(bad)} (EKS CreateNodegroup labels)")
+            bad = [f"key {p}" for p in kubernetes.label_key(key)] + [
+                f"value {p}" for p in kubernetes.label_value(value)
+            ]
+            if bad:
+                raise ValueError(f"label {key}={value}: {'; '.join(bad)} (Kubernetes label rules)")
+            if kubernetes.kubelet_refuses_node_label(key):
+                raise ValueError(
+                    f"label {key}: the kubernetes.io and k8s.io prefixes are Kubernetes' own; the kubelet refuses to"
+                    " start with it in --node-labels (allowed there: "
+                    f"{', '.join(kubernetes.KUBELET_LABEL_NAMESPACES)} and the well-known labels it sets itself)"
+                )
+            if key in PLATFORM_NODE_LABELS or key.startswith(PLATFORM_LABEL_PREFIX):
+                raise ValueError(
+                    f"label {key}: the platform sets and selects on this label (device plugins, Kueue flavors and runs"
+                    f" find their nodes by it); choose a key outside {PLATFORM_LABEL_PREFIX} and"
+                    f" {', '.join(k for k in PLATFORM_NODE_LABELS if not k.startswith(PLATFORM_LABEL_PREFIX))}"
+                )
         return v
 
     @field_validator("availability_zone")
     @classmethod
     def _az(cls, v: str | None) -> str | None:
-        if v is not None and not AZ_RE.match(v):
+        if v is not None and not matches(AZ_RE, v):
             raise ValueError(f"{v!r} is not an AZ name like us-west-2d")
         return v
 
@@ -224,12 +245,23 @@ class NodeGroupConfig(Model):
                 f"a {self.capacity.type} is usable only in the placement group it was made in, not a new one: set"
                 " capacity.placementGroupName to that group, or leave placementGroup out if it was made without one",
             )
+        if self.placement_group and self.capacity.placement_group_name is not None:
+            raise KeyProblem(
+                "placementGroup",
+                f"true asks for a new placement group, but capacity.placementGroupName names an existing one"
+                f" ({self.capacity.placement_group_name}); leave placementGroup out to launch into that one",
+            )
         return self
 
     @property
     def creates_placement_group(self) -> bool:
-        """A new `cluster` placement group: on-demand and spot only (default on)."""
-        return not self.capacity.targets_reservation and self.placement_group is not False
+        """A new `cluster` placement group: on-demand and spot only (default on), unless they
+        launch into an existing one (capacity.placementGroupName)."""
+        return (
+            not self.capacity.targets_reservation
+            and self.placement_group is not False
+            and self.capacity.placement_group_name is None
+        )
 
     @property
     def update_strategy(self) -> str:

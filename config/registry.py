@@ -7,10 +7,10 @@ import re
 from pydantic import Field, field_validator
 
 from config.aws import problems
-from config.base import Model
+from config.base import Model, matches
 from config.workloads import RECIPES
 
-_ECR_NAME_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
+_ECR_NAME_RE = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*", re.ASCII)
 
 
 class RepositoryConfig(Model):
@@ -40,7 +40,7 @@ class RegistryConfig(Model):
         for key in v:
             # The repository is `<cluster>/<key>`: the key must be a valid name segment for ECR.
             refused = problems(f"cluster/{key}", "ecr:CreateRepository:repositoryName")
-            if refused or len(key) > 128 or not _ECR_NAME_RE.match(key):
+            if refused or len(key) > 128 or not matches(_ECR_NAME_RE, key):
                 raise ValueError(
                     f"{key!r} is not an ECR repository name: lowercase letters and digits, separated by . _ or -"
                 )

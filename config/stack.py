@@ -7,7 +7,8 @@ import re
 from pydantic import Field, SecretStr, field_validator
 
 from config.addons import AddonsConfig
-from config.base import Model
+from config.aws import region_problems
+from config.base import Model, matches
 from config.ci_runner import CiRunnerConfig
 from config.cluster import ClusterConfig, SystemNodeGroupConfig
 from config.network import NetworkConfig
@@ -17,12 +18,12 @@ from config.storage import StorageConfig
 from config.teams import QueueingConfig, TeamConfig
 from config.workloads import WorkloadConfig
 from facts.names import LAYERS, PROJECT
+from facts.regions import availability_zones
 
-_REGION_RE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 # A stack reference: `<stack>`, `<org>/<stack>` or `<org>/<project>/<stack>`; each part
 # alphanumerics, '-', '_', '.' (pulumi/pulumi sdk/go/common/tokens/stack_name.go and
 # pkg/backend/diy/store.go at v3.259.0; tests/upstream/pulumi-cli-3.259.0.yaml).
-_STACK_REF_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+/){0,2}[A-Za-z0-9_.-]{1,100}$")
+_STACK_REF_RE = re.compile(r"(?:[A-Za-z0-9_.-]+/){0,2}[A-Za-z0-9_.-]{1,100}", re.ASCII)
 
 
 class StackConfig(Model):
@@ -64,8 +65,9 @@ class StackConfig(Model):
     @field_validator("region")
     @classmethod
     def _region(cls, v: str) -> str:
-        if not _REGION_RE.match(v):
-            raise ValueError(f"{v!r} is not an AWS region name like us-west-2")
+        found = region_problems(v)
+        if found:
+            raise ValueError(found)
         return v
 
     @field_validator("layer")
@@ -78,7 +80,7 @@ class StackConfig(Model):
     @field_validator("lower_stack")
     @classmethod
     def _lower_stack(cls, v: str) -> str:
-        if v and not _STACK_REF_RE.match(v):
+        if v and not matches(_STACK_REF_RE, v):
             raise ValueError(f"{v!r} is not a stack name like organization/{PROJECT}/my-env-aws")
         parts = v.split("/")
         if len(parts) == 3 and parts[1] != PROJECT:
@@ -92,17 +94,21 @@ class StackConfig(Model):
 
     @property
     def availability_zones(self) -> list[str]:
-        """The VPC's AZs: as configured, or the node groups' AZs padded with the region's first ones."""
+        """The VPC's AZs: those of an existing VPC's private subnets, as configured, or the node
+        groups' AZs padded with the region's first ones (the region's real AZ names: not every
+        region has an `a`, `b`, `c`...)."""
+        if self.network.existing:
+            return list(self.network.private_subnet_ids)
         if self.network.availability_zones:
             return list(self.network.availability_zones)
         azs: list[str] = []
         for ng in self.node_groups:
             if ng.availability_zone and ng.availability_zone not in azs:
                 azs.append(ng.availability_zone)
-        for letter in "abcdef":
+        known = availability_zones(self.region) or tuple(f"{self.region}{letter}" for letter in "abcdef")
+        for az in known:
             if len(azs) >= self.network.az_count:
                 break
-            az = f"{self.region}{letter}"
             if az not in azs:
                 azs.append(az)
         return azs

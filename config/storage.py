@@ -8,9 +8,9 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from config.aws import check
-from config.base import Model
+from config.base import Model, matches
 
-_HH_MM_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+_HH_MM_RE = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]", re.ASCII)
 _FSX = "fsx:CreateFileSystem:"
 
 # FSx for Lustre PERSISTENT_2 throughput tiers, MB/s per TiB of storage (FSx API reference,
@@ -69,7 +69,7 @@ class StorageConfig(Model):
     @classmethod
     def _start(cls, v: str) -> str:
         check(v, _FSX + "LustreConfiguration.DailyAutomaticBackupStartTime")
-        if not _HH_MM_RE.match(v):
+        if not matches(_HH_MM_RE, v):
             raise ValueError(f"{v!r} is not a UTC time HH:MM such as 05:00")
         return v
 

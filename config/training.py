@@ -3,12 +3,11 @@ the data sources and tokenizers of the recipes, and the health gate at the start
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import KeyProblem, Model
+from config.base import KeyProblem, Model, matches
 from facts import instances
 
 # Llama2 shapes, parallelism and batch sizes of neuronx-nemo-megatron's launch scripts
@@ -77,7 +76,7 @@ class HealthCheckConfig(Model):
     @field_validator("message_size")
     @classmethod
     def _size(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[1-9]\d*[KMG]?", v):
+        if v is not None and not matches(r"[1-9][0-9]{0,5}[KMG]?", v):
             raise ValueError(f"{v!r} is not a size like 512M or 2G")
         return v
 
@@ -177,7 +176,7 @@ class Llama2DataConfig(Model):
     @field_validator("tokenizer", "dataset")
     @classmethod
     def _repo(cls, v: str) -> str:
-        if not re.fullmatch(r"[\w.\-]+/[\w.\-]+", v):
+        if not matches(r"[A-Za-z0-9_.\-]{1,96}/[A-Za-z0-9_.\-]{1,96}", v):
             raise ValueError(f"{v!r} is not a Hugging Face repo id like owner/name")
         return v
 
@@ -257,7 +256,7 @@ class BertDataConfig(Model):
     @field_validator("archive")
     @classmethod
     def _s3(cls, v: str) -> str:
-        if not re.fullmatch(r"s3://[a-z0-9.\-]+/\S+\.tar", v):
+        if not matches(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/[!-~]+\.tar", v):
             raise ValueError(f"{v!r} is not an s3:// URL of a .tar archive")
         return v
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, ClassVar, Literal, get_args
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from config.base import RUN_ID_RE, KeyProblem, Model, check_image
-from config.stackfile import SECRET
+from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
+from config.run_env import ProcessEnv
 from config.training import (
     BertDataConfig,
     BertTrainingConfig,
@@ -21,6 +19,7 @@ from config.training import (
     parallelism_problems,
 )
 from facts import images, instances, versions
+from facts.names import SYSTEM_NODE_GROUP
 
 # `workloads` is a map of named runs. Each run names its recipe; the recipe picks the model
 # below (a union discriminated by `recipe`). A recipe model carries its facts as class
@@ -31,7 +30,7 @@ from facts import images, instances, versions
 # run after parsing, in config/checks.py, so each can name its key.
 
 
-class RunConfig(Model):
+class RunConfig(ProcessEnv):
     """What every training run says, whatever its recipe.
 
     A recipe subclass states its facts as class attributes: the accelerator it needs
@@ -47,6 +46,8 @@ class RunConfig(Model):
     """Why the recipe needs the stack's Hugging Face token; None: it does not."""
     NEMO_MEGATRON: ClassVar[bool] = False
     """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
+    RUNS_ON_CPU: ClassVar[bool] = False
+    """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
 
     node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
     nodes: int = Field(ge=1, description="Nodes of the run (one worker pod per node).")
@@ -61,19 +62,6 @@ class RunConfig(Model):
         None,
         description="Neuron SDK of the image (Neuron node groups), when neither its tag nor the repository's"
         " Dockerfile says.",
-    )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment of every process.")
-    secret_env: dict[str, SecretStr] = Field(
-        default_factory=dict,
-        description="Environment of every process from secrets, each stored encrypted with"
-        " `pulumi config set --path --secret 'workloads.<name>.secretEnv.<NAME>' <value>`; the pods get them"
-        " from the Kubernetes Secret `<name>-env` (secretKeyRef), never in the object.",
-    )
-    internet_egress: bool = Field(
-        False,
-        description="The run's MPI pods may open HTTPS connections outside the VPC (an experiment tracker, a"
-        " model hub); default: they reach only each other and the cluster DNS (the download steps may"
-        " reach the internet regardless).",
     )
     health_check: HealthCheckConfig = Field(default_factory=HealthCheckConfig, description="Pre-training gate.")
     step_seconds: float | None = Field(
@@ -95,7 +83,7 @@ class RunConfig(Model):
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, v: str) -> str:
-        if not RUN_ID_RE.match(v):
+        if not matches(RUN_ID_RE, v):
             raise ValueError(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001")
         return v
 
@@ -107,39 +95,16 @@ class RunConfig(Model):
     @field_validator("image_tag")
     @classmethod
     def _tag(cls, v: str | None) -> str | None:
-        if v is not None and (v == "latest" or not re.fullmatch(r"[\w][\w.\-]{0,127}", v)):
+        if v is not None and (v == "latest" or not matches(IMAGE_TAG_RE, v)):
             raise ValueError(f"{v!r} is not an immutable image tag (ECR tags are immutable; 'latest' is not allowed)")
         return v
 
     @field_validator("neuron_sdk")
     @classmethod
     def _sdk(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"2\.\d+\.\d+", v):
+        if v is not None and not matches(r"2\.[0-9]+\.[0-9]+", v):
             raise ValueError(f"{v!r} is not a Neuron SDK version like 2.22.0")
         return v
-
-    @field_validator("env", "secret_env")
-    @classmethod
-    def _env(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for k in v:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
-                raise ValueError(f"{k!r} is not an environment variable name")
-        return v
-
-    @model_validator(mode="after")
-    def _secrets_stay_out_of_env(self) -> RunConfig:
-        for k, value in sorted(self.env.items()):
-            if value == SECRET:
-                raise KeyProblem(
-                    f"env.{k}",
-                    "is stored encrypted, but env values are written into the objects; store it as"
-                    f" secretEnv.{k} instead: pulumi config set --path --secret"
-                    f" 'workloads.<name>.secretEnv.{k}' <value>",
-                )
-        both = sorted(set(self.env) & set(self.secret_env))
-        if both:
-            raise KeyProblem(f"secretEnv.{both[0]}", "is also in env; give each variable once")
-        return self
 
     @model_validator(mode="after")
     def _image_source(self) -> RunConfig:
@@ -361,26 +326,64 @@ class BertNeuronWorkload(RunConfig):
         return []
 
 
-Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload
+class DdpCpuWorkload(RunConfig):
+    """PyTorch DDP over gloo on the system nodes' CPUs, the first run of a platform: the MPI operator,
+    Kueue, the shared volume, checkpoints, a restart and a resume, with a public image."""
+
+    RECIPE: ClassVar[str] = "ddp-cpu"
+    RUNS_ON_CPU: ClassVar[bool] = True
+    STEPS: ClassVar[tuple[str, ...]] = ("train",)
+
+    recipe: Literal["ddp-cpu"] = Field(description="ddp-cpu")
+    node_group: str = Field(SYSTEM_NODE_GROUP, description="The system node group (`system`): it trains on its CPUs.")
+    image: str | None = Field(images.PUBLIC_CPU_IMAGE, description="PyTorch, Open MPI and sshd; default: public.")
+    processes_per_node: int = Field(2, ge=1, le=64, description="gloo ranks torchrun starts per node (<= its vCPUs).")
+    steps: int = Field(200, ge=1, le=1_000_000, description="Optimizer steps of the run.")
+    checkpoint_every_steps: int = Field(50, ge=1, description="Steps between checkpoints in $CHECKPOINT_DIR.")
+    checkpoints_to_keep: int = Field(2, ge=1, le=100, description="Checkpoints kept on the shared file system.")
+    interrupt_once_at_step: int | None = Field(
+        None, ge=1, description="Stop the first attempt once, after the first checkpoint at or past this step, so the"
+        " launcher's restart and the resume from that checkpoint are proven; the run fails if it never resumed."
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _interrupt_before_the_end(self) -> DdpCpuWorkload:
+        stop = self.interrupt_once_at_step
+        if stop is not None and stop >= self.steps:
+            raise KeyProblem(
+                "interruptOnceAtStep", f"{stop} is not before the last step ({self.steps}): nothing to resume"
+            )
+        if stop is not None and self.max_retries < 1:
+            raise KeyProblem("maxRetries", "0 leaves no restart to resume after interruptOnceAtStep; use at least 1")
+        return self
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.steps
+
+    @property
+    def checkpoint_interval(self) -> int:
+        return self.checkpoint_every_steps
+
+    @property
+    def checkpoints_kept(self) -> int:
+        return self.checkpoints_to_keep
+
+    def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
+        hc = self.health_check
+        unused = [
+            n for n, v in (("messageSize", hc.message_size), ("minBusBandwidthGbps", hc.min_bus_bandwidth_gbps)) if v
+        ]
+        problems = [f"{key}.healthCheck.{n}: the CPU gate runs no collective test; leave it out" for n in unused]
+        if self.processes_per_node > instance.cpu_worker_vcpus:
+            problems.append(
+                f"{key}.processesPerNode: {self.processes_per_node} is more than the {instance.cpu_worker_vcpus} vCPUs"
+                f" a worker gets on a {instance.name} (a quarter of a system node)"
+            )
+        return problems
+
+
+Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload | DdpCpuWorkload
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
 """Recipe name -> its config model."""
-
-
-def plain_secret_env(raw_workloads: Any, stored_secret: set[str]) -> list[str]:
-    """`secretEnv` values that were not stored encrypted. A stack file shows an encrypted value
-    as the SECRET placeholder; under the engine, a value set with `--path --secret` makes the
-    whole `workloads` key secret (Pulumi's config marks a top-level key secure when any leaf is;
-    tests/upstream/pulumi-config-secrets-3.259.yaml), the only sign the program gets."""
-    if "workloads" in stored_secret or not isinstance(raw_workloads, Mapping):
-        return []
-    problems = []
-    for name, run in raw_workloads.items():
-        values = run.get("secretEnv") if isinstance(run, Mapping) else None
-        for key, value in values.items() if isinstance(values, Mapping) else ():
-            if value != SECRET:
-                problems.append(
-                    f"workloads.{name}.secretEnv.{key}: must be stored encrypted, not in plain text:"
-                    f" pulumi config set --path --secret 'workloads.{name}.secretEnv.{key}' <value>"
-                )
-    return problems

@@ -67,3 +67,12 @@ IMAGES: dict[str, Image] = {
     )
 }
 """Repository -> the image built for it."""
+
+
+PUBLIC_CPU_IMAGE = "docker.io/horovod/horovod-cpu:0.28.1"
+"""The image of CPU runs (recipe ddp-cpu), public so a new platform trains before it builds
+anything: Horovod's CPU image of release v0.28.1 (horovod/horovod, docker/horovod-cpu/Dockerfile
+at 1d217b59): Ubuntu 20.04, PyTorch 1.12.1 (torchrun, gloo) for Python 3.8 (`python`), Open MPI
+4.1.4 under /usr/local (mpirun and orted on sshd's default PATH) and OpenSSH's sshd. Its CI
+pushes `horovod/horovod-cpu:<version>` to Docker Hub on the release tag
+(tests/upstream/horovod-cpu-0.28.1.yaml)."""

@@ -64,6 +64,8 @@ class InstanceType:
     nvme_disks: int = 0
     nvme_total_gb: int = 0
     network_gbps: int = 0
+    ipv4_per_interface: int = 0
+    """IPv4 addresses one network interface can hold (the VPC CNI gives pods these addresses)."""
 
     @property
     def family(self) -> str:
@@ -134,6 +136,24 @@ class InstanceType:
         return self.accelerator_count
 
     @property
+    def cpu_worker_vcpus(self) -> int:
+        """vCPUs of one CPU-training worker on a general-purpose (system) node: a quarter of the
+        node, so the controllers, add-ons and MPI launchers the system nodes run keep the rest."""
+        return max(1, self.vcpus // 4)
+
+    @property
+    def cpu_worker_memory_gib(self) -> int:
+        """Memory of one CPU-training worker on a system node: a quarter of the node's."""
+        return max(1, self.memory_gib // 4)
+
+    @property
+    def vpc_cni_addresses(self) -> int:
+        """VPC addresses the VPC CNI holds for one node with few pods: with its default
+        WARM_ENI_TARGET=1, every address of the primary interface and of one warm interface
+        (EKS user guide, eks-outposts-local-cluster-overview; amazon-vpc-cni-k8s README)."""
+        return 2 * self.ipv4_per_interface
+
+    @property
     def allocatable_vcpus(self) -> int:
         """vCPUs a single pod may request on an otherwise empty node: about 6% (at least 4) is left
         for kube-reserved and the daemonsets (device plugins, CNI, CSI, monitoring agents)."""
@@ -154,6 +174,7 @@ def _neuron(name: str, vcpus: int, mem: int, cards: int, chip: str, cores: int, 
         nvme_disks=4,
         nvme_total_gb=7600,
         network_gbps=gbps,
+        ipv4_per_interface=50,
     )
 
 
@@ -172,11 +193,14 @@ def _gpu(
         nvme_disks=disks,
         nvme_total_gb=disk_gb,
         network_gbps=gbps,
+        ipv4_per_interface=50,
     )
 
 
-def _general(name: str, vcpus: int, mem: int) -> InstanceType:
-    return InstanceType(name=name, vcpus=vcpus, memory_gib=mem, network_cards=1, efa=False)
+def _general(name: str, vcpus: int, mem: int, ipv4_per_interface: int) -> InstanceType:
+    return InstanceType(
+        name=name, vcpus=vcpus, memory_gib=mem, network_cards=1, efa=False, ipv4_per_interface=ipv4_per_interface
+    )
 
 
 ACCELERATED: dict[str, InstanceType] = {
@@ -195,12 +219,12 @@ ACCELERATED: dict[str, InstanceType] = {
 GENERAL_PURPOSE: dict[str, InstanceType] = {
     t.name: t
     for t in (
-        _general("m6i.xlarge", 4, 16),
-        _general("m6i.2xlarge", 8, 32),
-        _general("m6i.4xlarge", 16, 64),
-        _general("m7i.xlarge", 4, 16),
-        _general("m7i.2xlarge", 8, 32),
-        _general("m7i.4xlarge", 16, 64),
+        _general("m6i.xlarge", 4, 16, 15),
+        _general("m6i.2xlarge", 8, 32, 15),
+        _general("m6i.4xlarge", 16, 64, 30),
+        _general("m7i.xlarge", 4, 16, 15),
+        _general("m7i.2xlarge", 8, 32, 15),
+        _general("m7i.4xlarge", 16, 64, 30),
     )
 }
 

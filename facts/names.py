@@ -138,3 +138,18 @@ def ci_runner_project(cluster_name: str) -> str:
     """The CodeBuild project of a cluster's in-VPC CI runner; GitHub jobs name it in `runs-on`
     as `codebuild-<project>-${{ github.run_id }}-${{ github.run_attempt }}`."""
     return f"{cluster_name}-ci-runner"
+
+
+# --------------------------------------------------------------------------- object names of a run
+
+
+def training_job_name(workload: str, run_id: str) -> str:
+    """The MPIJob of a run (workloads/manifests/healthcheck.py names it so; a test holds the plan to
+    it): the MPI operator names its Service after it and its pods `<job>-worker-<i>`."""
+    return f"{workload}-{run_id}-train"
+
+
+PLATFORM_LABEL_PREFIX = f"{PROJECT}/"
+"""Labels and annotations under this prefix are the platform's own."""
+PLATFORM_NODE_LABELS = (NODE_GROUP_LABEL, ACCELERATOR_LABEL, EFA_LABEL, NVIDIA_PRESENT_LABEL, NEURON_PRESENT_LABEL)
+"""Node labels the platform sets and selects on (charts' node selectors, Kueue flavors, runs)."""

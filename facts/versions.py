@@ -35,7 +35,7 @@ DLC_MPI_SSH_FIRST = parse("2.22.0")
 TRAINING_DLC_ENDS = parse("2.31.0")
 """First SDK without a pytorch-training-neuronx DLC."""
 
-_SDK_IN_TAG = re.compile(r"[-_]sdk(\d+\.\d+\.\d+)(?:[-_.]|$)")
+_SDK_IN_TAG = re.compile(r"[-_]sdk([0-9]+\.[0-9]+\.[0-9]+)(?:[-_.]|$)", re.ASCII)
 TRAINING_DLC = "pytorch-training-neuronx"
 
 

@@ -241,7 +241,8 @@ class Cluster(pulumi.ComponentResource):
             version=c.kubernetes_version,
             vpc_id=network.vpc_id,
             private_subnet_ids=list(network.private_subnet_ids.values()),
-            public_subnet_ids=list(network.public_subnet_ids.values()),
+            # An existing VPC may have no public subnets: pulumi-eks's private-only shape.
+            public_subnet_ids=list(network.public_subnet_ids.values()) or None,
             endpoint_private_access=True,
             endpoint_public_access=public,
             public_access_cidrs=c.public_access_cidrs if public else None,

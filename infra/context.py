@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi_aws as aws
+from pulumi.runtime import settings
 
 from config.stack import StackConfig
 from facts.names import CLUSTER_TAG
@@ -39,13 +42,29 @@ class StackContext:
         return {**self.tags, CLUSTER_TAG: self.cluster_name}
 
 
+_providers: weakref.WeakKeyDictionary[Any, tuple[StackContext, aws.Provider]] = weakref.WeakKeyDictionary()
+"""The AWS provider of each program run, by the run's resource monitor."""
+
+
 def aws_provider(ctx: StackContext) -> aws.Provider:
     """The AWS provider of every component: the stack's region, and the stack's tags as default
     tags, so every taggable AWS resource carries them, pulumi-eks's children included (a remote
     component inherits its parent's providers). Default tags do not reach what EC2 launches from
-    a launch template: the templates tag their instances, volumes and interfaces themselves."""
-    return aws.Provider(
+    a launch template: the templates tag their instances, volumes and interfaces themselves.
+
+    One per program run: preflight's invokes (`__main__.py`, before anything is declared) and
+    every component get the same provider, so the checks ask AWS as the deployment will."""
+    monitor = settings.get_monitor()
+    known = _providers.get(monitor) if monitor is not None else None
+    if known is not None:
+        if known[0] != ctx:
+            raise ValueError("one AWS provider per program: it was built for another stack context")
+        return known[1]
+    provider = aws.Provider(
         "aws",
         region=ctx.region,
         default_tags=aws.ProviderDefaultTagsArgs(tags=ctx.owned_tags),
     )
+    if monitor is not None:
+        _providers[monitor] = (ctx, provider)
+    return provider

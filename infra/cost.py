@@ -2,7 +2,8 @@
 
 Items: node groups (nodes x on-demand price; an ODCR bills at the on-demand rate whether
 used or not; Capacity Blocks and spot are shown at the on-demand rate as an upper bound),
-the EKS control plane, NAT gateways and FSx for Lustre (storage x throughput tier).
+the EKS control plane, NAT gateways (none in an existing VPC) and FSx for Lustre (storage x
+throughput tier).
 Prices come from `Prices`: the AWS Price List API through boto3 (`--live`, needs
 credentials; `tools.cost`) or the dated table in `facts.prices` (the offline plan always
 uses the table, so the plan stays deterministic).
@@ -16,6 +17,7 @@ from typing import Any
 
 from config.stack import StackConfig
 from facts import prices as table
+from facts.names import SYSTEM_NODE_GROUP
 
 
 class Prices:
@@ -87,8 +89,9 @@ def items_from_config(cfg: StackConfig, prices: Prices) -> list[CostItem]:
         return []
     s = cfg.system_node_group
     items = [CostItem("eks-control-plane", "eks", 1, "cluster", prices.eks_hourly())]
-    nat = 1 if cfg.network.nat_gateways == "single" else len(cfg.availability_zones)
-    items.append(CostItem("nat-gateways", "nat", nat, "gateway", prices.nat_hourly()))
+    if not cfg.network.existing:  # an existing VPC's NAT gateways are billed to its owner
+        nat = 1 if cfg.network.nat_gateways == "single" else len(cfg.availability_zones)
+        items.append(CostItem("nat-gateways", "nat", nat, "gateway", prices.nat_hourly()))
     items.append(
         CostItem(
             "node-group/system",
@@ -131,12 +134,12 @@ LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16
 def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | None = None) -> tuple[float | None, str]:
     """Seconds per step of a run: configured, estimated from a published sample, or unknown.
 
-    `instance_type` is that of the run's node group (default: from the stack's `nodeGroups`)."""
+    `instance_type` is that of the run's node group (default: from the stack's own groups)."""
     run = cfg.workloads[name]
     if run.step_seconds is not None:
         return run.step_seconds, "configured"
     if instance_type is None:
-        instance_type = next(g for g in cfg.node_groups if g.name == run.node_group).instance_type
+        instance_type = own_node_types(cfg).get(run.node_group)
     model = run.model_shape
     if (
         run.recipe == "llama2-neuron"
@@ -149,20 +152,42 @@ def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | Non
     return None, "unknown: set workloads.<name>.stepSeconds"
 
 
+def own_node_types(cfg: StackConfig) -> dict[str, str]:
+    """Node group -> instance type of the groups a stack declares (the system group included)."""
+    return {
+        **{g.name: g.instance_type for g in cfg.node_groups},
+        SYSTEM_NODE_GROUP: cfg.system_node_group.instance_type,
+    }
+
+
 def runs_from_config(
     cfg: StackConfig, prices: Prices, node_types: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    """Cost of each configured training run (nodes x hours x price).
+    """Cost of each configured training run (nodes x hours x price). A run on the system node
+    group (a CPU run) costs nothing more: those nodes run, and are billed, with the stack.
 
-    `node_types` maps node group -> instance type (default: the stack's own `nodeGroups`; a
+    `node_types` maps node group -> instance type (default: the stack's own groups; a
     runs-layer stack passes the cluster layer's)."""
-    types = dict(node_types) if node_types is not None else {g.name: g.instance_type for g in cfg.node_groups}
+    types = dict(node_types) if node_types is not None else own_node_types(cfg)
     runs = []
     for name, run in sorted(cfg.workloads.items()):
         instance_type = types[run.node_group]
         steps = run.optimizer_steps
         step_seconds, basis = estimated_step_seconds(cfg, name, instance_type)
-        if steps is not None and step_seconds is not None:
+        if run.node_group == SYSTEM_NODE_GROUP:
+            entry = {
+                "name": name,
+                "instanceType": instance_type,
+                "nodes": run.nodes,
+                "steps": steps,
+                "stepSeconds": step_seconds,
+                "hours": None,
+                "hourly": 0.0,
+                "total": 0.0,
+                "onSystemNodes": True,
+            }
+            basis = "runs on the system nodes, billed with the stack"
+        elif steps is not None and step_seconds is not None:
             entry = training_run_cost(
                 name=name,
                 instance_type=instance_type,
@@ -239,8 +264,17 @@ def training_run_cost(
     }
 
 
-def stack_outputs(cfg: StackConfig, prices: Prices | None = None) -> dict[str, float]:
-    """`hourlyCost` and `monthlyCost` stack outputs (USD, from the price table)."""
+def stack_outputs(cfg: StackConfig, prices: Prices | None = None) -> dict[str, Any]:
+    """`hourlyCost` and `monthlyCost` stack outputs (USD, from the price table), and with runs,
+    `runCosts`: each run's own cost (null where its length is unknown; 0 on the system nodes)."""
     prices = prices or Prices()
     s = summary(items_from_config(cfg, prices), prices)
-    return {"hourlyCost": s["totalHourly"], "monthlyCost": s["totalMonthly"]}
+    outputs: dict[str, Any] = {"hourlyCost": s["totalHourly"], "monthlyCost": s["totalMonthly"]}
+    if cfg.workloads:
+        outputs["runCosts"] = run_costs(runs_from_config(cfg, prices))
+    return outputs
+
+
+def run_costs(runs: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Run name -> its total USD (None: its length is unknown), for the `runCosts` output."""
+    return {str(r["name"]): r["total"] for r in runs}

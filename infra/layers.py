@@ -29,7 +29,7 @@ from config.checks import GroupView
 from config.storage import StorageConfig
 from config.teams import TeamConfig
 from facts import instances
-from facts.names import LOWER_LAYER
+from facts.names import LOWER_LAYER, SYSTEM_NODE_GROUP
 from infra.addons import FSX_CSI_ROLE, NEURON_HEALTH_ROLE
 from infra.platform import NodeGroupFacts, Platform
 from infra.storage import FileSystemRef
@@ -58,12 +58,20 @@ class ClusterInputs:
     registry_urls: Mapping[str, pulumi.Input[str]]
     role_arns: Mapping[str, pulumi.Input[str]]
     """Add-on service account -> the IAM role the aws layer made for it (infra.addons)."""
+    system_group: NodeGroupFacts | None = None
+    """The system node group (MPI launchers and CPU runs); None only in hand-made test inputs."""
     # Only when one stack holds both layers: the live resources the cluster layer waits for.
     provider: Any = None
     """The Cluster's Kubernetes provider; a cluster-layer stack makes its own from `kubeconfig`."""
     nodes_ready: list[pulumi.Resource] = field(default_factory=list)
     role_ready: list[pulumi.Resource] = field(default_factory=list)
     volume_ready: list[pulumi.Resource] = field(default_factory=list)
+
+    @property
+    def run_groups(self) -> dict[str, NodeGroupFacts]:
+        """The node groups runs and team quotas may name: the accelerated ones and the system group."""
+        system = {SYSTEM_NODE_GROUP: self.system_group} if self.system_group is not None else {}
+        return {**self.node_groups, **system}
 
 
 # --------------------------------------------------------------------------- node groups
@@ -124,17 +132,23 @@ class _Reader:
     def node_groups(self, path: str = "nodeGroups") -> dict[str, NodeGroupFacts]:
         out = {}
         for name in self.get(path, dict) or {}:
-            key = f"{path}.{name}"
-            itype = self.get(f"{key}.instanceType", str)
-            nodes, max_nodes = self.get(f"{key}.nodes", int), self.get(f"{key}.maxNodes", int)
-            az, labels = self.get(f"{key}.availabilityZone", str), self.strings(f"{key}.labels")
-            if itype is not None and itype not in instances.ACCELERATED:
-                self.problem(f"{key}.instanceType", f"{itype!r} is not in this project's instance catalog")
-                continue
-            if None in (itype, nodes, max_nodes, az):
-                continue
-            out[name] = NodeGroupFacts(name, instances.ACCELERATED[itype], nodes, max_nodes, az, labels)
+            group = self.node_group(f"{path}.{name}", name)
+            if group is not None:
+                out[name] = group
         return out
+
+    def node_group(self, key: str, name: str) -> NodeGroupFacts | None:
+        """One node group at `key`; the system group's instance type is a general-purpose one."""
+        itype = self.get(f"{key}.instanceType", str)
+        nodes, max_nodes = self.get(f"{key}.nodes", int), self.get(f"{key}.maxNodes", int)
+        az, labels = self.get(f"{key}.availabilityZone", str), self.strings(f"{key}.labels")
+        catalog = instances.GENERAL_PURPOSE if name == SYSTEM_NODE_GROUP else instances.ACCELERATED
+        if itype is not None and itype not in catalog:
+            self.problem(f"{key}.instanceType", f"{itype!r} is not in this project's instance catalog")
+            return None
+        if itype is None or nodes is None or max_nodes is None or az is None:
+            return None
+        return NodeGroupFacts(name, catalog[itype], nodes, max_nodes, az, labels)
 
     def storage(self, path: str) -> StorageConfig:
         """The file system's settings at `path` (capacityGib, throughputPerTib, deploymentType)."""
@@ -175,6 +189,7 @@ def aws_layer_output(ci: ClusterInputs) -> dict[str, Any]:
         "region": ci.region,
         "clusterName": ci.cluster_name,
         "nodeGroups": {name: node_group_output(g) for name, g in ci.node_groups.items()},
+        **({"systemNodeGroup": node_group_output(ci.system_group)} if ci.system_group is not None else {}),
         "fileSystem": {
             "id": fs.id,
             "dnsName": fs.dns_name,
@@ -195,6 +210,7 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
         cluster_name=r.get("clusterName", str),
         kubeconfig=kubeconfig,
         node_groups=r.node_groups(),
+        system_group=r.node_group("systemNodeGroup", SYSTEM_NODE_GROUP),
         file_system=FileSystemRef(
             id=r.get("fileSystem.id", str),
             dns_name=r.get("fileSystem.dnsName", str),
@@ -269,8 +285,12 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
 
 def group_views(groups: Mapping[str, NodeGroupFacts], lower_stack: str) -> dict[str, GroupView]:
     """The lower layer's node groups as the config rules see them."""
-    where = f"nodeGroups[].maxSize of the aws stack, as read through {lower_stack}"
-    return {name: GroupView(name, g.instance, g.nodes, g.max_nodes, where) for name, g in groups.items()}
+
+    def where(name: str) -> str:
+        key = "systemNodeGroup.maxSize" if name == SYSTEM_NODE_GROUP else "nodeGroups[].maxSize"
+        return f"{key} of the aws stack, as read through {lower_stack}"
+
+    return {name: GroupView(name, g.instance, g.nodes, g.max_nodes, where(name)) for name, g in groups.items()}
 
 
 def read_lower_stack(layer: str, stack_name: str) -> tuple[pulumi.StackReference, dict[str, Any]]:

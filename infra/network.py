@@ -1,19 +1,25 @@
-"""The VPC: private subnets for nodes and pods, public subnets for NAT and load balancers."""
+"""The VPC: private subnets for nodes and pods, public subnets for NAT and load balancers; or an
+existing VPC (`network.vpcId`), of which the stack uses the private subnets and creates none of
+the network itself."""
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
 from config.network import NetworkConfig
+from config.stack import StackConfig
 from facts.names import component_type
 from infra.context import StackContext
 from infra.iam import account_and_partition, log_writer_policy, service_trust_policy
 from infra.protection import audit_trail
+
+EKS_INTERFACE_ADDRESSES = 16
+"""Free addresses EKS recommends in each subnet it may put its cluster interfaces in (at least 6)."""
 
 
 @dataclass(frozen=True)
@@ -41,13 +47,31 @@ def subnet_plan(vpc_cidr: str, azs: Sequence[str]) -> list[SubnetPlan]:
     ]
 
 
-class Network(pulumi.ComponentResource):
-    """VPC over two or more AZs with NAT egress and an S3 gateway endpoint."""
+def addresses_needed(cfg: StackConfig) -> dict[str, int]:
+    """AZ -> VPC addresses its private subnet must have free: the VPC CNI holds
+    `vpc_cni_addresses` per node (its default WARM_ENI_TARGET=1: the primary interface's and one
+    warm interface's), for each accelerated group's maxSize in its AZ and the system group's
+    maxSize in every AZ (its nodes may all land in one), plus the 16 addresses EKS recommends in
+    each cluster subnet for its interfaces (EKS user guide, network-reqs). EFA-only interfaces
+    take no address. An estimate for preflight to hold against the subnets' free addresses."""
+    system = cfg.system_node_group
+    need = {
+        az: system.max * system.instance.vpc_cni_addresses + EKS_INTERFACE_ADDRESSES for az in cfg.availability_zones
+    }
+    for ng in cfg.node_groups:
+        az = cfg.node_group_az(ng)
+        need[az] = need.get(az, EKS_INTERFACE_ADDRESSES) + ng.max * ng.instance.vpc_cni_addresses
+    return need
 
-    vpc_id: pulumi.Output[str]
-    private_subnet_ids: dict[str, pulumi.Output[str]]
+
+class Network(pulumi.ComponentResource):
+    """VPC over two or more AZs with NAT egress and an S3 gateway endpoint, or an existing VPC's
+    private subnets (with the S3 endpoint on its route tables when asked)."""
+
+    vpc_id: pulumi.Input[str]
+    private_subnet_ids: dict[str, pulumi.Input[str]]
     """AZ name -> private subnet id."""
-    public_subnet_ids: dict[str, pulumi.Output[str]]
+    public_subnet_ids: dict[str, pulumi.Input[str]]
 
     def __init__(
         self,
@@ -56,12 +80,42 @@ class Network(pulumi.ComponentResource):
         ctx: StackContext,
         azs: Sequence[str],
         opts: pulumi.ResourceOptions | None = None,
+        *,
+        addresses: Mapping[str, int] | None = None,
     ):
-        super().__init__(component_type("infra", "Network"), name, None, opts)
+        # An existing VPC shows what the stack takes from it (and must find free) in the plan.
+        props = None
+        if network.existing:
+            props = {
+                "vpcId": network.vpc_id,
+                "privateSubnetIds": dict(network.private_subnet_ids),
+                "publicSubnetIds": dict(network.public_subnet_ids),
+                "addressesNeeded": dict(addresses or {}),
+            }
+        super().__init__(component_type("infra", "Network"), name, props, opts)
         self._name = name
         self._ctx = ctx
+        if network.existing:
+            self._existing(network)
+        else:
+            self._create(network, azs)
+        self.register_outputs({"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids})
+
+    def _existing(self, network: NetworkConfig) -> None:
+        """An existing VPC: its subnets as given; nothing of the network is created but the S3
+        gateway endpoint (only on `s3EndpointRouteTableIds`) and the flow logs."""
+        assert network.vpc_id is not None
+        self.vpc_id = network.vpc_id
+        self.private_subnet_ids = dict(network.private_subnet_ids)
+        self.public_subnet_ids = dict(network.public_subnet_ids)
+        if network.s3_endpoint_route_table_ids:
+            self._s3_endpoint(network.vpc_id, list(network.s3_endpoint_route_table_ids))
+        if network.flow_logs:
+            self._flow_logs(network.vpc_id)
+
+    def _create(self, network: NetworkConfig, azs: Sequence[str]) -> None:
+        name, cluster = self._name, self._ctx.cluster_name
         child = pulumi.ResourceOptions(parent=self)
-        cluster = ctx.cluster_name
 
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
@@ -90,23 +144,22 @@ class Network(pulumi.ComponentResource):
                 nat_id = self._nat_gateway(plan.az, public, igw)
             private_rts.append(self._private_subnet(vpc, plan, nat_id))
 
-        # Datasets and checkpoints move to and from S3 without paying NAT data charges.
-        aws.ec2.VpcEndpoint(
-            f"{name}-s3",
-            vpc_id=vpc.id,
-            service_name=f"com.amazonaws.{ctx.region}.s3",
-            vpc_endpoint_type="Gateway",
-            route_table_ids=private_rts,
-            tags={"Name": f"{cluster}-s3"},
-            opts=child,
-        )
-
+        self._s3_endpoint(vpc.id, private_rts)
         if network.flow_logs:
-            self._flow_logs(vpc)
-
+            self._flow_logs(vpc.id)
         self.vpc_id = vpc.id
-        self.vpc_cidr = network.cidr
-        self.register_outputs({"vpcId": vpc.id, "privateSubnetIds": self.private_subnet_ids})
+
+    def _s3_endpoint(self, vpc_id: pulumi.Input[str], route_tables: Sequence[pulumi.Input[str]]) -> None:
+        """Datasets and checkpoints move to and from S3 without paying NAT data charges."""
+        aws.ec2.VpcEndpoint(
+            f"{self._name}-s3",
+            vpc_id=vpc_id,
+            service_name=f"com.amazonaws.{self._ctx.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=list(route_tables),
+            tags={"Name": f"{self._ctx.cluster_name}-s3"},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _public_subnet(self, vpc: aws.ec2.Vpc, plan: SubnetPlan, route_table: aws.ec2.RouteTable) -> aws.ec2.Subnet:
         """A small public subnet (NAT gateways, internet-facing load balancers) routed to the IGW."""
@@ -167,7 +220,7 @@ class Network(pulumi.ComponentResource):
         self.private_subnet_ids[plan.az] = private.id
         return rt.id
 
-    def _flow_logs(self, vpc: aws.ec2.Vpc) -> None:
+    def _flow_logs(self, vpc_id: pulumi.Input[str]) -> None:
         """Rejected traffic to CloudWatch Logs: the first place to look when a security group
         blocks EFA, FSx or the control plane. The role may write to this log group only."""
         name, cluster = self._name, self._ctx.cluster_name
@@ -196,7 +249,7 @@ class Network(pulumi.ComponentResource):
         aws.iam.RolePolicy(f"{name}-flow-logs", role=role.id, policy=group.arn.apply(log_writer_policy), opts=child)
         aws.ec2.FlowLog(
             f"{name}-flow-logs",
-            vpc_id=vpc.id,
+            vpc_id=vpc_id,
             traffic_type="REJECT",
             log_destination_type="cloud-watch-logs",
             log_destination=group.arn,

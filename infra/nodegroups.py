@@ -207,9 +207,10 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
         """One EFA interface per network card, the placement group, the capacity target, RAID0 NVMe."""
         name, full_name, child = self._name, self._full_name, pulumi.ResourceOptions(parent=self)
         instance = ng.instance
-        # A new cluster placement group for on-demand and spot; a reservation or Capacity Block
-        # launches only in the group it was made in (its PlacementGroupArn), or in none (EC2 user
-        # guide, placement groups and capacity reservations; preflight compares the two).
+        # A new cluster placement group for on-demand and spot, or an existing one they name; a
+        # reservation or Capacity Block launches only in the group it was made in (its
+        # PlacementGroupArn), or in none (EC2 user guide, placement groups and capacity
+        # reservations; preflight compares the two).
         placement = None
         if ng.creates_placement_group:
             pg = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags={"Name": full_name}, opts=child)

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.cluster import SystemNodeGroupConfig
 from config.nodegroups import NodeGroupConfig
 from config.storage import StorageConfig
 from config.teams import TeamConfig
 from facts import instances
-from facts.names import DEFAULT_QUEUE, EFA_RESOURCE, NODE_GROUP_LABEL, SHARED_MOUNT
+from facts.names import DEFAULT_QUEUE, EFA_RESOURCE, NODE_GROUP_LABEL, SHARED_MOUNT, SYSTEM_NODE_GROUP
 
 LAUNCHER_REQUESTS = {"cpu": "1", "memory": "4Gi"}
 """What an MPI launcher requests (it only runs mpirun); Kueue quotas count it on the system nodes."""
@@ -32,6 +33,7 @@ class NodeGroupFacts:
     nodes: int
     max_nodes: int
     availability_zone: str
+    """The group's AZ; the system node group spans several (comma-separated)."""
     labels: Mapping[str, str]
 
     @classmethod
@@ -44,6 +46,23 @@ class NodeGroupFacts:
             availability_zone=availability_zone,
             labels=ng.node_labels,
         )
+
+    @classmethod
+    def from_system(cls, s: SystemNodeGroupConfig, availability_zones: list[str]) -> NodeGroupFacts:
+        """The system node group, where MPI launchers and CPU runs (recipe ddp-cpu) run."""
+        return cls(
+            name=SYSTEM_NODE_GROUP,
+            instance=s.instance,
+            nodes=s.desired_size,
+            max_nodes=s.max,
+            availability_zone=",".join(availability_zones),
+            labels={NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
+        )
+
+    @property
+    def accelerated(self) -> bool:
+        """Accelerators and EFA (an accelerated node group), or CPUs only (the system node group)."""
+        return self.instance.accelerator is not None
 
     @property
     def accelerator(self) -> instances.Accelerator:
@@ -64,11 +83,26 @@ class NodeGroupFacts:
         """Selects the nodes of this node group and no other."""
         return {NODE_GROUP_LABEL: self.name}
 
-    def worker_requests(self) -> dict[str, str]:
-        """What one MPI worker requests: the whole node (every accelerator and EFA device, the
-        allocatable CPU and memory). MPIJobs and Kueue quotas both use it, so a quota of N nodes
-        covers exactly N workers."""
+    @property
+    def slots_per_worker(self) -> int:
+        """MPI slots of one worker: a rank per accelerator rank; one on a CPU node, where
+        torchrun starts the processes."""
+        return self.instance.ranks_per_node or 1
+
+    @property
+    def shm_gib(self) -> int:
+        """The worker's memory-backed /dev/shm (counted in its memory): a quarter of it."""
         it = self.instance
+        return (it.allocatable_memory_gib if self.accelerated else it.cpu_worker_memory_gib) // 4 or 1
+
+    def worker_requests(self) -> dict[str, str]:
+        """What one MPI worker requests: on an accelerated group the whole node (every
+        accelerator and EFA device, the allocatable CPU and memory); on the system group a
+        quarter of a node (the controllers and launchers keep the rest). MPIJobs and Kueue
+        quotas both use it, so a quota of N nodes covers exactly N workers."""
+        it = self.instance
+        if not self.accelerated:
+            return {"cpu": str(it.cpu_worker_vcpus), "memory": f"{it.cpu_worker_memory_gib}Gi"}
         return {
             self.device_resource: str(it.accelerator_count),
             EFA_RESOURCE: str(it.efa_interfaces),

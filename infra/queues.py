@@ -2,12 +2,13 @@
 component that applies them.
 
 Every accelerated node group is a ResourceFlavor; the system node group is one more, for
-the MPI launchers. Each team of `teams` becomes a ClusterQueue (all in one cohort, so unused
-quota can be borrowed and reclaimed) with a LocalQueue of the same name in the team's own
-namespace (`team-<name>`, infra.tenancy), and a WorkloadPriorityClass. A team's ClusterQueue
-admits workloads of that namespace only, so a team cannot spend another team's quota by
-pointing a LocalQueue of its own at it. Without teams, one `default` queue in `training` owns
-every node group, so every MPIJob of every stack goes through a queue.
+the MPI launchers and the workers of CPU runs (recipe ddp-cpu). Each team of `teams` becomes
+a ClusterQueue (all in one cohort, so unused quota can be borrowed and reclaimed) with a
+LocalQueue of the same name in the team's own namespace (`team-<name>`, infra.tenancy), and a
+WorkloadPriorityClass. A team's ClusterQueue admits workloads of that namespace only, so a team
+cannot spend another team's quota by pointing a LocalQueue of its own at it. Without teams, one
+`default` queue in `training` owns every node group (the system group's CPU worker slots
+included), so every MPIJob of every stack goes through a queue.
 
 Quotas are whole nodes times what one worker requests (`NodeGroupFacts.worker_requests`,
 the same function the MPIJob builder uses), so a quota of N nodes admits exactly N workers.
@@ -94,7 +95,7 @@ def present_quotas(wanted: Mapping[str, int], present: int) -> dict[str, int]:
 
 def teams_of(teams: Mapping[str, TeamConfig], groups: Mapping[str, NodeGroupFacts]) -> list[Team]:
     """The configured teams (quotas within the nodes present), or the `default` team over
-    every accelerated node group."""
+    every node group of `groups` (the accelerated ones and the system group)."""
     tenants = tenants_of(teams)
     if not teams:
         everything = {g.name: Quota(g.nodes, None) for g in groups.values()}
@@ -136,7 +137,7 @@ def resource_flavor(g: NodeGroupFacts) -> Obj:
 
 
 def system_flavor() -> Obj:
-    """The flavor of the system node group, where the MPI launchers run."""
+    """The flavor of the system node group, where the MPI launchers and CPU workers run."""
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ResourceFlavor",
@@ -145,47 +146,41 @@ def system_flavor() -> Obj:
     }
 
 
-def _quantity(value: str, times: int) -> str:
-    """`times` x a request like "16", "121" or "471Gi"."""
+def _quantity(value: str, times: int, plus: str = "0") -> str:
+    """`times` x a request like "16", "121" or "471Gi", plus another of the same unit."""
     for unit in ("Gi", "Mi"):
         if value.endswith(unit):
-            return f"{int(value[: -len(unit)]) * times}{unit}"
-    return str(int(value) * times)
+            extra = int(plus[: -len(unit)]) if plus.endswith(unit) else int(plus)
+            return f"{int(value[: -len(unit)]) * times + extra}{unit}"
+    return str(int(value) * times + int(plus))
 
 
 def covered_resources(groups: Sequence[NodeGroupFacts]) -> list[str]:
     """Every resource an MPIJob on these node groups requests: accelerators, EFA, CPU, memory."""
-    devices = sorted({g.device_resource for g in groups})
+    devices = sorted({g.device_resource for g in groups if g.accelerated})
     return [*devices, EFA_RESOURCE, "cpu", "memory"]
 
 
 def cluster_queue(team: Team, groups: Mapping[str, NodeGroupFacts]) -> Obj:
     """A team's ClusterQueue: per node group, nodes x one worker's requests; on the system
-    flavor, room for the team's launchers. One resource group, so every flavor lists every
-    covered resource (0 where a flavor has none of it)."""
+    flavor, room for the team's launchers (plus its CPU workers, where its quota is on the
+    system group). One resource group, so every flavor lists every covered resource (0 where
+    a flavor has none of it)."""
     served = [groups[name] for name in team.quotas]
     covered = covered_resources(served)
+    launchers = team.max_launchers(groups)
     flavors = []
     for g in served:
-        q = team.quotas[g.name]
-        per_node = g.worker_requests()
-        resources = []
-        for res in covered:
-            amount = per_node.get(res, "0")
-            entry: Obj = {"name": res, "nominalQuota": _quantity(amount, q.nodes)}
-            if q.borrowing_limit_nodes is not None:
-                entry["borrowingLimit"] = _quantity(amount, q.borrowing_limit_nodes)
-            resources.append(entry)
-        flavors.append({"name": g.name, "resources": resources})
-    launchers = team.max_launchers(groups)
-    flavors.append(
-        {
-            "name": SYSTEM_NODE_GROUP,
-            "resources": [
-                {"name": res, "nominalQuota": _quantity(LAUNCHER_REQUESTS.get(res, "0"), launchers)} for res in covered
-            ],
-        }
-    )
+        if g.name == SYSTEM_NODE_GROUP:
+            continue
+        flavors.append({"name": g.name, "resources": _flavor_resources(covered, g, team.quotas[g.name])})
+    # Launchers first: a team without a system quota gets exactly the launchers' room.
+    system = {res: _quantity(LAUNCHER_REQUESTS.get(res, "0"), launchers) for res in covered}
+    entries = [{"name": res, "nominalQuota": system[res]} for res in covered]
+    if SYSTEM_NODE_GROUP in team.quotas:
+        workers = _flavor_resources(covered, groups[SYSTEM_NODE_GROUP], team.quotas[SYSTEM_NODE_GROUP])
+        entries = [{**w, "nominalQuota": _quantity(w["nominalQuota"], 1, system[w["name"]])} for w in workers]
+    flavors.append({"name": SYSTEM_NODE_GROUP, "resources": entries})
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ClusterQueue",
@@ -200,6 +195,20 @@ def cluster_queue(team: Team, groups: Mapping[str, NodeGroupFacts]) -> Obj:
             "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
         },
     }
+
+
+def _flavor_resources(covered: Sequence[str], g: NodeGroupFacts, q: Quota) -> list[Obj]:
+    """One flavor's quota: q.nodes x one worker's requests of each covered resource (0 where
+    the group has none of it), and as much again for q.borrowing_limit_nodes."""
+    per_node = g.worker_requests()
+    resources = []
+    for res in covered:
+        amount = per_node.get(res, "0")
+        entry: Obj = {"name": res, "nominalQuota": _quantity(amount, q.nodes)}
+        if q.borrowing_limit_nodes is not None:
+            entry["borrowingLimit"] = _quantity(amount, q.borrowing_limit_nodes)
+        resources.append(entry)
+    return resources
 
 
 def local_queue(team: Team) -> Obj:
@@ -225,7 +234,7 @@ def priority_class(team: Team) -> Obj:
 
 def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -> list[Obj]:
     """Every Kueue object of the stack: flavors first, then each team's queues and priority."""
-    objs = [resource_flavor(g) for g in groups.values()]
+    objs = [resource_flavor(g) for g in groups.values() if g.name != SYSTEM_NODE_GROUP]
     objs.append(system_flavor())
     for team in teams:
         objs += [priority_class(team), cluster_queue(team, groups), local_queue(team)]

@@ -38,6 +38,18 @@ MINIMAL = {
 }
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a value shared by two keys twice: stack files take no anchors or aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def stack_yaml(doc: Any) -> str:
+    """YAML text of a stack file (or any document) as a person would write it: no anchors."""
+    return yaml.dump(doc, Dumper=_NoAliasDumper)
+
+
 def run_plan(values: dict[str, Any], stack: str = "test") -> dict[str, Any]:
     """The plan of a config dict (flat stack-file keys)."""
     return plan_mod.run(values, stack)
@@ -68,7 +80,7 @@ def by_urn(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def plan_exit(config: dict[str, Any], tmp_path: Path) -> tuple[int, str]:
     """Exit code and stderr of the offline plan of a stack file holding `config`."""
     path = tmp_path / "Pulumi.bad.yaml"
-    path.write_text(yaml.safe_dump({"config": config}))
+    path.write_text(stack_yaml({"config": config}))
     out, err = io.StringIO(), io.StringIO()
     code = plan_mod.main(["--config-file", str(path)], stdout=out, stderr=err)
     return code, err.getvalue()

@@ -24,10 +24,7 @@ WRAPPERS = {"xargs", "neuron_parallel_compile", "time", "nohup", "env"}
 """Programs whose first non-option argument is itself a program to run."""
 OPERATORS = {"&&", "||", "|", ";", "(", ")", "&", ";;", "|&"}
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
-_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?[-=]")
-"""`${NAME:-default}`: a variable the script does not need (it has a default when unset)."""
-_ARITHMETIC = re.compile(r"\$\(\((?:[^()]|\([^()]*\))*\)\)")
-"""`$(( ... ))`, with one level of parentheses inside."""
+_DEFAULTED = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-")
 _PATH = re.compile(r"(?:^|(?<=[\s='\"(:,\[]))(/[A-Za-z0-9_.][\w./+*-]*)")
 
 
@@ -49,10 +46,27 @@ class Uses:
 SSH_OPTIONS_WITH_VALUE = {"-o", "-i", "-p", "-l", "-F", "-J", "-E"}
 
 
+def _without_arithmetic(script: str) -> str:
+    """`$(( ... ))`, parentheses nested inside included, becomes the word 0."""
+    out, i = [], 0
+    while (start := script.find("$((", i)) != -1:
+        out.append(script[i:start])
+        depth, j = 0, start + 1
+        while j < len(script):
+            depth += {"(": 1, ")": -1}.get(script[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        out.append("0")
+        i = j
+    out.append(script[i:])
+    return "".join(out)
+
+
 def _normalise(script: str) -> str:
     """Arithmetic expansions become plain words, stderr redirections go, and
     newlines outside quotes become `;`, so one token stream holds the whole script."""
-    text = _ARITHMETIC.sub("0", script)
+    text = _without_arithmetic(script)
     text = re.sub(r"\d?>&\d", " ", text)
     out: list[str] = []
     quote: str | None = None
@@ -98,8 +112,8 @@ def scan(script: str) -> Uses:
     uses = Uses()
     # Variables outside single quotes (a single-quoted `bash -c` script is scanned on its own;
     # awk programs are single-quoted and their $NF is awk's).
-    outside = _outside_single_quotes(script)
-    uses.variables |= set(_VAR.findall(outside)) - set(_DEFAULTED.findall(outside))
+    # `${NAME:-default}` has a value whether or not NAME is set: not a need.
+    uses.variables |= set(_VAR.findall(_DEFAULTED.sub("", _outside_single_quotes(script))))
     uses.paths |= {p for p in _PATH.findall(script) if "\\" not in p and p.strip("/").count("/") >= 1 and "$" not in p}
     uses.programs |= set(re.findall(r"\$\(\s*([A-Za-z0-9_./-]+)", script)) - BUILTINS - KEYWORDS
     _scan_words(_tokens(script), uses)

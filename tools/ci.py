@@ -45,7 +45,7 @@ def _config(stack: str, stack_dir: Path) -> StackConfig:
     try:
         return parse_stack_values(read_stack_file(stack_dir / f"Pulumi.{stack}.yaml"))
     except ConfigError as e:
-        raise UsageError(f"{stack}: invalid stack config: {e.problems[0]}") from None
+        raise UsageError("\n".join(f"{stack}: invalid stack config: {p}" for p in e.problems)) from None
 
 
 def runner_project(stack: str, stack_dir: Path) -> str | None:

@@ -154,8 +154,16 @@ class Registration:
     inputs: dict[str, Any] = field(default_factory=dict)
 
 
+class DuplicateUrnError(Exception):
+    """Two resources of one stack with the same URN: the engine refuses the second one."""
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """A MockMonitor that records every registration, with dependencies and options.
+
+    Like the engine, it refuses a second resource with a URN already registered ("Duplicate
+    resource URN '<urn>'; try giving it a unique name", pulumi/pulumi v3.259.0
+    pkg/engine/lifecycletest TestDuplicateURN); Pulumi's own MockMonitor silently replaces the first.
 
     Remote components (pulumi-eks `Cluster`) register one resource and no children under
     mocks. This monitor registers the children pulumi-eks really creates for the arguments
@@ -172,6 +180,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request: Any) -> Any:
         request = _without_resource_references(request)
         urn = self.make_urn(request.parent, request.type, request.name)
+        self._refuse_duplicate(urn)
         if request.type != "pulumi:pulumi:Stack":
             inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
             self.registrations[urn] = Registration(
@@ -198,6 +207,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def ReadResource(self, request: Any) -> Any:
         """Record a read (a stack reference) like a registration: the plan shows what a layer reads."""
         urn = self.make_urn(request.parent, request.type, request.name)
+        self._refuse_duplicate(urn)
         self.registrations[urn] = Registration(
             urn=urn,
             type=request.type,
@@ -212,6 +222,10 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         )
         return super().ReadResource(request)
 
+    def _refuse_duplicate(self, urn: str) -> None:
+        if urn in self.registrations or urn in self.resources:
+            raise DuplicateUrnError(f"Duplicate resource URN '{urn}'; try giving it a unique name")
+
     def _stand_up_eks_cluster_children(self, component_urn: str, request: Any) -> dict[str, str]:
         """Register what pulumi-eks creates for these arguments (tools.remote_components), as the
         engine would see it; return a reference to the `aws.eks.Cluster` child (`eksCluster`)."""
@@ -225,6 +239,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         for child in children:
             parent = urns[child.parent] if child.parent else component_urn
             urn = self.make_urn(parent, child.type, child.name)
+            self._refuse_duplicate(urn)
             urns[child.key] = urn
             provider = dict(request.providers).get(child.provider_package, "") if child.provider_package else ""
             self.registrations[urn] = Registration(

@@ -146,7 +146,7 @@ def run_node_types(cfg: config.StackConfig, below: dict[str, Any]) -> dict[str, 
     if cfg.layer == "runs" and PLATFORM_OUTPUT in below:
         groups = below[PLATFORM_OUTPUT].get("nodeGroups") or {}
         return {n: str(g.get("instanceType")) for n, g in groups.items() if isinstance(g, dict)}
-    return {ng.name: ng.instance_type for ng in cfg.node_groups}
+    return cost.own_node_types(cfg)
 
 
 def planned_resources(monitor: mocks.RecordingMonitor) -> list[dict[str, Any]]:
@@ -169,6 +169,39 @@ def planned_resources(monitor: mocks.RecordingMonitor) -> list[dict[str, Any]]:
     ]
 
 
+# --------------------------------------------------------------------------- secrets to set
+
+PLACEHOLDER_CIPHERTEXT = "PLACEHOLDER-set-it-with-pulumi-config-set-secret"
+"""How the example stack files hold a secret a stack needs: no stack's secrets provider can
+decrypt it, so `pulumi preview` and `pulumi up` refuse to start ("failed to decrypt encrypted
+configuration value", pulumi/pulumi v3.259.0 pkg/engine/events.go and pkg/cmd/pulumi/cmd/cmd.go)
+until `pulumi config set --secret <key> <value>` replaces it for the stack. The offline plan
+names each one on stderr, so the step is said before anyone runs Pulumi."""
+
+
+def placeholder_secrets(path: Path) -> list[str]:
+    """The keys of a stack file whose `secure:` value is the placeholder, not a real ciphertext."""
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    values = doc.get("config") if isinstance(doc, dict) else None
+    return sorted(
+        key
+        for key, value in (values or {}).items()
+        if isinstance(value, dict) and str(value.get("secure", "")).startswith(PLACEHOLDER_CIPHERTEXT)
+    )
+
+
+def secrets_to_set(keys: Sequence[str]) -> list[str]:
+    """The lines that tell what to do before `pulumi up` about placeholder secrets."""
+    return [
+        f"before pulumi up: {key} holds a placeholder; set it for your stack with"
+        f" `pulumi config set --secret {key.rpartition(':')[2]} <value>` (Pulumi refuses to start until then)"
+        for key in keys
+    ]
+
+
 # --------------------------------------------------------------------------- output files
 
 
@@ -181,12 +214,15 @@ def kubernetes_objects(plan: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def write_out(plan: dict[str, Any], out: Path) -> None:
+def write_out(plan: dict[str, Any], out: Path) -> str:
+    """Write plan.json and every Kubernetes object as YAML under `out`; return what was written
+    (one line, for stderr: stdout carries only the plan)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(to_json(plan))
     k8s_dir = out / "kubernetes"
     by_name: dict[str, int] = defaultdict(int)
-    for obj in kubernetes_objects(plan):
+    objects = kubernetes_objects(plan)
+    for obj in objects:
         meta = obj.get("metadata", {})
         stem = f"{obj['kind'].lower()}-{meta.get('namespace', 'cluster')}-{meta.get('name', 'unnamed')}"
         by_name[stem] += 1
@@ -194,6 +230,10 @@ def write_out(plan: dict[str, Any], out: Path) -> None:
             stem += f"-{by_name[stem]}"
         k8s_dir.mkdir(exist_ok=True)
         (k8s_dir / f"{stem}.yaml").write_text(yaml.safe_dump(obj, sort_keys=True))
+    written = f"wrote {out / 'plan.json'} ({len(plan['resources'])} resources)"
+    if objects:
+        written += f" and {len(objects)} Kubernetes objects as YAML in {k8s_dir}/"
+    return written
 
 
 def recorded_outputs(path: Path | None) -> dict[str, Any] | None:
@@ -224,7 +264,9 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     )
     add_stack_arguments(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--out", type=Path, help="also write plan.json and every Kubernetes object as YAML here")
+    parser.add_argument(
+        "--out", type=Path, help="also write plan.json and every Kubernetes object as YAML here (stderr says what)"
+    )
     parser.add_argument(
         "--lower-outputs",
         type=Path,
@@ -246,7 +288,9 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
 
     stdout.write(to_json(plan) if args.format == "json" else render_table(plan))
     if args.out:
-        write_out(plan, args.out)
+        print(write_out(plan, args.out), file=stderr)
+    for line in secrets_to_set(placeholder_secrets(stack_file(args))):
+        print(line, file=stderr)
     blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
     for v in blocking:
         print(violation_line(v), file=stderr)

@@ -21,8 +21,42 @@ def _of_type(rs: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:
     return [r for r in rs if r["type"] == type_]
 
 
+def _existing_network_facts(comp: dict[str, Any], kids: list[dict[str, Any]]) -> list[str]:
+    """An existing VPC: what the stack uses of it, what it does not create, what it needs."""
+    i = comp["inputs"]
+    private = i.get("privateSubnetIds") or {}
+    endpoint = _of_type(kids, "aws:ec2/vpcEndpoint:VpcEndpoint")
+    facts = [
+        f"existing VPC {i.get('vpcId')}: creates no VPC, subnets, NAT gateway or internet gateway",
+        "private subnets: " + ", ".join(f"{az} {sid}" for az, sid in private.items()),
+        "public subnets: "
+        + (", ".join(f"{az} {sid}" for az, sid in (i.get("publicSubnetIds") or {}).items()) or "none"),
+        "S3 gateway endpoint: "
+        + (f"created on {', '.join(endpoint[0]['inputs'].get('routeTableIds', []))}" if endpoint else "the VPC's own"),
+        "free addresses needed (VPC CNI, WARM_ENI_TARGET=1): "
+        + ", ".join(f"{az} {n:,}" for az, n in (i.get("addressesNeeded") or {}).items()),
+    ]
+    return facts
+
+
+def _subnet_azs(plan: dict[str, Any]) -> dict[str, str]:
+    """Subnet id -> AZ: of the subnets the plan creates, and of an existing VPC's subnets."""
+    azs = {
+        r["id"]: r["inputs"].get("availabilityZone", "?")
+        for r in plan["resources"]
+        if r["type"] == "aws:ec2/subnet:Subnet"
+    }
+    for r in plan["resources"]:
+        if r["type"] == component_type("infra", "Network"):
+            for key in ("privateSubnetIds", "publicSubnetIds"):
+                azs.update({sid: az for az, sid in (r["inputs"].get(key) or {}).items()})
+    return azs
+
+
 def _network_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     kids = _children(plan, comp["urn"])
+    if comp["inputs"].get("vpcId"):
+        return _existing_network_facts(comp, kids)
     vpc = _of_type(kids, "aws:ec2/vpc:Vpc")
     subnets = _of_type(kids, "aws:ec2/subnet:Subnet")
     azs = sorted({s["inputs"].get("availabilityZone", "?") for s in subnets})
@@ -85,8 +119,8 @@ def _node_group_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             f" (min {s.get('minSize')}, max {s.get('maxSize')}),"
             f" {i.get('amiType')}, capacity {i.get('capacityType')}"
         )
-        subnets = {r["id"]: r for r in plan["resources"] if r["type"] == "aws:ec2/subnet:Subnet"}
-        azs = [subnets[sid]["inputs"].get("availabilityZone", "?") for sid in i.get("subnetIds", []) if sid in subnets]
+        subnets = _subnet_azs(plan)
+        azs = [subnets[sid] for sid in i.get("subnetIds", []) if sid in subnets]
         facts.append(f"AZ {', '.join(azs)} ({len(i.get('subnetIds', []))} subnet)")
     for lt in lts:
         li = lt["inputs"]
@@ -176,7 +210,11 @@ def _training_run_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]
         if kind == "MPIJob":
             workers = obj.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker", {})
             req = workers.get("template", {}).get("spec", {}).get("containers", [{}])[0].get("resources", {})
-            devices = ", ".join(f"{k}: {v}" for k, v in sorted(req.get("requests", {}).items()) if "/" in k)
+            requests = sorted(req.get("requests", {}).items())
+            # Accelerator and EFA devices; a CPU run's workers take CPUs and memory only.
+            devices = ", ".join(f"{k}: {v}" for k, v in requests if "/" in k) or ", ".join(
+                f"{k}: {v}" for k, v in requests
+            )
             queue = obj.get("metadata", {}).get("labels", {}).get("kueue.x-k8s.io/queue-name")
             awaited = (
                 "awaited" if "pulumi.com/waitFor" in obj.get("metadata", {}).get("annotations", {}) else "not awaited"
@@ -284,7 +322,12 @@ def render_table(plan: dict[str, Any]) -> str:
         for item in cost.get("items", []):
             lines.append(f"    {item['name']}: {item['quantity']:g} x {item['unit']} = ${item['hourly']:,.3f}/hour")
         for run in cost.get("trainingRuns", []):
-            if run.get("total") is not None:
+            if run.get("onSystemNodes"):
+                lines.append(
+                    f"    training run {run['name']}: {run['nodes']} workers on the system nodes"
+                    f" ({run['instanceType']}, counted above): no cost of its own"
+                )
+            elif run.get("total") is not None:
                 lines.append(
                     f"    training run {run['name']}: {run['nodes']} x {run['instanceType']} for {run['hours']:,.1f} h"
                     f" ({run['steps']} steps x {run['stepSeconds']:g} s, {run['stepTimeBasis']}) = ${run['total']:,.0f}"

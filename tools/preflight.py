@@ -1,20 +1,25 @@
 """Preflight: ask the AWS account, before anything is created, whether the stack can run.
 
-    python -m tools.preflight (--stack NAME | --config-file PATH) [--margin-hours N]
+    python -m tools.preflight (--stack NAME | --config-file PATH) [--profile P] [--region R]
+                              [--margin-hours N]
 
 Checks, per accelerated node group: the instance type is offered in its AZ; it supports EFA
-with the catalog's number of EFA interfaces; its capacity reservation or Capacity Block
-exists, is active (or says when it starts), is for the right type and AZ, has enough free
-instances, does not end within the margin, was made in the placement group the config names
-(or none), and (Capacity Blocks) ends when `endsAt` says, with the scale-down still ahead; a
-Capacity Block group is at desired size 0 before its Kubernetes version changes; the identity
-running Pulumi is not listed again in `adminPrincipalArns` (EKS already made it admin); and the
-account's On-Demand vCPU quota of each instance family covers the node groups at their
-maximum size.
+with the catalog's number of EFA interfaces; its capacity reservation or Capacity Block (see
+tools/reservations.py) exists, is for the right type and AZ, was made in the placement group the
+config names (or none), can hold the node group (its free instances plus those the group's own
+instances already use, so day 2 is not refused), is in a state that allows the group's desired
+size (a scheduled block is fine at 0), does not end within the margin, and (Capacity Blocks) ends
+when `endsAt` says, with the scale-down still ahead; a Capacity Block group is at desired size 0
+before its Kubernetes version changes; the identity running Pulumi is not listed again in
+`adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
+instance family covers the node groups at their maximum size.
 
-Exit 0 when every check passes, 1 with one line per failing check, 2 on bad config or no
-AWS credentials. The same checks run at the start of a real `pulumi preview`/`up`
-(`__main__.py`), never under mocks.
+Exit 0 when every check passes, 1 with one line per failing check, 2 on bad config or when AWS
+cannot be asked (no network, no or expired credentials, a denied read): one line, no traceback.
+The command line asks with boto3 (`--profile`, default the environment's, as the stack's AWS
+provider; the region is the stack's `aws:region`). The same checks run at the start of a real
+`pulumi preview`/`up` (`gate`, from `__main__.py`) through the stack's own AWS provider
+(tools/account_invokes.py), never under mocks.
 """
 
 from __future__ import annotations
@@ -24,19 +29,19 @@ import datetime as dt
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import boto3
-import botocore.exceptions
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings
 
-from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from facts import instances
+from infra.context import StackContext, aws_provider
+from tools.account import Account, AccountError, Boto3Account
+from tools.account_invokes import ProviderAccount
 from tools.cli import add_stack_arguments, load_stack_config
+from tools.reservations import Finding, check_reservations
 
 DEFAULT_MARGIN_HOURS = 24
 
@@ -49,218 +54,88 @@ QUOTA_CODES = {
     "trn": ("L-2C3B7624", "Running On-Demand Trn instances"),
 }
 
-
-@dataclass(frozen=True)
-class Finding:
-    """The outcome of one check; a failing one says what to do."""
-
-    check: str
-    subject: str
-    ok: bool
-    message: str
-
-    def line(self) -> str:
-        return f"{'ok' if self.ok else 'FAIL'} {self.check} {self.subject}: {self.message}"
+__all__ = ["Finding", "check_reservations", "gate", "main", "run_checks"]
 
 
-def _groups(cfg: StackConfig) -> list[NodeGroupConfig]:
-    return list(cfg.node_groups)
-
-
-def check_offerings(ec2: Any, cfg: StackConfig) -> list[Finding]:
+def check_offerings(account: Account, cfg: StackConfig) -> list[Finding]:
     """Each node group's instance type is offered in its AZ."""
     out = []
-    for ng in _groups(cfg):
+    for ng in cfg.node_groups:
         az = cfg.node_group_az(ng)
-        resp = ec2.describe_instance_type_offerings(
-            LocationType="availability-zone",
-            Filters=[{"Name": "instance-type", "Values": [ng.instance_type]}, {"Name": "location", "Values": [az]}],
-        )
-        offered = any(o.get("Location") == az for o in resp.get("InstanceTypeOfferings", []))
+        azs = account.offered_azs(ng.instance_type)
         subject = f"nodeGroups[{ng.name}]"
-        if offered:
+        if az in azs:
             out.append(Finding("offering", subject, True, f"{ng.instance_type} is offered in {az}"))
-        else:
-            where = ec2.describe_instance_type_offerings(
-                LocationType="availability-zone",
-                Filters=[{"Name": "instance-type", "Values": [ng.instance_type]}],
-            )
-            azs = sorted({o["Location"] for o in where.get("InstanceTypeOfferings", [])})
-            hint = f"; offered in {', '.join(azs)}" if azs else f"; not offered anywhere in {cfg.region}"
-            out.append(
-                Finding(
-                    "offering",
-                    subject,
-                    False,
-                    f"{ng.instance_type} is not offered in {az}{hint}: set availabilityZone to one of those",
-                )
-            )
+            continue
+        hint = f"; offered in {', '.join(sorted(azs))}" if azs else f"; not offered anywhere in {cfg.region}"
+        message = f"{ng.instance_type} is not offered in {az}{hint}: set availabilityZone to one of those"
+        out.append(Finding("offering", subject, False, message))
     return out
 
 
-def check_efa(ec2: Any, cfg: StackConfig) -> list[Finding]:
+def check_efa(account: Account, cfg: StackConfig) -> list[Finding]:
     """Each instance type supports EFA with the number of interfaces the launch template makes."""
     out = []
-    for itype in sorted({ng.instance_type for ng in _groups(cfg)}):
-        want = next(ng.instance for ng in _groups(cfg) if ng.instance_type == itype).efa_interfaces
-        info = (ec2.describe_instance_types(InstanceTypes=[itype]).get("InstanceTypes") or [{}])[0]
-        net = info.get("NetworkInfo", {})
-        have = net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0) if net.get("EfaSupported") else 0
+    for itype in sorted({ng.instance_type for ng in cfg.node_groups}):
+        want = instances.get(itype).efa_interfaces
+        have = account.efa_interfaces(itype)
         if have == want:
             out.append(Finding("efa", itype, True, f"EFA supported with {have} interfaces"))
         else:
-            out.append(
-                Finding(
-                    "efa",
-                    itype,
-                    False,
-                    f"EC2 reports {have} EFA interfaces, the catalog expects {want}: fix facts/instances.py",
-                )
-            )
+            message = f"EC2 reports {have} EFA interfaces, the catalog expects {want}: fix facts/instances.py"
+            out.append(Finding("efa", itype, False, message))
     return out
 
 
-def check_reservations(ec2: Any, cfg: StackConfig, now: dt.datetime, margin_hours: float) -> list[Finding]:
-    """Each reservation or Capacity Block exists, is active (or starts later), is for the node
-    group's type and AZ, has enough free instances and does not end within the margin."""
-    out = []
-    for ng in _groups(cfg):
-        if not ng.capacity.targets_reservation:
-            continue
-        rid = str(ng.capacity.reservation_id)
-        subject = f"nodeGroups[{ng.name}] {rid}"
-        try:
-            found = ec2.describe_capacity_reservations(CapacityReservationIds=[rid]).get("CapacityReservations", [])
-        except botocore.exceptions.ClientError as e:
-            found = []
-            if "NotFound" not in e.response.get("Error", {}).get("Code", ""):
-                raise
-        if not found:
-            out.append(
-                Finding("reservation", subject, False, f"not found in {cfg.region}: check the id and the region")
-            )
-            continue
-        cr = found[0]
-        problems = []
-        az = cfg.node_group_az(ng)
-        if cr.get("InstanceType") != ng.instance_type:
-            problems.append(f"is for {cr.get('InstanceType')}, not {ng.instance_type}: fix instanceType or the id")
-        if cr.get("AvailabilityZone") != az:
-            problems.append(f"is in {cr.get('AvailabilityZone')}, the node group in {az}: set availabilityZone to it")
-        kind = "capacity-block" if cr.get("ReservationType") == "capacity-block" else "reservation"
-        if kind != ng.capacity.type:
-            problems.append(f"is a {kind}, config says capacity.type {ng.capacity.type}")
-        state = cr.get("State")
-        free = cr.get("AvailableInstanceCount", 0)
-        if state == "scheduled":
-            free = cr.get("TotalInstanceCount", 0)
-            problems.append(f"is scheduled and starts at {_iso(cr.get('StartDate'))}: run `pulumi up` after that")
-        elif state != "active":
-            problems.append(f"is {state}, not active: use an active reservation")
-        if free < ng.desired_size:
-            problems.append(f"has {free} free instances, the node group needs {ng.desired_size}")
-        end = cr.get("EndDate")
-        if isinstance(end, dt.datetime) and end - now < dt.timedelta(hours=margin_hours):
-            problems.append(
-                f"ends at {_iso(end)}, within {margin_hours:g} h: extend it or scale the node group to 0 before then"
-            )
-        problems += placement_problems(cr, ng) + block_end_problems(cr, ng, now)
-        for p in problems:
-            out.append(Finding("reservation", subject, False, p))
-        if not problems:
-            out.append(Finding("reservation", subject, True, f"{state}, {free} free {ng.instance_type} in {az}"))
-    return out
-
-
-def placement_problems(cr: dict[str, Any], ng: NodeGroupConfig) -> list[str]:
-    """Capacity made in a cluster placement group is usable only in that group, and capacity made
-    without one only outside any (EC2 API reference, CreateCapacityReservation.PlacementGroupArn)."""
-    arn = cr.get("PlacementGroupArn")
-    actual = str(arn).rsplit("placement-group/", 1)[-1] if arn else None
-    wanted = ng.capacity.placement_group_name
-    if actual == wanted:
-        return []
-    if actual is None:
-        return [f"was made without a placement group: remove capacity.placementGroupName ({wanted})"]
-    return [f"was made in placement group {actual}: set capacity.placementGroupName: {actual} (config: {wanted})"]
-
-
-def block_end_problems(cr: dict[str, Any], ng: NodeGroupConfig, now: dt.datetime) -> list[str]:
-    """A Capacity Block group scales to 0 before the block's own end time: `endsAt` must be that
-    EndDate, and the scheduled scale-down must still lie ahead (EC2 Auto Scaling refuses a
-    scheduled action that starts in the past)."""
-    c = ng.capacity
-    end, when = cr.get("EndDate"), c.scale_down_at
-    if c.type != "capacity-block" or c.ends_at is None or when is None:
-        return []
-    out = []
-    if isinstance(end, dt.datetime) and end != c.ends_at:
-        out.append(f"ends at {_iso(end)}, config says endsAt {_iso(c.ends_at)}: set capacity.endsAt to the block's end")
-    if when <= now:
-        out.append(
-            f"the scale-down at {_iso(when)} is already past: remove the node group (desiredSize 0) or use a new block"
-        )
-    return out
-
-
-def check_capacity_block_upgrades(eks: Any, cfg: StackConfig) -> list[Finding]:
+def check_capacity_block_upgrades(account: Account, cfg: StackConfig) -> list[Finding]:
     """EKS upgrades a Capacity Block node group only at desired size 0 (EKS user guide,
     capacity-blocks-mng). When this update changes the Kubernetes version of a deployed
     Capacity Block group that still runs nodes, the path is two steps: scale to 0, then upgrade."""
     out = []
-    for ng in _groups(cfg):
+    for ng in cfg.node_groups:
         if ng.capacity.type != "capacity-block":
             continue
         subject = f"nodeGroups[{ng.name}]"
-        try:
-            found = eks.describe_nodegroup(clusterName=cfg.cluster.name, nodegroupName=ng.name)["nodegroup"]
-        except botocore.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
-                raise
+        found = account.node_group(cfg.cluster.name, ng.name)
+        if found is None:
             out.append(Finding("upgrade", subject, True, "not deployed yet"))
             continue
-        version, desired = found.get("version"), found.get("scalingConfig", {}).get("desiredSize", 0)
+        version, desired = found.version, found.desired
         if version != cfg.cluster.kubernetes_version and desired > 0:
-            out.append(
-                Finding(
-                    "upgrade",
-                    subject,
-                    False,
-                    f"runs {desired} nodes on Kubernetes {version}; EKS upgrades a Capacity Block group only at desired"
-                    f" size 0: keep cluster.kubernetesVersion at {version} and `pulumi up` with desiredSize: 0 and"
-                    f" minSize: 0 first, then raise it to {cfg.cluster.kubernetes_version}",
-                )
+            message = (
+                f"runs {desired} nodes on Kubernetes {version}; EKS upgrades a Capacity Block group only at desired"
+                f" size 0: keep cluster.kubernetesVersion at {version} and `pulumi up` with desiredSize: 0 and"
+                f" minSize: 0 first, then raise it to {cfg.cluster.kubernetes_version}"
             )
+            out.append(Finding("upgrade", subject, False, message))
         else:
             out.append(Finding("upgrade", subject, True, f"Kubernetes {version}, desired {desired}"))
     return out
 
 
-def check_admin_entries(sts: Any, cfg: StackConfig) -> list[Finding]:
+def check_admin_entries(account: Account, cfg: StackConfig) -> list[Finding]:
     """pulumi-eks creates the cluster with bootstrapClusterCreatorAdminPermissions, so the
     identity running `pulumi up` already has an access entry; listing it again in
     adminPrincipalArns makes CreateAccessEntry fail with ResourceInUseException
     (tests/upstream/pulumi-eks-4.4.0.yaml; botocore's eks CreateAccessEntry errors)."""
-    arn = str(sts.get_caller_identity().get("Arn", ""))
+    arn = account.caller_arn()
     # An assumed role's session ARN names the role: arn:aws:sts::<account>:assumed-role/<role>/<session>.
-    account, _, rest = arn.partition(":assumed-role/") if ":assumed-role/" in arn else (arn, "", "")
+    account_part, _, rest = arn.partition(":assumed-role/") if ":assumed-role/" in arn else (arn, "", "")
     role = rest.split("/", 1)[0] if rest else None
+    role_prefix = account_part.replace(":sts:", ":iam:") + ":role/"
     same = [
         a
         for a in cfg.cluster.admin_principal_arns
-        if a == arn or (role and a.startswith(account.replace(":sts:", ":iam:") + ":role/") and a.endswith("/" + role))
+        if a == arn or (role and a.startswith(role_prefix) and a.endswith("/" + role))
     ]
+    subject = "cluster.adminPrincipalArns"
     if same:
-        return [
-            Finding(
-                "admins",
-                "cluster.adminPrincipalArns",
-                False,
-                f"{same[0]} is the identity running Pulumi, which EKS already makes a cluster admin at creation:"
-                " remove it from adminPrincipalArns (a second access entry for it fails)",
-            )
-        ]
-    return [Finding("admins", "cluster.adminPrincipalArns", True, f"the deployer ({arn}) is not listed again")]
+        message = (
+            f"{same[0]} is the identity running Pulumi, which EKS already makes a cluster admin at creation:"
+            " remove it from adminPrincipalArns (a second access entry for it fails)"
+        )
+        return [Finding("admins", subject, False, message)]
+    return [Finding("admins", subject, True, f"the deployer ({arn}) is not listed again")]
 
 
 def quota_family(instance_type: str) -> str:
@@ -272,71 +147,45 @@ def quota_family(instance_type: str) -> str:
     return "standard"
 
 
-def check_quotas(service_quotas: Any, cfg: StackConfig) -> list[Finding]:
+def check_quotas(account: Account, cfg: StackConfig) -> list[Finding]:
     """The On-Demand vCPU quota of each family covers the node groups at maximum size.
     ODCR instances count against it; Capacity Blocks and spot do not."""
     need: dict[str, int] = defaultdict(int)
     s = cfg.system_node_group
     need[quota_family(s.instance_type)] += instances.get(s.instance_type).vcpus * s.max
-    for ng in _groups(cfg):
+    for ng in cfg.node_groups:
         if ng.capacity.type in ("on-demand", "reservation"):
             need[quota_family(ng.instance_type)] += ng.instance.vcpus * ng.max
     out = []
     for family, vcpus in sorted(need.items()):
         code, name = QUOTA_CODES[family]
-        value = service_quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
+        value = account.quota(code)
         subject = f"{code} ({name})"
         if value >= vcpus:
             out.append(Finding("quota", subject, True, f"{value:g} vCPUs >= {vcpus} needed"))
-        else:
-            out.append(
-                Finding(
-                    "quota",
-                    subject,
-                    False,
-                    f"{value:g} vCPUs < {vcpus} needed at maximum size: request an increase "
-                    f"(aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-                    f"--desired-value {vcpus})",
-                )
-            )
+            continue
+        message = (
+            f"{value:g} vCPUs < {vcpus} needed at maximum size: request an increase "
+            f"(aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
+            f"--desired-value {vcpus})"
+        )
+        out.append(Finding("quota", subject, False, message))
     return out
 
 
 def run_checks(
-    session: Any, cfg: StackConfig, *, margin_hours: float = DEFAULT_MARGIN_HOURS, now: dt.datetime | None = None
+    account: Account, cfg: StackConfig, *, margin_hours: float = DEFAULT_MARGIN_HOURS, now: dt.datetime | None = None
 ) -> list[Finding]:
-    """Every check against the account behind a boto3 session (or anything with `.client`)."""
-    ec2 = session.client("ec2", region_name=cfg.region)
-    quotas = session.client("service-quotas", region_name=cfg.region)
-    eks = session.client("eks", region_name=cfg.region)
-    sts = session.client("sts", region_name=cfg.region)
+    """Every check against the account behind `account`; AccountError when AWS cannot be asked."""
     now = now or dt.datetime.now(dt.UTC)
     return [
-        *check_offerings(ec2, cfg),
-        *check_efa(ec2, cfg),
-        *check_reservations(ec2, cfg, now, margin_hours),
-        *check_capacity_block_upgrades(eks, cfg),
-        *check_admin_entries(sts, cfg),
-        *check_quotas(quotas, cfg),
+        *check_offerings(account, cfg),
+        *check_efa(account, cfg),
+        *check_reservations(account, cfg, now, margin_hours),
+        *check_capacity_block_upgrades(account, cfg),
+        *check_admin_entries(account, cfg),
+        *check_quotas(account, cfg),
     ]
-
-
-def _iso(v: Any) -> str:
-    return v.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if isinstance(v, dt.datetime) else str(v)
-
-
-class NoCredentials(Exception):
-    """No AWS credentials are configured."""
-
-
-def session_with_credentials() -> Any:
-    session = boto3.Session()
-    if session.get_credentials() is None:
-        raise NoCredentials(
-            "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
-            "(or run where an instance role applies); the offline plan needs none"
-        )
-    return session
 
 
 def under_mocks() -> bool:
@@ -344,34 +193,61 @@ def under_mocks() -> bool:
     return isinstance(settings.get_monitor(), pulumi_mocks.MockMonitor)
 
 
-def gate(cfg: StackConfig) -> None:
-    """Run preflight inside a real `pulumi preview`/`up`: log each failing check as a Pulumi
-    error and stop with RunError before any resource is declared."""
-    failing = [f for f in run_checks(session_with_credentials(), cfg) if not f.ok]
+def gate(cfg: StackConfig, account: Account | None = None) -> None:
+    """Run preflight inside a real `pulumi preview`/`up`, through the stack's own AWS provider:
+    log each failing check (or the one reason AWS could not be asked) as a Pulumi error and stop
+    with RunError before any other resource is declared."""
+    if account is None:
+        account = ProviderAccount(aws_provider(StackContext.from_config(cfg)))
+    try:
+        findings = run_checks(account, cfg)
+    except AccountError as e:
+        pulumi.log.error(f"preflight: {e}")
+        raise pulumi.RunError("preflight could not ask AWS; nothing was created") from None
+    failing = [f for f in findings if not f.ok]
     for f in failing:
         pulumi.log.error(f.line())
     if failing:
         raise pulumi.RunError(f"preflight: {len(failing)} check(s) failed; nothing was created")
 
 
-def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None, session: Any = None) -> int:
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m tools.preflight", description=__doc__.split("\n")[0] if __doc__ else None
     )
     add_stack_arguments(parser)
+    parser.add_argument(
+        "--profile", help="AWS profile to ask with (default: the environment's, as the stack's AWS provider uses)"
+    )
+    parser.add_argument("--region", help="must be the stack's aws:region (the default), where its provider works")
     parser.add_argument("--margin-hours", type=float, default=DEFAULT_MARGIN_HOURS, help="reservation end margin")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None, session: Any = None) -> int:
+    """The command line; `session` (anything with boto3's `.client`) replaces the profile's in tests."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
     try:
-        args = parser.parse_args(argv)
+        args = _parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
     cfg = load_stack_config(args, stderr)
     if cfg is None:
         return 2
+    if args.region and args.region != cfg.region:
+        print(
+            f"error: --region {args.region} is not the stack's aws:region {cfg.region}, where it deploys", file=stderr
+        )
+        return 2
     try:
-        findings = run_checks(session or session_with_credentials(), cfg, margin_hours=args.margin_hours)
-    except NoCredentials as e:
+        account = (
+            Boto3Account.from_session(session, cfg.region)
+            if session is not None
+            else Boto3Account.for_profile(args.profile, cfg.region)
+        )
+        findings = run_checks(account, cfg, margin_hours=args.margin_hours)
+    except AccountError as e:
         print(f"error: {e}", file=stderr)
         return 2
     for f in findings:

@@ -21,15 +21,20 @@ CODE_STANDINS = {
     "dp_bert_large_hf_pretrain_hdf5.py": "dp_bert_large_hf_pretrain_hdf5.py",
 }
 SHORT_TRAINING = {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}
+# Recipes the harness does not play yet, and where their launch runs for real meanwhile.
+NOT_PLAYED_YET = {
+    "ddp-cpu": "tests/plan/test_ddp_cpu.py runs its launcher's gate and torchrun training (public image, no images/ folder)"
+}
 
 
 def workloads() -> list[tuple[str, str, str]]:
-    """(stack, workload, recipe) of every workload of every example stack."""
+    """(stack, workload, recipe) of every workload of every example stack the harness plays."""
     found = []
     for path in sorted(ROOT.glob("Pulumi.*.yaml")):
         stack = path.name[len("Pulumi.") : -len(".yaml")]
         for name, wl in (read_stack_file(path).get(f"{PREFIX}workloads") or {}).items():
-            found.append((stack, name, wl["recipe"]))
+            if wl["recipe"] not in NOT_PLAYED_YET:
+                found.append((stack, name, wl["recipe"]))
     return found
 
 

@@ -43,11 +43,14 @@ def test_every_accelerated_node_group_has_one_efa_per_card_in_one_subnet_of_its_
         it = catalog.ACCELERATED[ng_cfg.instance_type]
         assert ng["inputs"]["instanceTypes"] == [it.name]
         assert ng["inputs"]["amiType"] == it.ami_type
-        # one subnet, private, in the configured AZ
+        # one subnet, private, in the configured AZ (an existing VPC's, as configured)
         (subnet_id,) = ng["inputs"]["subnetIds"]
-        subnet = subnets[subnet_id]
-        assert subnet["inputs"]["availabilityZone"] == cfg.node_group_az(ng_cfg)
-        assert "kubernetes.io/role/internal-elb" in subnet["inputs"]["tags"]
+        if cfg.network.existing:
+            assert subnet_id == cfg.network.private_subnet_ids[cfg.node_group_az(ng_cfg)]
+        else:
+            subnet = subnets[subnet_id]
+            assert subnet["inputs"]["availabilityZone"] == cfg.node_group_az(ng_cfg)
+            assert "kubernetes.io/role/internal-elb" in subnet["inputs"]["tags"]
 
         lt = _lt_of(plan, ng)["inputs"]
         nics = lt["networkInterfaces"]

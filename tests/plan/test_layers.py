@@ -21,7 +21,7 @@ import yaml
 from config.stackfile import SECRET
 from facts.names import PROJECT, component_type
 from infra import layers
-from tests.conftest import ROOT, run_plan, stack_plan, stack_values
+from tests.conftest import ROOT, run_plan, stack_plan, stack_values, stack_yaml
 from tools import plan as plan_mod
 
 ALL = "trn1-llama2"
@@ -216,7 +216,7 @@ def _layered_files(tmp_path: Path, edit: dict[str, Any]) -> Path:
         doc = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
         if layer in edit:
             edit[layer](doc["config"])
-        (tmp_path / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
+        (tmp_path / f"Pulumi.{stack}.yaml").write_text(stack_yaml(doc))
     return tmp_path
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +18,8 @@ import yaml
 import stack as program
 from config import stackfile
 from infra.protection import stateful
-from tests.conftest import EXAMPLE_STACKS, MINIMAL, ROOT
+from tests import upstream
+from tests.conftest import EXAMPLE_STACKS, MINIMAL, ROOT, stack_yaml
 from tools import plan
 
 
@@ -50,15 +54,49 @@ def test_table_shows_components_and_key_facts() -> None:
 
 
 def test_out_writes_plan_json(tmp_path: Path) -> None:
-    code, out, _ = _main("--stack", "dev", "--format", "json", "--out", str(tmp_path))
+    code, out, err = _main("--stack", "dev", "--format", "json", "--out", str(tmp_path))
     assert code == 0
     assert (tmp_path / "plan.json").read_text() == out
+    # It says what it wrote, on stderr: stdout stays the plan alone.
+    objects = len(list((tmp_path / "kubernetes").glob("*.yaml")))
+    assert objects and err.splitlines()[0] == (
+        f"wrote {tmp_path / 'plan.json'} ({len(json.loads(out)['resources'])} resources)"
+        f" and {objects} Kubernetes objects as YAML in {tmp_path / 'kubernetes'}/"
+    )
+
+
+def test_placeholder_secrets_are_named_before_anyone_runs_pulumi() -> None:
+    code, out, err = _main("--stack", "trn1-llama2", "--format", "json")
+    assert code == 0
+    json.loads(out)
+    assert err.splitlines() == [
+        "before pulumi up: llm-training-eks:huggingFaceToken holds a placeholder; set it for your stack with"
+        " `pulumi config set --secret huggingFaceToken <value>` (Pulumi refuses to start until then)"
+    ]
+    code, _, err = _main("--stack", "dev", "--format", "json")
+    assert (code, err) == (0, "")  # the first hour needs no secret
+
+
+def test_the_placeholder_is_no_ciphertext_any_secrets_provider_decrypts() -> None:
+    """Pulumi decrypts every secure value before an update starts and refuses to proceed when one
+    fails (tests/upstream/pulumi-config-decrypt-3.259.0.yaml): the placeholder must fail, so
+    nothing is created with it, and every `secure:` value committed here must be the placeholder."""
+    facts = upstream.facts("pulumi-config-decrypt-3.259.0")
+    assert facts["decrypted_before_update"] and facts["last_line"] == "refusing to proceed"
+    assert not re.fullmatch(facts["ciphertext_form"], plan.PLACEHOLDER_CIPHERTEXT)  # passphrase and cloud KMS
+    with pytest.raises(binascii.Error):  # the service decodes base64 first
+        base64.b64decode(plan.PLACEHOLDER_CIPHERTEXT, validate=True)
+    for name in EXAMPLE_STACKS:
+        doc = yaml.safe_load((ROOT / f"Pulumi.{name}.yaml").read_text())
+        for key, value in doc["config"].items():
+            if isinstance(value, dict) and "secure" in value:
+                assert value["secure"] == plan.PLACEHOLDER_CIPHERTEXT, f"{name}: {key} holds a real ciphertext"
 
 
 def test_config_file_and_secrets_become_placeholders(tmp_path: Path) -> None:
     path = tmp_path / "mine.yaml"
     values = dict(MINIMAL, **{"llm-training-eks:tags": {"team": {"secure": "v1:abc"}}})
-    path.write_text(yaml.safe_dump({"config": values}))
+    path.write_text(stack_yaml({"config": values}))
     assert stackfile.read_stack_file(path)["llm-training-eks:tags"] == {"team": stackfile.SECRET}
     code, out, _ = _main("--config-file", str(path), "--format", "json")
     assert code == 0 and json.loads(out)["stack"] == "mine"
@@ -85,7 +123,7 @@ def test_program_failure_is_exit_1_without_traceback(monkeypatch: pytest.MonkeyP
 
 def test_invalid_config_cli_exit_code_in_a_real_process(tmp_path: Path) -> None:
     path = tmp_path / "Pulumi.bad.yaml"
-    path.write_text(yaml.safe_dump({"config": {"aws:region": "us-west-2", "llm-training-eks:nodeGroup": []}}))
+    path.write_text(stack_yaml({"config": {"aws:region": "us-west-2", "llm-training-eks:nodeGroup": []}}))
     proc = subprocess.run(
         [sys.executable, "-m", "tools.plan", "--config-file", str(path)], cwd=ROOT, capture_output=True, text=True
     )

@@ -96,7 +96,7 @@ def test_multi_node_nccom_test_runs_on_the_first_worker_with_its_root_comm_id() 
     (tests/upstream/nccom-test-2.29.1.yaml); it runs on the first worker, by absolute path."""
     script = launcher_script(jobs("trn1-llama2")["llama2-run-001-train"])
     (line,) = [ln for ln in script.splitlines() if "nccom-test -r 128" in ln]
-    # The launcher's own ssh options (issue 13: SSH_OPTIONS), then the first worker.
+    # over ssh with the ssh options of mpirun (the image's ssh_config is not relied on: issue 12, defect 8)
     assert line.startswith(f'ssh {SSH_OPTIONS} "$first" "')
     assert "NEURON_RT_ROOT_COMM_ID=$root:45654 /opt/aws/neuron/bin/nccom-test" in line
     assert 'first=$(head -n 1 /etc/mpi/hostfile | cut -d" " -f1)' in script

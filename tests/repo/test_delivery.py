@@ -26,7 +26,7 @@ from config.stackfile import read_stack_file
 from facts.names import LOWER_LAYER
 from infra.ci_runner import runner_label
 from tests import upstream
-from tests.conftest import LAYERED_STACKS, ROOT, stack_plan
+from tests.conftest import LAYERED_STACKS, ROOT, stack_plan, stack_yaml
 from tests.repo.test_workflows import WORKFLOW_DIR, _load, _steps
 from tools import ci
 
@@ -267,7 +267,7 @@ def test_ci_refuses_what_no_runner_can_do(tmp_path: Path) -> None:
     aws["config"]["llm-training-eks:ciRunner"]["enabled"] = False
     # Without the runner the aws stack needs another path to the API to be valid config.
     aws["config"]["llm-training-eks:cluster"]["publicAccessCidrs"] = ["203.0.113.20/32"]
-    (tmp_path / "Pulumi.trn1-llama2-aws.yaml").write_text(yaml.safe_dump(aws))
+    (tmp_path / "Pulumi.trn1-llama2-aws.yaml").write_text(stack_yaml(aws))
     for name in ("cluster", "runs"):
         stack = f"Pulumi.trn1-llama2-{name}.yaml"
         (tmp_path / stack).write_text((ROOT / stack).read_text())

@@ -9,14 +9,13 @@ from typing import Any
 
 import pulumi
 import pytest
-import yaml
 from pulumi.runtime import config as runtime_config
 
 import config
 import config.cluster
 from config import stackfile
 from facts import names
-from tests.conftest import MINIMAL
+from tests.conftest import MINIMAL, stack_yaml
 from tools import mocks, plan
 
 NG = "llm-training-eks:nodeGroups"
@@ -34,7 +33,7 @@ def _set_ng(**kv: Any) -> Any:
 
 def _plan_cli(values: dict[str, Any], tmp_path: Path) -> tuple[int, str]:
     path = tmp_path / "Pulumi.bad.yaml"
-    path.write_text(yaml.safe_dump({"config": values}))
+    path.write_text(stack_yaml({"config": values}))
     err = io.StringIO()
     code = plan.main(["--config-file", str(path), "--format", "json"], stdout=io.StringIO(), stderr=err)
     return code, err.getvalue()

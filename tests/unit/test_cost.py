@@ -129,14 +129,22 @@ def test_price_list_api_is_parsed_and_falls_back_to_the_table():
                         "capacitystatus": "Used",
                     }.items()
                 ],
-                "MaxResults": 10,
+                "FormatVersion": "aws_v1",
+                "MaxResults": 100,
             },
         )
         stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []})
-        p = tools_cost.PriceListPrices(client)
+        p = tools_cost.PriceListPrices(client, "us-west-2")
         assert p.instance_hourly("trn1.32xlarge", "us-west-2") == 21.5
         assert p.instance_hourly("trn1.32xlarge", "us-west-2") == 21.5  # cached: no second call
         assert p.instance_hourly("p5.48xlarge", "us-east-2") == prices.EC2_ON_DEMAND_HOURLY["p5.48xlarge"]
+        assert p.fallbacks == [
+            (
+                ("ec2", "p5.48xlarge"),
+                "EC2 p5.48xlarge Linux on-demand in us-east-2",
+                "the Price List API has no product for EC2 p5.48xlarge Linux on-demand in us-east-2",
+            )
+        ]
 
 
 def test_items_from_config_match_items_from_plan():

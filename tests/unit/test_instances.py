@@ -61,6 +61,8 @@ def test_entry_matches_ec2_data(name: str, ec2_types: dict[str, dict[str, Any]])
     assert it.nvme_disks == disks.get("Count", 0)
     assert it.nvme_total_gb == ref.get("InstanceStorageInfo", {}).get("TotalSizeInGB", 0)
     assert "x86_64" in ref["ProcessorInfo"]["SupportedArchitectures"]  # the AL2023 x86_64 AMI types
+    # The VPC CNI gives pods these addresses: what a subnet must have free per node.
+    assert it.ipv4_per_interface == net["Ipv4AddressesPerInterface"]
 
 
 @pytest.mark.parametrize("name", sorted(catalog.ACCELERATED))

@@ -15,10 +15,10 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 import config
-from tests.conftest import API_PATH, BASE
+from tests.conftest import API_PATH, BASE, MINIMAL
+from tests.unit.preflight_sources import NOW, reservation
 from tools import preflight
-
-NOW = dt.datetime(2026, 7, 1, 12, 0, tzinfo=dt.UTC)
+from tools.account import Boto3Account
 
 
 def cfg_of(**ng: Any) -> config.StackConfig:
@@ -29,27 +29,16 @@ def cfg_of(**ng: Any) -> config.StackConfig:
 RESERVED = {"capacity": {"type": "reservation", "reservationId": "cr-0123456789abcdef0"}}
 
 
-def reservation(**over: Any) -> dict[str, Any]:
-    cr = {
-        "CapacityReservationId": "cr-0123456789abcdef0",
-        "InstanceType": "trn1.32xlarge",
-        "InstancePlatform": "Linux/UNIX",
-        "AvailabilityZone": "us-west-2d",
-        "Tenancy": "default",
-        "TotalInstanceCount": 4,
-        "AvailableInstanceCount": 4,
-        "State": "active",
-        "StartDate": NOW - dt.timedelta(days=1),
-        "EndDate": NOW + dt.timedelta(days=30),
-        "EndDateType": "limited",
-        "InstanceMatchCriteria": "targeted",
-        "ReservationType": "default",
-    }
-    cr.update(over)
-    return cr
+def account(**clients: Any) -> Boto3Account:
+    """The command line's source over the given clients (by service name)."""
+    return Boto3Account(lambda service: clients[service])
 
 
-def reservation_findings(cr: dict[str, Any] | None, cfg: config.StackConfig) -> list[preflight.Finding]:
+def reservation_findings(
+    cr: dict[str, Any] | None, cfg: config.StackConfig, own: int | None = None
+) -> list[preflight.Finding]:
+    """Preflight's reservation findings against EC2 (Stubber); `own`: the node group's instances
+    in the reservation, when preflight is expected to ask for them."""
     ec2 = boto3.client("ec2", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(ec2) as stub:
         expected = {"CapacityReservationIds": ["cr-0123456789abcdef0"]}
@@ -59,7 +48,12 @@ def reservation_findings(cr: dict[str, Any] | None, cfg: config.StackConfig) -> 
             )
         else:
             stub.add_response("describe_capacity_reservations", {"CapacityReservations": [cr]}, expected)
-        return preflight.check_reservations(ec2, cfg, NOW, 24)
+        if own is not None:
+            instances = [{"InstanceId": f"i-0123456789abcdef{i}", "InstanceType": "trn1.32xlarge"} for i in range(own)]
+            stub.add_response("describe_instances", {"Reservations": [{"Instances": instances}] if own else []})
+        findings = preflight.check_reservations(account(ec2=ec2), cfg, NOW, 24)
+        stub.assert_no_pending_responses()
+        return findings
 
 
 def failing(findings: list[preflight.Finding]) -> list[str]:
@@ -97,7 +91,7 @@ def quota_client(values: dict[str, float]) -> tuple[Any, Stubber]:
 @mock_aws
 def test_instance_type_not_offered_in_the_az():
     ec2 = boto3.client("ec2", region_name="us-west-2")
-    lines = failing(preflight.check_offerings(ec2, cfg_of(availabilityZone="us-west-2a")))
+    lines = failing(preflight.check_offerings(account(ec2=ec2), cfg_of(availabilityZone="us-west-2a")))
     assert len(lines) == 1
     assert "trn1.32xlarge is not offered in us-west-2a" in lines[0] and "us-west-2d" in lines[0]
 
@@ -106,8 +100,8 @@ def test_instance_type_not_offered_in_the_az():
 def test_instance_type_offered_and_efa_cards_match():
     ec2 = boto3.client("ec2", region_name="us-west-2")
     cfg = cfg_of()
-    assert failing(preflight.check_offerings(ec2, cfg)) == []
-    assert failing(preflight.check_efa(ec2, cfg)) == []
+    assert failing(preflight.check_offerings(account(ec2=ec2), cfg)) == []
+    assert failing(preflight.check_efa(account(ec2=ec2), cfg)) == []
 
 
 # --------------------------------------------------------------------------- reservations (Stubber)
@@ -135,8 +129,9 @@ def test_reservation_for_another_type():
 
 
 def test_reservation_with_too_few_free_instances():
-    lines = failing(reservation_findings(reservation(AvailableInstanceCount=2), cfg_of(**RESERVED)))
-    assert len(lines) == 1 and "has 2 free instances, the node group needs 4" in lines[0]
+    lines = failing(reservation_findings(reservation(AvailableInstanceCount=2), cfg_of(**RESERVED), own=0))
+    assert len(lines) == 1
+    assert "has 2 free instances and 0 used by this node group's own instances, the node group needs 4" in lines[0]
 
 
 def test_reservation_expiring_within_the_margin():
@@ -162,7 +157,7 @@ def test_capacity_block_scheduled_says_when_it_starts():
 
 def test_quota_too_low():
     sq, stub = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
-    lines = failing(preflight.check_quotas(sq, cfg_of()))
+    lines = failing(preflight.check_quotas(account(**{"service-quotas": sq}), cfg_of()))
     stub.assert_no_pending_responses()
     # 4 x trn1.32xlarge x 128 vCPUs = 512 needed
     assert len(lines) == 1 and "L-2C3B7624" in lines[0] and "256 vCPUs < 512 needed" in lines[0]
@@ -171,7 +166,7 @@ def test_quota_too_low():
 def test_quota_ignores_capacity_blocks():
     block = BLOCK
     sq, _ = quota_client({"L-1216C47A": 640})
-    assert failing(preflight.check_quotas(sq, cfg_of(**block))) == []
+    assert failing(preflight.check_quotas(account(**{"service-quotas": sq}), cfg_of(**block))) == []
 
 
 # --------------------------------------------------------------------------- all together and the CLI
@@ -181,15 +176,13 @@ EKS = None
 """No Capacity Block group in these stacks: the EKS client is never called."""
 
 
-class _Sts:
-    def __init__(self, arn: str):
-        self.arn = arn
-
-    def get_caller_identity(self) -> dict[str, str]:
-        return {"Arn": self.arn, "Account": "123456789012", "UserId": "x"}
-
-
-STS = _Sts("arn:aws:sts::123456789012:assumed-role/deployer/ci-session")
+def sts_client(arn: str = "arn:aws:sts::123456789012:assumed-role/deployer/ci-session") -> Any:
+    """STS answering GetCallerIdentity once (Stubber, the real response shape)."""
+    sts = boto3.client("sts", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(sts)
+    stub.add_response("get_caller_identity", {"Arn": arn, "Account": "123456789012", "UserId": "AROAEXAMPLE:ci"})
+    stub.activate()
+    return sts
 
 
 class Session:
@@ -201,13 +194,15 @@ class Session:
 
 
 @mock_aws
-def test_all_good_exit_0():
+def test_all_good_exit_0(tmp_path: Path):
+    stack = tmp_path / "Pulumi.x.yaml"
+    stack.write_text(json.dumps({"config": {**BASE, **MINIMAL}}))
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 1024})
     session = Session(
-        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": STS}
+        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": sts_client()}
     )
     out, err = io.StringIO(), io.StringIO()
-    assert preflight.main(["--stack", "dev"], stdout=out, stderr=err, session=session) == 0
+    assert preflight.main(["--config-file", str(stack)], stdout=out, stderr=err, session=session) == 0
     assert err.getvalue() == ""
     assert "ok offering nodeGroups[trn1]: trn1.32xlarge is offered in us-west-2d" in out.getvalue()
 
@@ -219,7 +214,7 @@ def test_failing_check_exit_1_one_line_each(tmp_path: Path):
     stack.write_text(json.dumps({"config": {**BASE, "llm-training-eks:nodeGroups": [group]}}))
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
     session = Session(
-        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": STS}
+        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": sts_client()}
     )
     err = io.StringIO()
     assert preflight.main(["--config-file", str(stack)], stdout=io.StringIO(), stderr=err, session=session) == 1
@@ -290,7 +285,7 @@ def test_capacity_block_scale_down_already_past():
     soon = NOW + dt.timedelta(minutes=30)
     block = {"capacity": {**BLOCK["capacity"], "endsAt": soon.isoformat()}}
     cr = reservation(ReservationType="capacity-block", EndDate=soon)
-    lines = failing(preflight.check_reservations(_stubbed(cr), cfg_of(**block), NOW, 0))
+    lines = failing(preflight.check_reservations(account(ec2=_stubbed(cr)), cfg_of(**block), NOW, 0))
     assert any("scale-down at 2026-07-01 11:30 UTC is already past" in line for line in lines)
 
 
@@ -320,7 +315,7 @@ def _eks_with(version: str | None, desired: int) -> Any:
 )
 def test_capacity_block_upgrade_only_at_desired_zero(deployed: str | None, desired: int, ok: bool):
     """EKS user guide, capacity-blocks-mng: upgrade Capacity Block groups at desired size 0."""
-    (finding,) = preflight.check_capacity_block_upgrades(_eks_with(deployed, desired), cfg_of(**BLOCK))
+    (finding,) = preflight.check_capacity_block_upgrades(account(eks=_eks_with(deployed, desired)), cfg_of(**BLOCK))
     assert finding.ok is ok
     if not ok:
         assert "keep cluster.kubernetesVersion at 1.34" in finding.message and "desiredSize: 0" in finding.message
@@ -337,5 +332,5 @@ def test_capacity_block_upgrade_only_at_desired_zero(deployed: str | None, desir
 )
 def test_the_deployer_is_not_listed_as_admin_again(admins: list[str], ok: bool):
     cfg = config.parse({"region": "us-west-2", "cluster": {**API_PATH, "adminPrincipalArns": admins}})
-    (finding,) = preflight.check_admin_entries(STS, cfg)
+    (finding,) = preflight.check_admin_entries(account(sts=sts_client()), cfg)
     assert finding.ok is ok

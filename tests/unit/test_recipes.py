@@ -8,6 +8,7 @@ import pytest
 
 import config
 from config.workloads import RECIPES, RunConfig
+from facts.names import SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
 from workloads import manifests
 from workloads.deploy import context
@@ -23,13 +24,15 @@ FULL: dict[str, dict[str, Any]] = {
     "nemo-gpu": {"tensorboard": True},
     "bert-neuron": {"tensorboard": True},
     "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
+    "ddp-cpu": {"interruptOnceAtStep": 100},
 }
 
 
 def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config.StackConfig, RunConfig]:
     model = RECIPES[recipe]
     ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
-    run = {"recipe": recipe, "nodeGroup": ng["name"], "nodes": 2, "runId": "r1", **FULL[recipe], **(extra or {})}
+    group = SYSTEM_NODE_GROUP if model.RUNS_ON_CPU else ng["name"]
+    run = {"recipe": recipe, "nodeGroup": group, "nodes": 2, "runId": "r1", **FULL[recipe], **(extra or {})}
     values = {
         "region": "us-west-2",
         "cluster": {"publicAccessCidrs": ["203.0.113.10/32"]},
@@ -46,13 +49,17 @@ def built(recipe: str) -> list[Step]:
 
 
 def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
-    """The steps of a two-node run of `recipe` (with `extra` run keys) on its accelerator."""
+    """The steps of a two-node run of `recipe` (with `extra` run keys) on its accelerator (or
+    on the system node group's CPUs)."""
     cfg, run = parsed_run(recipe, extra)
     ng = cfg.node_groups[0]
 
     class _Platform:
         storage_claim, shared_mount = "shared-fsx", "/shared"
-        node_groups = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng))}
+        node_groups = {
+            ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)),
+            SYSTEM_NODE_GROUP: NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
+        }
 
         def namespace_for(self, team: str | None) -> str:
             return "training"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from config.workloads import Run
-from workloads.manifests import bert_neuron, custom, llama2_neuron, nemo_gpu
+from workloads.manifests import bert_neuron, custom, ddp_cpu, llama2_neuron, nemo_gpu
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
@@ -21,6 +21,7 @@ BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
     "nemo-gpu": nemo_gpu.steps,
     "bert-neuron": bert_neuron.steps,
     "custom": custom.steps,
+    "ddp-cpu": ddp_cpu.steps,
 }
 
 __all__ = ["BUILDERS", "Context", "Step", "steps"]

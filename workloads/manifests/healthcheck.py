@@ -1,6 +1,7 @@
 """The health gate at the start of every training launch, on the nodes and with the image that
 train: per-node checks (devices, EFA, a short self-test), then a collective all-reduce that
-fails below a bus-bandwidth floor (and, on GPUs, when NCCL does not use the EFA plugin).
+fails below a bus-bandwidth floor (and, on GPUs, when NCCL does not use the EFA plugin). A CPU
+run (the system node group) checks each node's view of the shared file system instead.
 
 It runs in the training MPIJob's launcher before training, so it tests exactly the nodes
 Kueue admitted for training, every time the launcher (re)starts, and a failure fails that
@@ -34,6 +35,20 @@ NEURON_ROOT_COMM_PORT = 45654
 # What NCCL (init.cc, "Using network %s") logs when aws-ofi-nccl (network name "Libfabric")
 # carries the traffic; without the plugin it says "Socket" (tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml).
 NCCL_EFA_EVIDENCE = "Using network Libfabric"
+
+
+def cpu_node_check() -> str:
+    """Per-node check of a CPU run (the system node group): the shared file system is mounted
+    and writable from this node (the FSx CSI mount is what a CPU node can lack). Prints
+    `FAIL <host>: ...` and exits 1, or `OK <host>: ...` with the node's online CPUs (getconf,
+    which OMP_NUM_THREADS does not change, unlike nproc)."""
+    return (
+        "h=$(hostname)\n"
+        'probe="$SHARED_DIR/.health-check-$h"\n'
+        '{ echo "$h" > "$probe" && [ "$(cat "$probe")" = "$h" ] && rm -f "$probe"; }'
+        ' || { echo "FAIL $h: the shared file system is not writable at $SHARED_DIR"; exit 1; }\n'
+        'echo "OK $h: $SHARED_DIR writable, $(getconf _NPROCESSORS_ONLN) CPUs online"'
+    )
 
 
 def node_check(ng: NodeGroupFacts) -> str:
@@ -123,6 +138,10 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
     if not run.health_check.enabled:
         return ""
     ng = ctx.node_group
+    if not ng.accelerated:
+        # CPUs: the node checks only; the run's own gloo all-reduce is the collective test.
+        per_node = f'[ "${{OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0\n{cpu_node_check()}'
+        return f'echo "== health check: every node"\n$MPIRUN bash -c {shlex.quote(per_node)}\n'
     default = HEALTH_CHECK_FLOORS[ng.instance.name]
     size = run.health_check.message_size or default.message_size
     floor = run.health_check.min_bus_bandwidth_gbps or default.min_bus_bandwidth_gbps

@@ -78,13 +78,14 @@ class MPIJobSpec:
 
 
 def base_env(workload_name: str, run: RunConfig, ctx: Context, job: str) -> dict[str, str]:
-    """Environment of every process of a multi-node job: EFA, rendezvous, run directories."""
+    """Environment of every process of a multi-node job: EFA and the accelerator's settings
+    (none on the system node group's CPUs), rendezvous, run directories."""
     ng = ctx.node_group
     env = {
-        **_EFA_ENV,
-        **_ACCELERATOR_ENV[ng.accelerator],
+        **(_EFA_ENV if ng.instance.efa else {}),
+        **(_ACCELERATOR_ENV[ng.accelerator] if ng.accelerated else {}),
         "NNODES": str(run.nodes),
-        "NPROC_PER_NODE": str(ng.instance.ranks_per_node),
+        "NPROC_PER_NODE": str(ng.slots_per_worker),
         "MASTER_ADDR": f"{job}-worker-0.{job}.{ctx.namespace}.svc",
         "MASTER_PORT": str(MASTER_PORT),
         "RUN_ID": run.run_id,
@@ -164,8 +165,9 @@ def _worker(
     workload_name: str, run: RunConfig, ctx: Context, image: str, environment: dict[str, str], pod_labels: Obj
 ) -> Obj:
     """Each worker takes its whole node (every accelerator and EFA device, the allocatable CPU
-    and memory, requests = limits so it is the last pod evicted) and a memory-backed /dev/shm.
-    It runs sshd as root with the capabilities sshd needs (workloads.manifests.security)."""
+    and memory; a quarter of a system node for CPU runs), requests = limits so it is the last
+    pod evicted, and a memory-backed /dev/shm. It runs sshd as root with the capabilities sshd
+    needs (workloads.manifests.security)."""
     requests = ctx.node_group.worker_requests()
     container = {
         "name": "worker",
@@ -181,7 +183,7 @@ def _worker(
         "securityContext": container_security(add=WORKER_CAPABILITIES),
         "volumeMounts": [shared_mount(ctx), {"name": "dshm", "mountPath": "/dev/shm"}],
     }
-    dshm = {"medium": "Memory", "sizeLimit": f"{ctx.node_group.instance.allocatable_memory_gib // 4}Gi"}
+    dshm = {"medium": "Memory", "sizeLimit": f"{ctx.node_group.shm_gib}Gi"}
     return {
         "replicas": run.nodes,
         # A worker whose sshd dies is restarted in place; a worker whose node is gone is
@@ -267,7 +269,7 @@ def mpijob(workload_name: str, run: RunConfig, ctx: Context, spec: MPIJobSpec) -
         "kind": "MPIJob",
         "metadata": meta(spec.name, ctx, job_labels, annotations),
         "spec": {
-            "slotsPerWorker": ctx.node_group.instance.ranks_per_node,
+            "slotsPerWorker": ctx.node_group.slots_per_worker,
             "launcherCreationPolicy": "WaitForWorkersReady",
             "runPolicy": {"backoffLimit": spec.backoff_limit, "cleanPodPolicy": "Running"},
             "sshAuthMountPath": "/root/.ssh",

@@ -1,0 +1,132 @@
+"""Preflight's reads through the stack's own AWS provider (inside `pulumi preview`/`up`).
+
+Each read is a pulumi-aws invoke with `InvokeOptions(provider=...)`, the provider
+`infra.context.aws_provider` builds for every AWS resource of the stack: the checks ask with the
+same region and the same credentials (profile, role, environment) that will create the
+resources, not with whatever a bare boto3 session would find. The invokes are the synchronous
+forms, so a failing check stops the program before any other resource is declared.
+
+What each data source returns, and that it errors rather than returning nothing for a missing
+reservation, is in tests/upstream/pulumi-aws-invokes.yaml.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from tools.account import (
+    OWN_INSTANCE_STATES,
+    UPCOMING_TAG,
+    AccountError,
+    DeployedNodeGroup,
+    Reservation,
+    explain_text,
+)
+
+# A data source that finds nothing fails with terraform-provider-aws's NotFoundError ("couldn't
+# find resource") or EmptyResultError ("empty result"), or EC2's own NotFound code.
+_NOT_FOUND = ("couldn't find resource", "empty result", "InvalidCapacityReservationId.NotFound")
+
+
+def _date(value: Any) -> dt.datetime | None:
+    """The data sources give RFC 3339 strings (timetypes.RFC3339)."""
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+class ProviderAccount:
+    """The `tools.account.Account` reads as invokes of one explicit AWS provider."""
+
+    def __init__(self, provider: pulumi.ProviderResource):
+        self._opts = pulumi.InvokeOptions(provider=provider)
+
+    def _invoke(self, function: Callable[..., Any], action: str, not_found: bool = False, **args: Any) -> Any:
+        try:
+            return function(**args, opts=self._opts)
+        except Exception as e:  # noqa: BLE001 - a failed invoke is a plain Exception carrying the provider's text
+            text = str(e)
+            if not_found and any(s in text for s in _NOT_FOUND):
+                return None
+            raise AccountError(explain_text(text, action)) from None
+
+    def offered_azs(self, instance_type: str) -> set[str]:
+        found = self._invoke(
+            aws.ec2.get_instance_type_offerings,
+            "ec2:DescribeInstanceTypeOfferings",
+            filters=[{"name": "instance-type", "values": [instance_type]}],
+            location_type="availability-zone",
+        )
+        return set(found.locations or [])
+
+    def efa_interfaces(self, instance_type: str) -> int:
+        info = self._invoke(aws.ec2.get_instance_type, "ec2:DescribeInstanceTypes", instance_type=instance_type)
+        return int(info.efa_maximum_interfaces or 0) if info.efa_supported else 0
+
+    def reservation(self, reservation_id: str) -> Reservation | None:
+        # Despite its name, this data source describes any reservation by id: it calls
+        # DescribeCapacityReservations with the id and no type filter.
+        cr = self._invoke(
+            aws.ec2.get_capacity_block_reservation,
+            "ec2:DescribeCapacityReservations",
+            not_found=True,
+            id=reservation_id,
+        )
+        if cr is None:
+            return None
+        tags: Mapping[str, str] = cr.tags or {}
+        upcoming = tags.get(UPCOMING_TAG)
+        return Reservation(
+            id=str(cr.id),
+            instance_type=str(cr.instance_type),
+            availability_zone=str(cr.availability_zone),
+            kind=str(cr.reservation_type or "default"),
+            state=str(cr.state),
+            total=int(cr.instance_count or 0),
+            available=int(cr.available_instance_count or 0),
+            start=_date(cr.start_date),
+            end=_date(cr.end_date),
+            placement_group_arn=cr.placement_group_arn or None,
+            upcoming=int(upcoming) if upcoming and str(upcoming).isdigit() else None,
+        )
+
+    def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
+        # Listing first: a missing cluster or group is an answer, not an error to parse.
+        clusters = self._invoke(aws.eks.get_clusters, "eks:ListClusters")
+        if cluster not in (clusters.names or []):
+            return None
+        groups = self._invoke(aws.eks.get_node_groups, "eks:ListNodegroups", cluster_name=cluster)
+        if name not in (groups.names or []):
+            return None
+        group = self._invoke(
+            aws.eks.get_node_group, "eks:DescribeNodegroup", cluster_name=cluster, node_group_name=name
+        )
+        scaling = (group.scaling_configs or [None])[0]
+        return DeployedNodeGroup(str(group.version), int(scaling.desired_size) if scaling else 0)
+
+    def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
+        found = self._invoke(
+            aws.ec2.get_instances,
+            "ec2:DescribeInstances",
+            filters=[{"name": "capacity-reservation-id", "values": [reservation_id]}],
+            instance_state_names=list(OWN_INSTANCE_STATES),
+            instance_tags=dict(tags),
+        )
+        return len(found.ids or [])
+
+    def caller_arn(self) -> str:
+        return str(self._invoke(aws.get_caller_identity, "sts:GetCallerIdentity").arn)
+
+    def quota(self, code: str) -> float:
+        found = self._invoke(
+            aws.servicequotas.get_service_quota,
+            "servicequotas:GetServiceQuota",
+            service_code="ec2",
+            quota_code=code,
+        )
+        return float(found.value)

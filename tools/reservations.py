@@ -1,0 +1,177 @@
+"""Preflight's reservation check: can a node group's reservation or Capacity Block hold it?
+
+Day 2 is the common case: a group of 4 on a reservation of 4 has used every slot itself, so
+EC2 reports 0 free. The group's own instances (found by the tags its launch template puts on
+them) count as available to it. A reservation's state decides what the group may ask for
+(EC2 API CapacityReservationState, in botocore's ec2 model; EC2 user guide, capacity-blocks-view
+and capacity-reservations-view):
+
+- `active`: the group's desired size must fit in the free instances plus its own.
+- Not usable now (`scheduled`, `pending`, `assessing`, `payment-pending`, `delayed`, and
+  `unavailable`, which the state's documentation leaves out; DescribeCapacityBlocks lists it and
+  CapacityBlockStatus counts capacity unusable after a failed system status check): fine at
+  desired size 0 (a Capacity Block bought ahead, the group waiting for it); refused above 0,
+  saying when it starts.
+- Gone (`expired`, `cancelled`, `failed`, `payment-failed`, `unsupported`, `cancelling`): fine at
+  desired size 0 (a group kept after its block ended), refused above 0.
+- Any state EC2 adds later is refused until this module knows what it means.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from config.nodegroups import NodeGroupConfig
+from config.stack import StackConfig
+from facts.names import CLUSTER_TAG
+from tools.account import Account, Reservation
+
+USABLE = frozenset({"active"})
+NOT_NOW = {
+    "scheduled": "is scheduled and starts at {start}",
+    "pending": "is still being provisioned (EC2 shows a new reservation active within about 5 minutes)",
+    "assessing": "is being assessed by EC2 (a future-dated reservation, from {start})",
+    "payment-pending": "waits for its upfront payment to be processed (starts at {start})",
+    "delayed": "is delayed: EC2 cannot deliver it by its start date ({start})",
+    "unavailable": "is unavailable: EC2 reports its capacity cannot be used now (e.g. a failed status check)",
+}
+GONE = frozenset({"expired", "cancelled", "failed", "payment-failed", "unsupported", "cancelling"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The outcome of one check; a failing one says what to do."""
+
+    check: str
+    subject: str
+    ok: bool
+    message: str
+
+    def line(self) -> str:
+        return f"{'ok' if self.ok else 'FAIL'} {self.check} {self.subject}: {self.message}"
+
+
+def iso(v: Any) -> str:
+    return v.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if isinstance(v, dt.datetime) else str(v)
+
+
+def own_instance_tags(cfg: StackConfig, ng: NodeGroupConfig) -> dict[str, str]:
+    """Tags every instance of the node group carries: its launch template tags instances with the
+    stack's owned tags and Name `<cluster>-<group>` (infra/cluster.node_launch_template_args;
+    tests/unit/test_preflight_day2.py holds the two together on a planned stack)."""
+    return {CLUSTER_TAG: cfg.cluster.name, "Name": f"{cfg.cluster.name}-{ng.name}"}
+
+
+def check_reservations(account: Account, cfg: StackConfig, now: dt.datetime, margin_hours: float) -> list[Finding]:
+    """Each reservation or Capacity Block exists, is for the node group's type and AZ, was made in
+    the placement group the config names, can hold the group in its current state, does not end
+    within the margin, and (Capacity Blocks) ends at `endsAt`."""
+    out = []
+    for ng in cfg.node_groups:
+        if not ng.capacity.targets_reservation:
+            continue
+        rid = str(ng.capacity.reservation_id)
+        subject = f"nodeGroups[{ng.name}] {rid}"
+        cr = account.reservation(rid)
+        if cr is None:
+            message = f"not found in {cfg.region}: check the id and the region"
+            out.append(Finding("reservation", subject, False, message))
+            continue
+        az = cfg.node_group_az(ng)
+        problems = match_problems(cr, ng, az)
+        note, capacity = capacity_problems(account, cr, ng, own_instance_tags(cfg, ng))
+        problems += capacity + end_problems(cr, ng, now, margin_hours)
+        problems += placement_problems(cr, ng) + block_end_problems(cr, ng, now)
+        out += [Finding("reservation", subject, False, p) for p in problems]
+        if not problems:
+            out.append(Finding("reservation", subject, True, f"{note}, {ng.instance_type} in {az}"))
+    return out
+
+
+def match_problems(cr: Reservation, ng: NodeGroupConfig, az: str) -> list[str]:
+    """The reservation is for the node group's instance type, AZ and capacity type."""
+    out = []
+    if cr.instance_type != ng.instance_type:
+        out.append(f"is for {cr.instance_type}, not {ng.instance_type}: fix instanceType or the id")
+    if cr.availability_zone != az:
+        out.append(f"is in {cr.availability_zone}, the node group in {az}: set availabilityZone to it")
+    kind = "capacity-block" if cr.kind == "capacity-block" else "reservation"
+    if kind != ng.capacity.type:
+        out.append(f"is a {kind}, config says capacity.type {ng.capacity.type}")
+    return out
+
+
+def capacity_problems(
+    account: Account, cr: Reservation, ng: NodeGroupConfig, tags: dict[str, str]
+) -> tuple[str, list[str]]:
+    """(what the reservation offers the group, problems) for the group's desired size in the
+    reservation's state. The group's own instances are counted only when the free ones fall short."""
+    need = ng.desired_size
+    start = iso(cr.start)
+    if cr.state in USABLE:
+        if need <= cr.available:
+            return f"active, {cr.available} free", []
+        own = account.instances_in(cr.id, tags)
+        if need <= cr.available + own:
+            return f"active, {cr.available} free + {own} used by this node group's own instances", []
+        return "active", [
+            f"has {cr.available} free instances and {own} used by this node group's own instances,"
+            f" the node group needs {need}: lower desiredSize or use a larger reservation"
+        ]
+    if cr.state in NOT_NOW:
+        said = NOT_NOW[cr.state].format(start=start)
+        if need == 0:
+            return f"{said}; the group stays at 0 until then", []
+        problems = [f"{said}: keep desiredSize: 0 (and minSize: 0) until it is active, then raise it"]
+        will_have = cr.upcoming if cr.upcoming is not None else cr.total
+        if will_have < need:
+            problems.append(f"will have {will_have} instances, the node group needs {need}")
+        return said, problems
+    if cr.state in GONE:
+        if need == 0:
+            return f"is {cr.state}; the group stays at 0 (set a live reservationId before raising desiredSize)", []
+        return cr.state, [f"is {cr.state}: its capacity is gone; set desiredSize: 0 or use another reservation"]
+    return cr.state, [f"is in state {cr.state!r}, which preflight does not know: check it in the EC2 console"]
+
+
+def end_problems(cr: Reservation, ng: NodeGroupConfig, now: dt.datetime, margin_hours: float) -> list[str]:
+    """A group that runs nodes needs its reservation beyond the margin (a group at 0 runs none)."""
+    if ng.desired_size == 0 or cr.state in GONE or cr.end is None:
+        return []
+    if cr.end - now < dt.timedelta(hours=margin_hours):
+        return [f"ends at {iso(cr.end)}, within {margin_hours:g} h: extend it or scale the node group to 0 before then"]
+    return []
+
+
+def placement_problems(cr: Reservation, ng: NodeGroupConfig) -> list[str]:
+    """Capacity made in a cluster placement group is usable only in that group, and capacity made
+    without one only outside any (EC2 API reference, CreateCapacityReservation.PlacementGroupArn)."""
+    arn = cr.placement_group_arn
+    actual = str(arn).rsplit("placement-group/", 1)[-1] if arn else None
+    wanted = ng.capacity.placement_group_name
+    if actual == wanted:
+        return []
+    if actual is None:
+        return [f"was made without a placement group: remove capacity.placementGroupName ({wanted})"]
+    return [f"was made in placement group {actual}: set capacity.placementGroupName: {actual} (config: {wanted})"]
+
+
+def block_end_problems(cr: Reservation, ng: NodeGroupConfig, now: dt.datetime) -> list[str]:
+    """A Capacity Block group scales to 0 before the block's own end time: `endsAt` must be that
+    EndDate, and the scheduled scale-down must still lie ahead (EC2 Auto Scaling refuses a
+    scheduled action that starts in the past)."""
+    c = ng.capacity
+    when = c.scale_down_at
+    if c.type != "capacity-block" or c.ends_at is None or when is None:
+        return []
+    out = []
+    if cr.end is not None and cr.end != c.ends_at:
+        out.append(f"ends at {iso(cr.end)}, config says endsAt {iso(c.ends_at)}: set capacity.endsAt to its end")
+    if when <= now:
+        out.append(
+            f"the scale-down at {iso(when)} is already past: remove the node group or set a new block's"
+            " reservationId and endsAt"
+        )
+    return out
