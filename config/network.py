@@ -14,7 +14,7 @@ from config.base import AZ_RE, KeyProblem, Model, ipv4_cidr, matches
 # "Resource IDs"). botocore's EC2 model types VpcId, SubnetId and RouteTableId as plain
 # strings; the same format is the pattern of the Directory Service model's VpcId/SubnetId
 # (tests/upstream/aws-ec2-resource-ids-2026-11.yaml).
-_ID_RE = {kind: re.compile(rf"{kind}-(?:[0-9a-f]{{8}}|[0-9a-f]{{17}})") for kind in ("vpc", "subnet", "rtb")}
+_ID_RE = {kind: re.compile(rf"{kind}-(?:[0-9a-f]{{8}}|[0-9a-f]{{17}})", re.ASCII) for kind in ("vpc", "subnet", "rtb")}
 # Where the subnet ids end up besides EC2 and EKS: the FSx for Lustre file system's subnet.
 FSX_SUBNET_SHAPE = "fsx:CreateFileSystem:SubnetIds.[]"
 # Keys that describe the VPC the stack creates; with `vpcId` it creates none.
@@ -32,7 +32,7 @@ EXISTING_VPC_KEYS = {
 
 
 def _resource_id(kind: str, value: str) -> str:
-    if not _ID_RE[kind].fullmatch(value):
+    if not matches(_ID_RE[kind], value):
         raise ValueError(
             f"{value!r} is not a {kind} id ({kind}- and 8 or 17 hex digits, e.g. {kind}-0123456789abcdef0)"
         )
@@ -42,7 +42,7 @@ def _resource_id(kind: str, value: str) -> str:
 def _subnets(v: dict[str, str]) -> dict[str, str]:
     """AZ -> subnet id: AZ names, well-formed ids (FSx's pattern too), no subnet twice."""
     for az, subnet in v.items():
-        if not AZ_RE.fullmatch(az):
+        if not matches(AZ_RE, az):
             raise ValueError(f"{az!r} is not an AZ name like us-west-2d (the keys are AZs, the values subnet ids)")
         try:
             _resource_id("subnet", subnet)

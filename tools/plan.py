@@ -214,6 +214,12 @@ def kubernetes_objects(plan: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def check_out_dir(out: Path | None) -> None:
+    """`--out` names a directory (made if missing): refused before the plan runs, not after."""
+    if out is not None and out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory; give a directory (it is made if missing)")
+
+
 def write_out(plan: dict[str, Any], out: Path) -> str:
     """Write plan.json and every Kubernetes object as YAML under `out`; return what was written
     (one line, for stderr: stdout carries only the plan)."""
@@ -278,6 +284,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         return int(e.code or 0)
 
     try:
+        check_out_dir(args.out)
         values = read_stack_file(stack_file(args))
         plan = run(values, stack_name(args), stack_file(args).parent, recorded_outputs(args.lower_outputs))
     except (UsageError, config.ConfigError) as e:
@@ -288,7 +295,10 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
 
     stdout.write(to_json(plan) if args.format == "json" else render_table(plan))
     if args.out:
-        print(write_out(plan, args.out), file=stderr)
+        try:
+            print(write_out(plan, args.out), file=stderr)
+        except OSError as e:
+            return bad_input(UsageError(f"--out {args.out}: cannot write there: {e.strerror or e}"), stderr)
     for line in secrets_to_set(placeholder_secrets(stack_file(args))):
         print(line, file=stderr)
     blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]

@@ -65,6 +65,18 @@ def test_out_writes_plan_json(tmp_path: Path) -> None:
     )
 
 
+def test_out_that_is_a_file_is_refused_before_the_plan(tmp_path: Path) -> None:
+    """`--out` at an existing file: exit 2 naming the option, no traceback, the file kept."""
+    target = tmp_path / "plan.json"
+    target.write_text("keep")
+    code, out, err = _main("--stack", "dev", "--out", str(target))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"error: --out {target}: exists and is not a directory; give a directory (it is made if missing)"
+    ]
+    assert target.read_text() == "keep"
+
+
 def test_placeholder_secrets_are_named_before_anyone_runs_pulumi() -> None:
     code, out, err = _main("--stack", "trn1-llama2", "--format", "json")
     assert code == 0
