@@ -20,7 +20,7 @@ import pulumi_aws as aws
 from facts.images import IMAGES
 from facts.names import component_type
 from infra.context import StackContext
-from infra.iam import deny_insecure_transport, service_trust_policy
+from infra.iam import account_and_partition, deny_insecure_transport, service_trust_policy
 from infra.protection import stateful
 
 # CodeBuild's Ubuntu standard image (docker inside; privileged mode to run it), on the largest
@@ -142,8 +142,19 @@ class ImageBuilds(pulumi.ComponentResource):
         arns = pulumi.Output.all(*(pulumi.Output.from_input(repository_urls[r]) for r in images)).apply(
             lambda urls: [repository_arn(u) for u in urls]
         )
+        # CodeBuild may assume it for these projects of this account only (no confused deputy);
+        # their names are fixed, so their ARNs are known before the projects exist.
+        region, projects = ctx.region, [self.project_name(repo) for repo in images]
         role = aws.iam.Role(
-            f"{name}-builder", assume_role_policy=service_trust_policy("codebuild.amazonaws.com"), opts=child
+            f"{name}-builder",
+            assume_role_policy=account_and_partition(self).apply(
+                lambda a: service_trust_policy(
+                    "codebuild.amazonaws.com",
+                    source_account=a[0],
+                    source_arns=[f"arn:{a[1]}:codebuild:{region}:{a[0]}:project/{p}" for p in projects],
+                )
+            ),
+            opts=child,
         )
         aws.iam.RolePolicy(
             f"{name}-builder",
@@ -154,6 +165,10 @@ class ImageBuilds(pulumi.ComponentResource):
         self.projects = {repo: self._project(repo, repository_urls[repo], role, log_group) for repo in images}
         self._triggers()
         self.register_outputs({"tags": self.tags})
+
+    def project_name(self, repo: str) -> str:
+        """The CodeBuild project that builds `repo`'s image."""
+        return f"{self._ctx.cluster_name}-{repo}-image"
 
     def _sources_bucket(self) -> aws.s3.Bucket:
         """Private, versioned, encrypted, TLS-only, and reporting uploads to EventBridge."""
@@ -206,7 +221,7 @@ class ImageBuilds(pulumi.ComponentResource):
         env = aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs
         project = aws.codebuild.Project(
             f"{name}-{repo}",
-            name=f"{ctx.cluster_name}-{repo}-image",
+            name=self.project_name(repo),
             description=f"Builds images/{repo}/Dockerfile into {repo}:<content digest>",
             service_role=role.arn,
             build_timeout=BUILD_TIMEOUT_MINUTES,
@@ -236,11 +251,26 @@ class ImageBuilds(pulumi.ComponentResource):
 
     def _triggers(self) -> None:
         """EventBridge starts a project's build when its source lands; the source is uploaded
-        last, once the project names it and the rule listens."""
+        last, once the project names it and the rule listens. The role EventBridge assumes to
+        start builds trusts these rules of this account only (EventBridge guide, cross-service
+        confused deputy prevention: for event bus rule targets, aws:SourceArn is the rule ARN)."""
         name = self._name
         child = pulumi.ResourceOptions(parent=self)
+        rules = {
+            repo: aws.cloudwatch.EventRule(
+                f"{name}-{repo}",
+                description=f"Build the {repo} image when its source is uploaded",
+                event_pattern=self.bucket.bucket.apply(lambda b, r=repo: upload_event_pattern(b, r)),
+                opts=child,
+            )
+            for repo in self.projects
+        }
         events_role = aws.iam.Role(
-            f"{name}-events", assume_role_policy=service_trust_policy("events.amazonaws.com"), opts=child
+            f"{name}-events",
+            assume_role_policy=pulumi.Output.all(account_and_partition(self), *(r.arn for r in rules.values())).apply(
+                lambda a: service_trust_policy("events.amazonaws.com", source_account=a[0][0], source_arns=a[1:])
+            ),
+            opts=child,
         )
         aws.iam.RolePolicy(
             f"{name}-events",
@@ -251,14 +281,8 @@ class ImageBuilds(pulumi.ComponentResource):
             opts=child,
         )
         for repo, project in self.projects.items():
-            rule = aws.cloudwatch.EventRule(
-                f"{name}-{repo}",
-                description=f"Build the {repo} image when its source is uploaded",
-                event_pattern=self.bucket.bucket.apply(lambda b, r=repo: upload_event_pattern(b, r)),
-                opts=child,
-            )
             target = aws.cloudwatch.EventTarget(
-                f"{name}-{repo}", rule=rule.name, arn=project.arn, role_arn=events_role.arn, opts=child
+                f"{name}-{repo}", rule=rules[repo].name, arn=project.arn, role_arn=events_role.arn, opts=child
             )
             aws.s3.BucketObjectv2(
                 f"{name}-{repo}",
