@@ -19,8 +19,9 @@ import pulumi_aws as aws
 
 from facts.images import IMAGES
 from facts.names import component_type
+from infra.buckets import harden
 from infra.context import StackContext
-from infra.iam import account_and_partition, deny_insecure_transport, service_trust_policy
+from infra.iam import account_and_partition, service_trust_policy
 from infra.protection import stateful
 
 # CodeBuild's Ubuntu standard image (docker inside; privileged mode to run it), on the largest
@@ -171,7 +172,7 @@ class ImageBuilds(pulumi.ComponentResource):
         return f"{self._ctx.cluster_name}-{repo}-image"
 
     def _sources_bucket(self) -> aws.s3.Bucket:
-        """Private, versioned, encrypted, TLS-only, and reporting uploads to EventBridge."""
+        """Hardened like every bucket (infra.buckets), and reporting uploads to EventBridge."""
         name, ctx = self._name, self._ctx
         child = pulumi.ResourceOptions(parent=self)
         bucket = aws.s3.Bucket(
@@ -181,35 +182,7 @@ class ImageBuilds(pulumi.ComponentResource):
             tags=ctx.owned_tags,
             opts=stateful(ctx.protect, child),
         )
-        aws.s3.BucketVersioning(
-            f"{name}-sources",
-            bucket=bucket.id,
-            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
-            opts=child,
-        )
-        by_default = aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-sources",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=by_default(sse_algorithm="AES256")
-                )
-            ],
-            opts=child,
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-sources",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
-        )
-        aws.s3.BucketPolicy(
-            f"{name}-sources-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child
-        )
+        harden(f"{name}-sources", bucket, child)
         self.notification = aws.s3.BucketNotification(f"{name}-sources", bucket=bucket.id, eventbridge=True, opts=child)
         return bucket
 

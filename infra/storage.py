@@ -18,8 +18,9 @@ import pulumi_kubernetes as k8s
 
 from config.storage import StorageConfig
 from facts.names import DEFAULT_QUEUE, SCRATCH_EXCEPTION_TAG, SHARED_VOLUME, VOLUME_LABEL, component_type
+from infra.buckets import harden
 from infra.context import StackContext
-from infra.iam import data_key_policy, deny_insecure_transport, kms_key
+from infra.iam import data_key_policy, kms_key
 from infra.network import Network
 from infra.protection import policy_exception, stateful
 
@@ -115,44 +116,7 @@ class SharedStorage(pulumi.ComponentResource):
     def _secure_bucket(self) -> None:
         """Versioned, SSE-KMS, private, owner-enforced, TLS only; protected like the file system."""
         name, child, bucket = self._name, pulumi.ResourceOptions(parent=self), self.bucket
-        aws.s3.BucketVersioning(
-            f"{name}-data",
-            bucket=bucket.id,
-            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
-            opts=child,
-        )
-        by_default = aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-data",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=by_default(
-                        sse_algorithm="aws:kms", kms_master_key_id=self.key.arn
-                    ),
-                    bucket_key_enabled=True,
-                )
-            ],
-            opts=child,
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-data",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
-        )
-        aws.s3.BucketOwnershipControls(
-            f"{name}-data",
-            bucket=bucket.id,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
-            opts=child,
-        )
-        aws.s3.BucketPolicy(
-            f"{name}-data-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child
-        )
+        harden(f"{name}-data", bucket, child, kms_key_arn=self.key.arn)
 
     def _file_system(
         self, s: StorageConfig, network: Network, rules: list[pulumi.Resource]
