@@ -14,12 +14,13 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+CHECKOV_VENV := .venv-checkov
 STACK  ?= dev
 FORMAT ?= table
 OUT    ?=
 WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
-.PHONY: plan test lint typecheck pytest venv diagram schema clean launch-deps
+.PHONY: plan test lint typecheck pytest venv diagram schema clean launch-deps checkov
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@echo "setting up $(VENV): installing the pinned requirements (first run or changed requirements, 1-2 minutes)" >&2
@@ -53,6 +54,17 @@ $(VENV)/.launch: $(VENV)/.installed requirements-launch.txt
 
 venv: $(VENV)/.installed
 
+# checkov in a virtualenv of its own: its pins clash with requirements.txt (requirements-checkov.txt).
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	@echo "setting up $(CHECKOV_VENV): installing checkov for the pod security tests (first run or changed pin, about 1 minute)" >&2
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV) >&2
+	@$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt \
+	  > $(CHECKOV_VENV)/install.log 2>&1 || { cat $(CHECKOV_VENV)/install.log >&2; echo "pip install failed (log: $(CHECKOV_VENV)/install.log)" >&2; exit 1; }
+	@touch $@
+	@echo "$(CHECKOV_VENV) is ready" >&2
+
+checkov: $(CHECKOV_VENV)/.installed
+
 plan: venv
 	@$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT) $(if $(OUT),--out $(OUT))
 
@@ -73,10 +85,10 @@ schema: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-pytest: venv launch-deps
+pytest: venv launch-deps checkov
 	$(VENV)/bin/pytest -q -n auto
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -7,8 +7,8 @@ section and the shared `StackContext`.
 Three builders, one per layer, joined by the contracts of `infra.layers`:
 - `build_aws`: network -> shared storage (beside, not after, the cluster) -> cluster -> node
   groups -> registry -> EKS add-ons and their roles -> CI runner; hands on `ClusterInputs`;
-- `build_cluster`: add-on charts, MPI operator, Kueue and its queues, the shared volume;
-  hands on the `Platform` value;
+- `build_cluster`: add-on charts, MPI operator, Kueue and its queues, each team's namespace
+  (NetworkPolicies, its claim of the shared volume); hands on the `Platform` value;
 - the training runs (`workloads.deploy`) on that `Platform`.
 `build` runs all three in one stack (the quick start); `build_layer` runs the one the
 stack's `layer` names, reading the layer below through a stack reference.
@@ -27,7 +27,7 @@ from config import ConfigError, checkpoints, checks
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import Run
-from facts.names import STORAGE_CLAIM, WORKLOADS_NAMESPACE
+from facts.names import STORAGE_CLAIM
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner
@@ -41,6 +41,7 @@ from infra.platform import NodeGroupFacts, Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
 from infra.registry import Registry
 from infra.storage import FileSystemRef, SharedStorage, SharedVolume
+from infra.tenancy import tenants_of
 from workloads import deploy
 
 Outputs = dict[str, pulumi.Input[object]]
@@ -152,37 +153,46 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     provider = inputs.provider or kubernetes_provider("cluster-k8s", inputs.kubeconfig, pulumi.ResourceOptions())
     if addons is None:
         addons = ClusterAddons("addons", cfg.addons, StackContext.from_config(cfg))
+    tenants = tenants_of(cfg.teams)
     addons.declare_kubernetes(
         provider,
         list(inputs.node_groups.values()),
         inputs.role_arns,
         kueue_manager_config(cfg.queueing),
+        tenants,
         nodes_ready=inputs.nodes_ready,
         role_ready=inputs.role_ready,
     )
     addons.finish()
-    # Flavors and queues once Kueue runs; the LocalQueues need the workloads namespace. Runs and
+    namespaces = list(addons.namespaces.values())
+    # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
     # quotas may use the system node group too (CPU runs).
     groups = inputs.run_groups
-    queues = TeamQueues(
-        "queues", teams_of(cfg.teams, groups), groups, provider, depends_on=[addons.kueue, addons.namespace]
-    )
+    queues = TeamQueues("queues", teams_of(cfg.teams, groups), groups, provider, depends_on=[addons.kueue, *namespaces])
     volume = SharedVolume(
         "shared-volume",
         inputs.storage.storage_capacity_gib,
         inputs.file_system,
-        addons.namespace,
+        addons.namespaces,
         STORAGE_CLAIM,
         provider,
         depends_on=inputs.volume_ready or None,
     )
     platform = Platform(
         provider=provider,
-        namespace=WORKLOADS_NAMESPACE,
+        namespaces={key: t.namespace for key, t in tenants.items()},
+        shared_sub_paths={key: t.sub_path for key, t in tenants.items()},
         storage_claim=STORAGE_CLAIM,
         node_groups=groups,
         registry_urls=dict(inputs.registry_urls),
-        depends_on=[addons.namespace, volume.claim, addons.mpi_operator, *addons.releases.values(), *queues.objects],
+        depends_on=[
+            *namespaces,
+            *addons.network_policies,
+            *volume.claims.values(),
+            addons.mpi_operator,
+            *addons.releases.values(),
+            *queues.objects,
+        ],
         queues=queues.queues,
         priority_classes=queues.priority_classes,
         teams=dict(cfg.teams),

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from config import checks
 from config.messages import messages
+from config.secrets import plain_secret_env
 from config.stack import StackConfig
 from config.stackfile import from_stack_values, namespace_problems, secret_keys
 from config.workloads import RECIPES
@@ -72,6 +73,7 @@ def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None, foun
             for key in SECRET_KEYS
             if raw.get(key) not in (None, "") and key not in stored_secret
         )
+        problems.extend(plain_secret_env(raw.get("workloads"), stored_secret))
     cfg: StackConfig | None = None
     try:
         cfg = StackConfig.model_validate(dict(raw))

@@ -104,10 +104,11 @@ def run_name(name: str) -> list[str]:
 
 
 def plain_secrets(workloads: Mapping[str, WorkloadConfig]) -> list[str]:
-    """No token, key or password in a run's plain `env` (config.secrets)."""
+    """No token, key or password in a run's plain `env` (config.secrets): secrets go in `secretEnv`."""
     return [
         f"workloads.{name}.env.{var}: {why}; plain env values are clear text in the stack file and the Kubernetes"
-        f" object: store it encrypted with pulumi config set --secret --path 'workloads.{name}.env.{var}' <value>"
+        f" object: move it to secretEnv, stored encrypted, with pulumi config set --secret --path"
+        f" 'workloads.{name}.secretEnv.{var}' <value> (the pods read it from a Kubernetes Secret)"
         for name, run in sorted(workloads.items())
         for var, value in sorted(run.env.items())
         if (why := plain_secret(var, value, SECRET))

@@ -1,17 +1,23 @@
 """Secrets written in plain text where they would be rendered in the clear.
 
 A workload's `env` is rendered into the Kubernetes object (and the stack file is committed):
-a token, key or password there is readable by anyone who can read either. Such a value must
-be stored encrypted (`pulumi config set --secret --path ...`, a `secure:` value). A value is
-taken for a secret by its variable's name (a word such as TOKEN, SECRET, PASSWORD, or API_KEY)
-or by its shape (the published prefixes of common credentials). An empty value, or one stored
-encrypted, is fine. The rule refuses rather than warns: a warning scrolls past, a leaked token
-does not come back.
+a token, key or password there is readable by anyone who can read either. Such a value goes
+in the run's `secretEnv`, stored encrypted (`pulumi config set --secret --path ...`, a `secure:`
+value), which the pods read from a Kubernetes Secret. A value is taken for a secret by its
+variable's name (a word such as TOKEN, SECRET, PASSWORD, or API_KEY) or by its shape (the
+published prefixes of common credentials). An empty value is fine; an encrypted one in `env`
+is refused by config.run_env (the objects would hold it decrypted). The rule refuses rather
+than warns: a warning scrolls past, a leaked token does not come back. And every `secretEnv`
+value must be stored encrypted (plain_secret_env).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
+
+from config.stackfile import SECRET
 
 _SECRET_WORDS = frozenset(
     {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "APIKEY"}
@@ -53,3 +59,22 @@ def plain_secret(name: str, value: str, placeholder: str) -> str | None:
     if secret_name(name):
         return "is named like a secret"
     return None
+
+
+def plain_secret_env(raw_workloads: Any, stored_secret: set[str]) -> list[str]:
+    """`secretEnv` values that were not stored encrypted. A stack file shows an encrypted value
+    as the SECRET placeholder; under the engine, a value set with `--path --secret` makes the
+    whole `workloads` key secret (Pulumi's config marks a top-level key secure when any leaf is;
+    tests/upstream/pulumi-config-secrets-3.259.yaml), the only sign the program gets."""
+    if "workloads" in stored_secret or not isinstance(raw_workloads, Mapping):
+        return []
+    problems = []
+    for name, run in raw_workloads.items():
+        values = run.get("secretEnv") if isinstance(run, Mapping) else None
+        for key, value in values.items() if isinstance(values, Mapping) else ():
+            if value != SECRET:
+                problems.append(
+                    f"workloads.{name}.secretEnv.{key}: must be stored encrypted, not in plain text:"
+                    f" pulumi config set --path --secret 'workloads.{name}.secretEnv.{key}' <value>"
+                )
+    return problems

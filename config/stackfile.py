@@ -175,9 +175,13 @@ def load_yaml(text: str) -> Any:
 
 def read_stack_file(path: Path) -> dict[str, Any]:
     """The flat `config:` map of a Pulumi stack file; `secure:` values become placeholders."""
+    if path.is_dir():
+        raise UsageError(f"{path}: a directory, not a stack file")
     if not path.is_file():
         stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
-        raise UsageError(f"{path.name}: no such stack file; stacks here: {', '.join(stacks) or 'none'}")
+        raise UsageError(
+            f"{path.name}: no such stack file in {path.parent}; stacks there: {', '.join(stacks) or 'none'}"
+        )
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise UsageError(f"{path.name}: {size} bytes; a stack file is at most {MAX_FILE_BYTES} (a few KB is usual)")

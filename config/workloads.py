@@ -6,7 +6,8 @@ from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, Model, check_image, matches
+from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
+from config.run_env import ProcessEnv
 from config.training import (
     BertDataConfig,
     BertTrainingConfig,
@@ -29,7 +30,7 @@ from facts.names import SYSTEM_NODE_GROUP
 # run after parsing, in config/checks.py, so each can name its key.
 
 
-class RunConfig(Model):
+class RunConfig(ProcessEnv):
     """What every training run says, whatever its recipe.
 
     A recipe subclass states its facts as class attributes: the accelerator it needs
@@ -62,7 +63,6 @@ class RunConfig(Model):
         description="Neuron SDK of the image (Neuron node groups), when neither its tag nor the repository's"
         " Dockerfile says.",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment of every process.")
     health_check: HealthCheckConfig = Field(default_factory=HealthCheckConfig, description="Pre-training gate.")
     step_seconds: float | None = Field(
         None,
@@ -104,14 +104,6 @@ class RunConfig(Model):
     def _sdk(cls, v: str | None) -> str | None:
         if v is not None and not matches(r"2\.[0-9]+\.[0-9]+", v):
             raise ValueError(f"{v!r} is not a Neuron SDK version like 2.22.0")
-        return v
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, v: dict[str, str]) -> dict[str, str]:
-        for k in v:
-            if not matches(r"[A-Za-z_][A-Za-z0-9_]*", k):
-                raise ValueError(f"{k!r} is not an environment variable name")
         return v
 
     @model_validator(mode="after")
@@ -202,6 +194,7 @@ class Llama2NeuronWorkload(MegatronRun):
     REPOSITORY: ClassVar[str | None] = "neuronx-nemo-megatron"
     STEPS: ClassVar[tuple[str, ...]] = (
         "image",
+        "dirs",
         "secret",
         "tokenizer",
         "dataset",
@@ -299,7 +292,7 @@ class BertNeuronWorkload(RunConfig):
     RECIPE: ClassVar[str] = "bert-neuron"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
     REPOSITORY: ClassVar[str | None] = "bert-neuronx"
-    STEPS: ClassVar[tuple[str, ...]] = ("image", "dataset", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "dataset", "train", "tensorboard")
 
     recipe: Literal["bert-neuron"] = Field(description="bert-neuron")
     training: BertTrainingConfig = Field(default_factory=BertTrainingConfig, description="Steps and schedule.")

@@ -18,7 +18,23 @@ def component_type(layer: str, kind: str) -> str:
 # --------------------------------------------------------------------------- namespaces
 
 WORKLOADS_NAMESPACE = "training"
-"""Where training runs, their queues and the shared-storage claim live."""
+"""Where training runs, their queue and the shared-storage claim live in a stack without teams."""
+TEAM_NAMESPACE_PREFIX = "team-"
+"""A team's runs, its LocalQueue and its claim of the shared file system live in `team-<name>`."""
+TEAMS_SUB_PATH = "teams"
+"""A team sees `/shared` as `teams/<name>/` of the file system (a subPath of its own claim)."""
+
+
+def team_namespace(team: str) -> str:
+    """The namespace of a team's runs (teams.<name>: 1-40 lowercase letters, digits, hyphens)."""
+    return f"{TEAM_NAMESPACE_PREFIX}{team}"
+
+
+def team_sub_path(team: str) -> str:
+    """The directory of the shared file system a team's pods see as `/shared`."""
+    return f"{TEAMS_SUB_PATH}/{team}"
+
+
 SYSTEM_NAMESPACE = "kube-system"
 KUEUE_NAMESPACE = "kueue-system"
 CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
@@ -48,6 +64,14 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The label that sends a job to a Kueue LocalQueue."""
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 """The label that gives a job a Kueue WorkloadPriorityClass."""
+EGRESS_LABEL = f"{PROJECT}/egress"
+"""On a pod: `internet` lets it open HTTPS connections outside the VPC (its namespace's
+NetworkPolicy `allow-internet-egress`); pods without it reach only what their policies name."""
+EGRESS_INTERNET = "internet"
+MPI_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+"""The label mpi-operator v0.8.0 puts on every pod of an MPIJob (`defaultLabels`), the job's name."""
+MPI_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+"""The label mpi-operator v0.8.0 puts on every pod of an MPIJob: `launcher` or `worker`."""
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 NAME_LABEL = "app.kubernetes.io/name"

@@ -7,6 +7,7 @@ Trainium-only stack, and the reverse. What each chart gets is in `infra.charts`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,13 +16,21 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from config.addons import AddonsConfig
-from facts.names import KUEUE_NAMESPACE, SYSTEM_NAMESPACE, WORKLOADS_NAMESPACE, app_labels, component_type
-from infra import charts
+from facts.names import (
+    CLOUDWATCH_NAMESPACE,
+    DEFAULT_QUEUE,
+    KUEUE_NAMESPACE,
+    SYSTEM_NAMESPACE,
+    app_labels,
+    component_type,
+)
+from infra import charts, tenancy
 from infra.charts import HelmChart
 from infra.cluster import Cluster
 from infra.context import StackContext
-from infra.iam import POD_IDENTITY_TRUST, fsx_csi_controller_policy, irsa_trust_policy, neuron_health_policy
+from infra.iam import fsx_csi_controller_policy, irsa_trust_policy, neuron_health_policy, pod_identity_trust_policy
 from infra.platform import NodeGroupFacts
+from infra.tenancy import Tenant
 
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
 # The CloudWatch Observability add-on turns on Container Insights and Application Signals; its
@@ -34,10 +43,16 @@ CLOUDWATCH_POLICIES = {
 # The service accounts whose IAM roles the aws layer makes and the cluster layer names.
 FSX_CSI_ROLE = "fsx-csi"
 NEURON_HEALTH_ROLE = "neuron-health"
+# NetworkPolicy enforcement by the VPC CNI's network policy agent (EKS user guide,
+# cni-network-policy-configure: the add-on's configuration value, a string; VPC CNI >= 1.14,
+# kernel >= 5.10; tests/upstream/aws-eks-network-policy-2024-12.yaml). Without it the
+# NetworkPolicies of the tenant namespaces are stored and never enforced.
+VPC_CNI_CONFIGURATION = json.dumps({"enableNetworkPolicy": "true"})
 
 
 class ClusterAddons(pulumi.ComponentResource):
-    """EKS managed add-ons, the workloads namespace, device plugins, FSx CSI driver and MPI operator.
+    """EKS managed add-ons, the tenants' namespaces and NetworkPolicies, device plugins, FSx CSI
+    driver and MPI operator.
 
     Two halves, one per layer: `declare_aws` (through the AWS API: EKS add-ons and the IAM
     roles of add-on service accounts) and `declare_kubernetes` (through the Kubernetes API).
@@ -46,7 +61,9 @@ class ClusterAddons(pulumi.ComponentResource):
     registers the outputs.
     """
 
-    namespace: k8s.core.v1.Namespace
+    namespaces: dict[str, k8s.core.v1.Namespace]
+    """Tenant (team, or `default`) -> its namespace."""
+    network_policies: list[k8s.networking.v1.NetworkPolicy]
     releases: dict[str, k8s.helm.v3.Release]
     mpi_operator: pulumi.Resource
     eks_addons: dict[str, aws.eks.Addon]
@@ -70,6 +87,8 @@ class ClusterAddons(pulumi.ComponentResource):
         self.releases = {}
         self.role_arns = {}
         self.role_policies = []
+        self.namespaces = {}
+        self.network_policies = []
 
     def declare_aws(
         self, cluster: Cluster, groups: Sequence[NodeGroupFacts], file_system_arn: pulumi.Input[str]
@@ -100,24 +119,22 @@ class ClusterAddons(pulumi.ComponentResource):
         groups: Sequence[NodeGroupFacts],
         role_arns: Mapping[str, pulumi.Input[str]],
         kueue_config: str,
+        tenants: Mapping[str, Tenant],
         nodes_ready: Sequence[pulumi.Resource] = (),
         role_ready: Sequence[pulumi.Resource] = (),
     ) -> None:
-        """The cluster-layer half: namespaces, device plugins, Kueue, FSx CSI driver, MPI operator.
+        """The cluster-layer half: the tenants' namespaces, device plugins, Kueue, FSx CSI
+        driver, MPI operator.
 
         `nodes_ready` (the system node group) and `role_ready` (the roles' policies) are
         waited for when one stack declares both halves; a cluster-layer stack finds them built.
         """
         addons = self._config
-        name = self._name
         self._provider = provider
         # Pods need somewhere to run before their add-on or release can become ready.
         self._k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(nodes_ready))
-        self.namespace = k8s.core.v1.Namespace(
-            f"{name}-workloads",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=WORKLOADS_NAMESPACE, labels=app_labels()),
-            opts=pulumi.ResourceOptions(parent=self, provider=provider),
-        )
+        for tenant in tenants.values():
+            self._tenant(tenant)
         self._device_plugins(addons, groups, role_arns, role_ready)
         # Queues: the Kueue controller and webhook (MPIJob integration). Its CRDs come with the
         # chart, so the queue objects (infra.queues) are created after it is ready.
@@ -137,13 +154,35 @@ class ClusterAddons(pulumi.ComponentResource):
         # project publishes its image to Docker Hub only; mpiOperatorImage points at a copy.
         image = addons.mpi_operator_image
         self.mpi_operator = k8s.yaml.v2.ConfigFile(
-            f"{name}-mpi-operator",
+            f"{self._name}-mpi-operator",
             file=charts.mpi_operator_manifest_url(addons.mpi_operator_version),
             opts=pulumi.ResourceOptions.merge(
                 self._k8s_opts,
                 pulumi.ResourceOptions(transforms=[charts.mpi_operator_image_transform(image)] if image else None),
             ),
         )
+
+    def _tenant(self, tenant: Tenant) -> None:
+        """A tenant's namespace and its NetworkPolicies (infra.tenancy). The namespace of a stack
+        without teams keeps the resource name it always had (`<name>-workloads`)."""
+        child = pulumi.ResourceOptions(parent=self, provider=self._provider)
+        short = "workloads" if tenant.key == DEFAULT_QUEUE else f"team-{tenant.key}"
+        namespace = k8s.core.v1.Namespace(
+            f"{self._name}-{short}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=tenant.namespace, labels=app_labels()),
+            opts=child,
+        )
+        self.namespaces[tenant.key] = namespace
+        in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace]))
+        for policy in tenancy.namespace_policies(tenant.namespace):
+            self.network_policies.append(
+                k8s.networking.v1.NetworkPolicy(
+                    f"{self._name}-{short}-{policy['metadata']['name']}",
+                    metadata=policy["metadata"],
+                    spec=policy["spec"],
+                    opts=in_namespace,
+                )
+            )
 
     def finish(self) -> None:
         """Register the component's outputs, once both halves (or the one of this layer) are declared."""
@@ -182,7 +221,7 @@ class ClusterAddons(pulumi.ComponentResource):
         v = addons.eks_addon_versions
         child = pulumi.ResourceOptions(parent=self)
         on_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self._cluster.system_node_group])
-        self._addon("vpc-cni", v.vpc_cni, child)
+        self._addon("vpc-cni", v.vpc_cni, child, configuration_values=VPC_CNI_CONFIGURATION)
         self._addon("kube-proxy", v.kube_proxy, child)
         pod_identity = self._addon("eks-pod-identity-agent", v.pod_identity_agent, child)
         self._addon("coredns", v.coredns, on_nodes, configuration_values=charts.COREDNS_CONFIGURATION)
@@ -192,7 +231,10 @@ class ClusterAddons(pulumi.ComponentResource):
 
         cw_role = aws.iam.Role(
             f"{self._name}-cloudwatch",
-            assume_role_policy=POD_IDENTITY_TRUST,
+            # Only the add-on's agent of this cluster (the session tags EKS Pod Identity sets).
+            assume_role_policy=self._cluster.arn.apply(
+                lambda arn: pod_identity_trust_policy(arn, CLOUDWATCH_NAMESPACE, CLOUDWATCH_AGENT_SA)
+            ),
             description=f"CloudWatch agent (Container Insights) of {self._ctx.cluster_name}",
             opts=child,
         )

@@ -20,7 +20,7 @@ from facts.networks import covers_internet
 from infra.context import StackContext
 from infra.iam import kms_envelope_policy, kms_key, service_trust_policy
 from infra.network import Network
-from infra.protection import policy_exception, stateful
+from infra.protection import audit_trail, policy_exception
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -131,11 +131,12 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-logs",
             name=f"/aws/eks/{cluster.name}/cluster",
             retention_in_days=cluster.log_retention_days,
-            opts=stateful(ctx.protect, pulumi.ResourceOptions(parent=self)),  # the audit trail: kept like the data
+            opts=audit_trail(ctx.protect, pulumi.ResourceOptions(parent=self)),
         )
         self._node_role()
         self.eks = self._control_plane(ctx, network, depends_on=[log_group, *self._control_plane_role_parts()])
         self.name = self.eks.eks_cluster.name
+        self.arn = self.eks.eks_cluster.arn
         self.security_group_id = self.eks.eks_cluster.vpc_config.cluster_security_group_id
         self.oidc_provider_arn = self.eks.oidc_provider_arn
         self.oidc_provider_url = self.eks.oidc_provider_url

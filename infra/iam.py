@@ -7,7 +7,7 @@ principal needs.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -18,21 +18,65 @@ from infra.protection import stateful
 ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
 
 
-def service_trust_policy(service: str, *, tag_session: bool = False) -> str:
-    """Trust policy letting one AWS service principal assume a role (and tag the session,
-    which EKS and EKS Pod Identity need)."""
+def service_trust_policy(
+    service: str,
+    *,
+    tag_session: bool = False,
+    source_account: str | None = None,
+    source_arns: Sequence[str] = (),
+) -> str:
+    """Trust policy letting one AWS service principal assume a role (and tag the session, which
+    EKS needs). With `source_account` / `source_arns`, the service may assume it only when it
+    acts for this account and these resources (`aws:SourceAccount`, `aws:SourceArn`): the
+    confused-deputy conditions the service's guide recommends (tests/upstream/aws-trust-conditions-2026-11.yaml).
+    Without them, the shape the guide documents for services that set no source keys (the EKS
+    cluster role, the EC2 node role)."""
     action: str | list[str] = ["sts:AssumeRole", "sts:TagSession"] if tag_session else "sts:AssumeRole"
+    statement: dict[str, object] = {"Effect": "Allow", "Principal": {"Service": service}, "Action": action}
+    condition: dict[str, object] = {}
+    if source_account:
+        condition["StringEquals"] = {"aws:SourceAccount": source_account}
+    if source_arns:
+        condition["ArnLike"] = {"aws:SourceArn": source_arns[0] if len(source_arns) == 1 else list(source_arns)}
+    if condition:
+        statement["Condition"] = condition
+    return json.dumps({"Version": "2012-10-17", "Statement": [statement]}, sort_keys=True)
+
+
+def pod_identity_trust_policy(cluster_arn: str, namespace: str, service_account: str) -> str:
+    """Trust of a role EKS Pod Identity hands to one service account of one cluster: the
+    principal and actions of the EKS user guide (pod-id-role), conditioned on the session tags
+    EKS Pod Identity sets on every AssumeRole (`eks-cluster-arn`, `kubernetes-namespace`,
+    `kubernetes-service-account`; pod-id-abac), so no other cluster, namespace or service
+    account of the account can use the role through an association of its own."""
     return json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": action}],
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                    "Condition": {
+                        "StringEquals": {
+                            "aws:RequestTag/eks-cluster-arn": cluster_arn,
+                            "aws:RequestTag/kubernetes-namespace": namespace,
+                            "aws:RequestTag/kubernetes-service-account": service_account,
+                        }
+                    },
+                }
+            ],
         },
         sort_keys=True,
     )
 
 
-POD_IDENTITY_TRUST = service_trust_policy("pods.eks.amazonaws.com", tag_session=True)
-"""Trust of a role that EKS Pod Identity hands to a service account."""
+def account_and_partition(parent: pulumi.Resource) -> pulumi.Output[tuple[str, str]]:
+    """The deploying account and its partition, through the parent's AWS provider."""
+    invoke = pulumi.InvokeOutputOptions(parent=parent)
+    caller = aws.get_caller_identity_output(opts=invoke)
+    partition = aws.get_partition_output(opts=invoke)
+    return pulumi.Output.all(caller.account_id, partition.partition).apply(lambda a: (str(a[0]), str(a[1])))
 
 
 def irsa_trust_policy(oidc_provider_arn: str, oidc_provider_url: str, namespace: str, service_account: str) -> str:

@@ -19,8 +19,9 @@ import pulumi_aws as aws
 
 from facts.images import IMAGES
 from facts.names import component_type
+from infra.buckets import harden
 from infra.context import StackContext
-from infra.iam import deny_insecure_transport, service_trust_policy
+from infra.iam import account_and_partition, service_trust_policy
 from infra.protection import stateful
 
 # CodeBuild's Ubuntu standard image (docker inside; privileged mode to run it), on the largest
@@ -142,8 +143,19 @@ class ImageBuilds(pulumi.ComponentResource):
         arns = pulumi.Output.all(*(pulumi.Output.from_input(repository_urls[r]) for r in images)).apply(
             lambda urls: [repository_arn(u) for u in urls]
         )
+        # CodeBuild may assume it for these projects of this account only (no confused deputy);
+        # their names are fixed, so their ARNs are known before the projects exist.
+        region, projects = ctx.region, [self.project_name(repo) for repo in images]
         role = aws.iam.Role(
-            f"{name}-builder", assume_role_policy=service_trust_policy("codebuild.amazonaws.com"), opts=child
+            f"{name}-builder",
+            assume_role_policy=account_and_partition(self).apply(
+                lambda a: service_trust_policy(
+                    "codebuild.amazonaws.com",
+                    source_account=a[0],
+                    source_arns=[f"arn:{a[1]}:codebuild:{region}:{a[0]}:project/{p}" for p in projects],
+                )
+            ),
+            opts=child,
         )
         aws.iam.RolePolicy(
             f"{name}-builder",
@@ -155,8 +167,12 @@ class ImageBuilds(pulumi.ComponentResource):
         self._triggers()
         self.register_outputs({"tags": self.tags})
 
+    def project_name(self, repo: str) -> str:
+        """The CodeBuild project that builds `repo`'s image."""
+        return f"{self._ctx.cluster_name}-{repo}-image"
+
     def _sources_bucket(self) -> aws.s3.Bucket:
-        """Private, versioned, encrypted, TLS-only, and reporting uploads to EventBridge."""
+        """Hardened like every bucket (infra.buckets), and reporting uploads to EventBridge."""
         name, ctx = self._name, self._ctx
         child = pulumi.ResourceOptions(parent=self)
         bucket = aws.s3.Bucket(
@@ -166,35 +182,7 @@ class ImageBuilds(pulumi.ComponentResource):
             tags=ctx.owned_tags,
             opts=stateful(ctx.protect, child),
         )
-        aws.s3.BucketVersioning(
-            f"{name}-sources",
-            bucket=bucket.id,
-            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
-            opts=child,
-        )
-        by_default = aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-sources",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=by_default(sse_algorithm="AES256")
-                )
-            ],
-            opts=child,
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-sources",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
-        )
-        aws.s3.BucketPolicy(
-            f"{name}-sources-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child
-        )
+        harden(f"{name}-sources", bucket, child)
         self.notification = aws.s3.BucketNotification(f"{name}-sources", bucket=bucket.id, eventbridge=True, opts=child)
         return bucket
 
@@ -206,7 +194,7 @@ class ImageBuilds(pulumi.ComponentResource):
         env = aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs
         project = aws.codebuild.Project(
             f"{name}-{repo}",
-            name=f"{ctx.cluster_name}-{repo}-image",
+            name=self.project_name(repo),
             description=f"Builds images/{repo}/Dockerfile into {repo}:<content digest>",
             service_role=role.arn,
             build_timeout=BUILD_TIMEOUT_MINUTES,
@@ -236,11 +224,26 @@ class ImageBuilds(pulumi.ComponentResource):
 
     def _triggers(self) -> None:
         """EventBridge starts a project's build when its source lands; the source is uploaded
-        last, once the project names it and the rule listens."""
+        last, once the project names it and the rule listens. The role EventBridge assumes to
+        start builds trusts these rules of this account only (EventBridge guide, cross-service
+        confused deputy prevention: for event bus rule targets, aws:SourceArn is the rule ARN)."""
         name = self._name
         child = pulumi.ResourceOptions(parent=self)
+        rules = {
+            repo: aws.cloudwatch.EventRule(
+                f"{name}-{repo}",
+                description=f"Build the {repo} image when its source is uploaded",
+                event_pattern=self.bucket.bucket.apply(lambda b, r=repo: upload_event_pattern(b, r)),
+                opts=child,
+            )
+            for repo in self.projects
+        }
         events_role = aws.iam.Role(
-            f"{name}-events", assume_role_policy=service_trust_policy("events.amazonaws.com"), opts=child
+            f"{name}-events",
+            assume_role_policy=pulumi.Output.all(account_and_partition(self), *(r.arn for r in rules.values())).apply(
+                lambda a: service_trust_policy("events.amazonaws.com", source_account=a[0][0], source_arns=a[1:])
+            ),
+            opts=child,
         )
         aws.iam.RolePolicy(
             f"{name}-events",
@@ -251,14 +254,8 @@ class ImageBuilds(pulumi.ComponentResource):
             opts=child,
         )
         for repo, project in self.projects.items():
-            rule = aws.cloudwatch.EventRule(
-                f"{name}-{repo}",
-                description=f"Build the {repo} image when its source is uploaded",
-                event_pattern=self.bucket.bucket.apply(lambda b, r=repo: upload_event_pattern(b, r)),
-                opts=child,
-            )
             target = aws.cloudwatch.EventTarget(
-                f"{name}-{repo}", rule=rule.name, arn=project.arn, role_arn=events_role.arn, opts=child
+                f"{name}-{repo}", rule=rules[repo].name, arn=project.arn, role_arn=events_role.arn, opts=child
             )
             aws.s3.BucketObjectv2(
                 f"{name}-{repo}",

@@ -238,9 +238,10 @@ def platform_output(p: Platform) -> dict[str, Any]:
     """The cluster layer's `platform` output: every field of `Platform` but the live provider
     and dependencies (the runs layer makes its provider from the kubeconfig)."""
     return {
-        "namespace": p.namespace,
+        "namespaces": dict(p.namespaces),
         "storageClaim": p.storage_claim,
         "sharedMount": p.shared_mount,
+        "sharedSubPaths": dict(p.shared_sub_paths),
         "nodeGroups": {name: node_group_output(g) for name, g in p.node_groups.items()},
         "registryUrls": dict(p.registry_urls),
         "queues": dict(p.queues),
@@ -262,9 +263,10 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
             r.problem(f"teams.{name}", str(e.errors()[0]["msg"]))
     platform = Platform(
         provider=provider,
-        namespace=r.get("namespace", str),
+        namespaces=r.strings("namespaces"),
         storage_claim=r.get("storageClaim", str),
         shared_mount=r.get("sharedMount", str),
+        shared_sub_paths=r.strings("sharedSubPaths"),
         node_groups=r.node_groups(),
         registry_urls=r.strings("registryUrls"),
         queues=r.strings("queues"),
@@ -272,6 +274,8 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
         teams=teams,
         storage=r.storage("storage"),
     )
+    for queue in sorted(set(platform.queues) - set(platform.namespaces)):
+        r.problem(f"namespaces.{queue}", "missing (the queue's team has no namespace); deploy that stack again")
     r.done()
     return platform
 

@@ -15,8 +15,8 @@ from config.network import NetworkConfig
 from config.stack import StackConfig
 from facts.names import component_type
 from infra.context import StackContext
-from infra.iam import log_writer_policy, service_trust_policy
-from infra.protection import stateful
+from infra.iam import account_and_partition, log_writer_policy, service_trust_policy
+from infra.protection import audit_trail
 
 EKS_INTERFACE_ADDRESSES = 16
 """Free addresses EKS recommends in each subnet it may put its cluster interfaces in (at least 6)."""
@@ -229,11 +229,20 @@ class Network(pulumi.ComponentResource):
             f"{name}-flow-logs",
             name=f"/vpc/{cluster}/flow-logs",
             retention_in_days=self._ctx.log_retention_days,
-            opts=stateful(self._ctx.protect, child),  # an audit trail: kept like the data
+            opts=audit_trail(self._ctx.protect, child),
         )
+        region = self._ctx.region
         role = aws.iam.Role(
             f"{name}-flow-logs",
-            assume_role_policy=service_trust_policy("vpc-flow-logs.amazonaws.com"),
+            # Flow logs of this account only (VPC user guide, flow-logs-iam-role: the flow log's
+            # id is not known before the role, so the ARN ends in a wildcard).
+            assume_role_policy=account_and_partition(self).apply(
+                lambda a: service_trust_policy(
+                    "vpc-flow-logs.amazonaws.com",
+                    source_account=a[0],
+                    source_arns=[f"arn:{a[1]}:ec2:{region}:{a[0]}:vpc-flow-log/*"],
+                )
+            ),
             description=f"VPC flow logs of {cluster}",
             opts=child,
         )

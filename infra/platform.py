@@ -2,8 +2,8 @@
 
 Workload builders are pure: they take `NodeGroupFacts` (a node group's instance type from
 the catalog, its size and AZ) and return Kubernetes dicts. The Pulumi layer also gets the
-provider, the namespace, the shared-storage claim, the registry URLs and the queues from
-`Platform`.
+provider, each team's namespace and view of the shared storage, the registry URLs and the
+queues from `Platform`.
 """
 
 from __future__ import annotations
@@ -117,23 +117,35 @@ class Platform:
 
     provider: Any
     """The `pulumi_kubernetes.Provider` for the cluster."""
-    namespace: str
+    namespaces: Mapping[str, str]
+    """Team (or `default` without teams) -> the namespace of its runs (infra.tenancy)."""
     storage_claim: str
-    """Name of the ReadWriteMany PersistentVolumeClaim of the shared file system."""
+    """Name of the ReadWriteMany PersistentVolumeClaim of the shared file system, one in each
+    team's namespace."""
     node_groups: Mapping[str, NodeGroupFacts]
     registry_urls: Mapping[str, Any] = field(default_factory=dict)
     """Repository name -> repository URL (a Pulumi Output in a real program)."""
     shared_mount: str = SHARED_MOUNT
+    shared_sub_paths: Mapping[str, str] = field(default_factory=dict)
+    """Team -> the directory of the file system its pods see at `shared_mount` ("": all of it)."""
     depends_on: list[Any] = field(default_factory=list)
     """Resources workloads must be created after (the MPI operator, the storage claim, the queues)."""
     queues: Mapping[str, str] = field(default_factory=dict)
-    """Team -> the name of its Kueue LocalQueue in the workloads namespace."""
+    """Team -> the name of its Kueue LocalQueue in the team's namespace."""
     priority_classes: Mapping[str, str] = field(default_factory=dict)
     """Team -> the name of its Kueue WorkloadPriorityClass."""
     teams: Mapping[str, TeamConfig] = field(default_factory=dict)
     """The teams behind the queues (their node group and quota), for checking runs against them."""
     storage: StorageConfig = field(default_factory=StorageConfig)
     """The shared file system's size, throughput and kind, for checking runs' checkpoints against it."""
+
+    def namespace_for(self, team: str | None) -> str:
+        """The namespace a run of `team` lives in (the default one without a team)."""
+        return self.namespaces[team or DEFAULT_QUEUE]
+
+    def sub_path_for(self, team: str | None) -> str:
+        """The directory of the shared file system a run of `team` sees as /shared."""
+        return self.shared_sub_paths.get(team or DEFAULT_QUEUE, "")
 
     def queue_for(self, team: str | None) -> str | None:
         """The LocalQueue a run of `team` goes through (the default queue without a team)."""

@@ -1,4 +1,4 @@
-"""One rule for stateful resources (KMS keys, FSx, buckets, ECR): protected from deletion.
+"""One rule for stateful resources (KMS keys, FSx, buckets, ECR, audit logs): protected from deletion.
 
 Every stateful resource takes its options from `stateful()`, so `protectStatefulResources`
 switches all of them together and a test can check the rule in one place.
@@ -14,6 +14,19 @@ def stateful(protect: bool, opts: pulumi.ResourceOptions | None = None) -> pulum
     replacing `pulumi up` stops instead of deleting it. Turning protection off is a
     per-stack decision (`protectStatefulResources: false`), meant for throwaway stacks."""
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=protect))
+
+
+def audit_trail(protect: bool, opts: pulumi.ResourceOptions | None = None) -> pulumi.ResourceOptions:
+    """Options for an audit log group (the EKS control-plane log, the VPC flow log): protected
+    like the data, and retained on delete while protected, so an operator who lifts protection
+    outside the stack config (`pulumi state unprotect`) and destroys still leaves the record.
+
+    Retention follows protection rather than being unconditional because both groups have fixed
+    names (EKS writes to `/aws/eks/<cluster>/cluster`): a group left behind makes the next
+    `pulumi up` of a cluster of the same name fail on CreateLogGroup. A stack that turns
+    protection off (`protectStatefulResources: false`, a throwaway stack) deletes them with
+    the stack and can be re-created under the same name."""
+    return stateful(protect, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=protect)))
 
 
 def policy_exception(tag: str, reason: str | None) -> dict[str, str]:

@@ -2,14 +2,13 @@
 component that applies them.
 
 Every accelerated node group is a ResourceFlavor; the system node group is one more, for
-the MPI launchers and the workers of CPU runs (recipe ddp-cpu). Each team of `teams`
-becomes a ClusterQueue (all in one cohort, so unused quota can be borrowed and reclaimed)
-with a LocalQueue of the same name in the workloads namespace, and a WorkloadPriorityClass.
-Without teams, one `default` queue owns every node group (the system group's CPU worker slots
+the MPI launchers and the workers of CPU runs (recipe ddp-cpu). Each team of `teams` becomes
+a ClusterQueue (all in one cohort, so unused quota can be borrowed and reclaimed) with a
+LocalQueue of the same name in the team's own namespace (`team-<name>`, infra.tenancy), and a
+WorkloadPriorityClass. A team's ClusterQueue admits workloads of that namespace only, so a team
+cannot spend another team's quota by pointing a LocalQueue of its own at it. Without teams, one
+`default` queue in `training` owns every node group (the system group's CPU worker slots
 included), so every MPIJob of every stack goes through a queue.
-
-All queues live in the one workloads namespace (`training`): the shared FSx claim is
-namespaced, and one namespace keeps one claim. Teams are told apart by queue, not namespace.
 
 Quotas are whole nodes times what one worker requests (`NodeGroupFacts.worker_requests`,
 the same function the MPIJob builder uses), so a quota of N nodes admits exactly N workers.
@@ -31,11 +30,11 @@ from facts.names import (
     EFA_RESOURCE,
     NODE_GROUP_LABEL,
     SYSTEM_NODE_GROUP,
-    WORKLOADS_NAMESPACE,
     app_labels,
     component_type,
 )
 from infra.platform import LAUNCHER_REQUESTS, NodeGroupFacts
+from infra.tenancy import tenants_of
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 Obj = dict[str, Any]
@@ -51,11 +50,13 @@ class Quota:
 
 @dataclass(frozen=True)
 class Team:
-    """One ClusterQueue, its LocalQueue and its priority."""
+    """One ClusterQueue, its LocalQueue (in the team's namespace) and its priority."""
 
     name: str
     quotas: Mapping[str, Quota]
     """Node group name -> quota."""
+    namespace: str
+    """The team's namespace: where its LocalQueue is, and the only one its ClusterQueue admits from."""
     priority: int = 0
 
     @property
@@ -95,14 +96,17 @@ def present_quotas(wanted: Mapping[str, int], present: int) -> dict[str, int]:
 def teams_of(teams: Mapping[str, TeamConfig], groups: Mapping[str, NodeGroupFacts]) -> list[Team]:
     """The configured teams (quotas within the nodes present), or the `default` team over
     every node group of `groups` (the accelerated ones and the system group)."""
+    tenants = tenants_of(teams)
     if not teams:
-        return [Team(DEFAULT_QUEUE, {g.name: Quota(g.nodes, None) for g in groups.values()}, priority=0)]
+        everything = {g.name: Quota(g.nodes, None) for g in groups.values()}
+        return [Team(DEFAULT_QUEUE, everything, tenants[DEFAULT_QUEUE].namespace, priority=0)]
     nodes: dict[str, int] = {}
     for group in {t.node_group for t in teams.values()}:
         wanted = {name: t.nodes for name, t in teams.items() if t.node_group == group}
         nodes.update(present_quotas(wanted, groups[group].nodes))
     return [
-        Team(name, {t.node_group: Quota(nodes[name], t.borrowing_limit_nodes)}, t.priority) for name, t in teams.items()
+        Team(name, {t.node_group: Quota(nodes[name], t.borrowing_limit_nodes)}, tenants[name].namespace, t.priority)
+        for name, t in teams.items()
     ]
 
 
@@ -183,7 +187,7 @@ def cluster_queue(team: Team, groups: Mapping[str, NodeGroupFacts]) -> Obj:
         "metadata": {"name": team.name, "labels": _labels()},
         "spec": {
             "cohortName": COHORT,
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": WORKLOADS_NAMESPACE}},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace}},
             "queueingStrategy": "BestEffortFIFO",
             # A lender gets its quota back by evicting borrowers (they resume from their last
             # checkpoint when readmitted); within a team, higher priority goes first.
@@ -208,11 +212,11 @@ def _flavor_resources(covered: Sequence[str], g: NodeGroupFacts, q: Quota) -> li
 
 
 def local_queue(team: Team) -> Obj:
-    """The team's queue in the workloads namespace; MPIJobs name it in `kueue.x-k8s.io/queue-name`."""
+    """The team's queue in its namespace; MPIJobs name it in `kueue.x-k8s.io/queue-name`."""
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "LocalQueue",
-        "metadata": {"name": team.name, "namespace": WORKLOADS_NAMESPACE, "labels": _labels()},
+        "metadata": {"name": team.name, "namespace": team.namespace, "labels": _labels()},
         "spec": {"clusterQueue": team.name},
     }
 

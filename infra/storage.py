@@ -8,6 +8,7 @@ are separate resources declared once both sides exist.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +17,10 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from config.storage import StorageConfig
-from facts.names import SCRATCH_EXCEPTION_TAG, SHARED_VOLUME, VOLUME_LABEL, component_type
+from facts.names import DEFAULT_QUEUE, SCRATCH_EXCEPTION_TAG, SHARED_VOLUME, VOLUME_LABEL, component_type
+from infra.buckets import harden
 from infra.context import StackContext
-from infra.iam import data_key_policy, deny_insecure_transport, kms_key
+from infra.iam import data_key_policy, kms_key
 from infra.network import Network
 from infra.protection import policy_exception, stateful
 
@@ -114,44 +116,7 @@ class SharedStorage(pulumi.ComponentResource):
     def _secure_bucket(self) -> None:
         """Versioned, SSE-KMS, private, owner-enforced, TLS only; protected like the file system."""
         name, child, bucket = self._name, pulumi.ResourceOptions(parent=self), self.bucket
-        aws.s3.BucketVersioning(
-            f"{name}-data",
-            bucket=bucket.id,
-            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
-            opts=child,
-        )
-        by_default = aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-data",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=by_default(
-                        sse_algorithm="aws:kms", kms_master_key_id=self.key.arn
-                    ),
-                    bucket_key_enabled=True,
-                )
-            ],
-            opts=child,
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-data",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
-        )
-        aws.s3.BucketOwnershipControls(
-            f"{name}-data",
-            bucket=bucket.id,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
-            opts=child,
-        )
-        aws.s3.BucketPolicy(
-            f"{name}-data-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child
-        )
+        harden(f"{name}-data", bucket, child, kms_key_arn=self.key.arn)
 
     def _file_system(
         self, s: StorageConfig, network: Network, rules: list[pulumi.Resource]
@@ -271,29 +236,51 @@ class FileSystemRef:
 
 
 class SharedVolume(pulumi.ComponentResource):
-    """The file system as Kubernetes sees it: a static PersistentVolume (FSx CSI driver, `flock`)
-    and the ReadWriteMany claim that jobs mount on `/shared`."""
+    """The file system as Kubernetes sees it: per tenant namespace, a static PersistentVolume (FSx
+    CSI driver, `flock`) and the ReadWriteMany claim that its jobs mount on `/shared`.
 
-    claim: k8s.core.v1.PersistentVolumeClaim
+    A claim is namespaced and binds one volume, so each team's namespace gets its own pair over
+    the same file system; its pods mount the claim with `subPath: teams/<team>` (infra.tenancy),
+    so a team's runs see their own directory as `/shared` and never another team's data by
+    accident. Why a sub-path and not a volume of the sub-directory (`mountname` set to
+    `<mountname>/teams/<team>`, a Lustre fileset mount, which the driver would pass through
+    verbatim): the directory must exist before a fileset mount, and only a mount of the whole
+    file system could create it; the kubelet creates a missing sub-path itself. Each volume
+    has its own `volumeHandle` (Kubernetes: it identifies the volume uniquely); the driver
+    (v1.9.0) uses the handle only to key its in-flight calls, since it mounts every pod's
+    volume in NodePublishVolume (no staging, no attach). A stack without teams keeps its one
+    volume and claim, with their names and handle, over the whole file system.
+    """
+
+    claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
+    """Tenant (team, or `default`) -> its claim."""
 
     def __init__(
         self,
         name: str,
         capacity_gib: int,
         file_system: FileSystemRef,
-        namespace: k8s.core.v1.Namespace,
+        namespaces: Mapping[str, k8s.core.v1.Namespace],
         claim_name: str,
         provider: k8s.Provider,
         depends_on: list[pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(component_type("infra", "SharedVolume"), name, None, opts)
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on or [])
-        size = f"{capacity_gib}Gi"
-        fs = file_system
+        self._name, self._size, self._fs = name, f"{capacity_gib}Gi", file_system
+        self._opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on or [])
+        self.claims = {key: self._claim(key, namespace, claim_name) for key, namespace in namespaces.items()}
+        self.register_outputs({"claims": {key: c.metadata.name for key, c in self.claims.items()}})
+
+    def _claim(self, key: str, namespace: k8s.core.v1.Namespace, claim_name: str) -> k8s.core.v1.PersistentVolumeClaim:
+        fs, size = self._fs, self._size
+        default = key == DEFAULT_QUEUE
+        prefix = self._name if default else f"{self._name}-{key}"
         pv = k8s.core.v1.PersistentVolume(
-            f"{name}-pv",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=SHARED_VOLUME, labels={VOLUME_LABEL: SHARED_VOLUME}),
+            f"{prefix}-pv",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=SHARED_VOLUME if default else f"{SHARED_VOLUME}-{key}", labels={VOLUME_LABEL: SHARED_VOLUME}
+            ),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
                 capacity={"storage": size},
                 volume_mode="Filesystem",
@@ -304,14 +291,14 @@ class SharedVolume(pulumi.ComponentResource):
                 storage_class_name="",
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=FSX_CSI_DRIVER,
-                    volume_handle=fs.id,
+                    volume_handle=fs.id if default else pulumi.Output.concat(fs.id, "::", key),
                     volume_attributes={"dnsname": fs.dns_name, "mountname": fs.mount_name},
                 ),
             ),
-            opts=k8s_opts,
+            opts=self._opts,
         )
-        self.claim = k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-pvc",
+        return k8s.core.v1.PersistentVolumeClaim(
+            f"{prefix}-pvc",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=claim_name, namespace=namespace.metadata.name),
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                 access_modes=["ReadWriteMany"],
@@ -319,6 +306,5 @@ class SharedVolume(pulumi.ComponentResource):
                 volume_name=pv.metadata.name,
                 resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size}),
             ),
-            opts=k8s_opts,
+            opts=self._opts,
         )
-        self.register_outputs({"claim": self.claim.metadata.name})

@@ -24,6 +24,7 @@ from config.workloads import Run
 from facts.names import component_type
 from infra.platform import Platform
 from workloads import manifests
+from workloads.manifests.objects import HUGGING_FACE_TOKEN, SECRET_ENV
 
 IMAGE_PLACEHOLDER = "registry.invalid/placeholder:0"
 
@@ -42,9 +43,10 @@ def image_of(run: Run, registry_urls: Mapping[str, Any]) -> pulumi.Input[str]:
 
 def context(platform: Platform, run: Run, image: str) -> manifests.Context:
     return manifests.Context(
-        namespace=platform.namespace,
+        namespace=platform.namespace_for(run.team),
         storage_claim=platform.storage_claim,
         shared_mount=platform.shared_mount,
+        shared_sub_path=platform.sub_path_for(run.team),
         node_group=platform.node_groups[run.node_group],
         image=image,
         queue=platform.queue_for(run.team),
@@ -98,13 +100,27 @@ def deploy(
                 provider=platform.provider,
                 depends_on=[*platform.depends_on, *(created[a] for a in step.after)],
             )
-            created[step.name] = _apply(step, image.apply(spec), token, opts)
+            created[step.name] = _apply(step, image.apply(spec), secret_values(step, run, token), opts)
         out[workload_name] = list(created.values())
         component.register_outputs({})
     return out
 
 
-def _apply(step: manifests.Step, spec: pulumi.Output[Any], token: str, opts: pulumi.ResourceOptions) -> Any:
+def secret_values(step: manifests.Step, run: Run, token: str) -> dict[str, str]:
+    """The values of a Secret step's keys, from where the builder says each comes from (the
+    only place a secret value meets an object; it leaves as a Pulumi secret)."""
+    values = {}
+    for key, source in step.secret_data.items():
+        if source == HUGGING_FACE_TOKEN:
+            values[key] = token
+        else:
+            values[key] = run.secret_env[source.removeprefix(SECRET_ENV)].get_secret_value()
+    return values
+
+
+def _apply(
+    step: manifests.Step, spec: pulumi.Output[Any], secrets: dict[str, str], opts: pulumi.ResourceOptions
+) -> Any:
     obj = step.obj
     kind = obj["kind"]
     meta = obj["metadata"]
@@ -121,7 +137,7 @@ def _apply(step: manifests.Step, spec: pulumi.Output[Any], token: str, opts: pul
             step.name,
             metadata=meta,
             type=obj.get("type"),
-            string_data=pulumi.Output.secret({key: token for key in step.secret_data}),
+            string_data=pulumi.Output.secret(secrets),
             opts=opts,
         )
     if kind == "Job":
@@ -132,4 +148,6 @@ def _apply(step: manifests.Step, spec: pulumi.Output[Any], token: str, opts: pul
         return k8s.core.v1.Service(step.name, metadata=meta, spec=spec, opts=opts)
     if kind == "Pod":
         return k8s.core.v1.Pod(step.name, metadata=meta, spec=spec, opts=opts)
+    if kind == "NetworkPolicy":
+        return k8s.networking.v1.NetworkPolicy(step.name, metadata=meta, spec=spec, opts=opts)
     raise ValueError(f"no Pulumi resource for kind {kind}")

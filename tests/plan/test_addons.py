@@ -217,7 +217,8 @@ def test_platform_value_for_workloads() -> None:
     seen = build_platform(MIXED)
     infra = seen["infra"]
     p = infra.platform
-    assert p.namespace == WORKLOADS_NAMESPACE == "training"
+    assert p.namespaces == {"default": WORKLOADS_NAMESPACE} and WORKLOADS_NAMESPACE == "training"
+    assert p.namespace_for(None) == "training" and p.sub_path_for(None) == ""
     assert p.storage_claim == STORAGE_CLAIM == "shared-fsx"
     assert p.provider is infra.cluster.provider
     assert set(seen["urls"]) >= {"neuronx-nemo-megatron", "nemo"}
@@ -229,7 +230,7 @@ def test_platform_value_for_workloads() -> None:
         {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
     ]
     assert infra.addons.mpi_operator in p.depends_on
-    assert infra.volume.claim in p.depends_on
+    assert infra.volume.claims["default"] in p.depends_on
 
 
 # --------------------------------------------------------------------------- bad config

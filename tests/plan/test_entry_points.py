@@ -21,7 +21,7 @@ from config import stackfile
 from facts import names
 from tests.conftest import MINIMAL, ROOT, stack_yaml
 from tests.unit.test_stackfile import ALIAS_BOMB
-from tools import ci, cost, mocks, plan, preflight
+from tools import ci, cost, diagram, mocks, plan, preflight
 
 NS = "llm-training-eks:"
 BAD_FILES = {
@@ -54,10 +54,16 @@ def _ci(path: Path, err: io.StringIO) -> int:
     return ci.main(args, stdout=io.StringIO(), stderr=err)
 
 
+def _diagram(path: Path, err: io.StringIO) -> int:
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        return diagram.main(["--config-file", str(path)])
+
+
 ENTRY_POINTS: dict[str, Callable[[Path, io.StringIO], int]] = {
     "plan": _plan,
     "cost": _cost,
     "preflight": _preflight,
+    "diagram": _diagram,
     "ci": _ci,
 }
 
@@ -73,6 +79,21 @@ def test_every_entry_point_exits_2_with_bounded_lines(entry: str, bad: str, tmp_
     assert code == 2, err.getvalue()
     assert lines and len(lines) <= config.MAX_PROBLEMS + 1 and "Traceback" not in err.getvalue()
     assert all(len(line) <= config.MAX_LINE + len(f"error: {bad}: invalid stack config: ") for line in lines)
+
+
+@pytest.mark.parametrize("entry", sorted(set(ENTRY_POINTS) - {"ci"}))
+def test_every_entry_point_says_which_file_is_missing(entry: str, tmp_path: Path) -> None:
+    """A stack file that is not there, or a directory: exit 2 and one line naming it."""
+    (tmp_path / "Pulumi.dev.yaml").write_text(stack_yaml({"config": MINIMAL}))
+    for path, line in [
+        (
+            tmp_path / "Pulumi.prod.yaml",
+            f"error: Pulumi.prod.yaml: no such stack file in {tmp_path}; stacks there: dev",
+        ),
+        (tmp_path, f"error: {tmp_path}: a directory, not a stack file"),
+    ]:
+        err = io.StringIO()
+        assert (ENTRY_POINTS[entry](path, err), err.getvalue().splitlines()) == (2, [line])
 
 
 def _load_under_the_engine(values: dict[str, Any]) -> mocks.RecordingMonitor:

@@ -65,7 +65,7 @@ def _bert_runs(script: str) -> list[list[str]]:
 def test_bert_passes_only_the_scripts_options_and_keeps_the_global_batch(nodes: int) -> None:
     """Issue 12, defect 12: the tutorial keeps phase 1's global batch at 16384 by dividing the
     gradient accumulation by the node count; the options are the script's own."""
-    (train,) = [s.obj for s in built_with("bert-neuron", {"nodes": nodes}) if s.role == "train"]
+    (train,) = [s.obj for s in built_with("bert-neuron", {"nodes": nodes}) if s.obj["kind"] == "MPIJob"]
     runs = _bert_runs(_launcher(train))
     assert len(runs) == 2  # precompile, training
     for words in runs:
@@ -79,7 +79,7 @@ def test_bert_passes_only_the_scripts_options_and_keeps_the_global_batch(nodes: 
 
 
 def test_bert_precompile_is_the_tutorials_short_run_outside_the_checkpoints() -> None:
-    (train,) = [s.obj for s in built_with("bert-neuron", {}) if s.role == "train"]
+    (train,) = [s.obj for s in built_with("bert-neuron", {}) if s.obj["kind"] == "MPIJob"]
     precompile, training = _bert_runs(_launcher(train))
     assert "--steps_this_run=10" in precompile
     assert "--output_dir=/shared/w/r1/precompile" in precompile

@@ -74,6 +74,27 @@ def test_bucket_is_versioned_encrypted_private_and_kept() -> None:
     assert all(block[k] for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
 
 
+BUCKET_SETTINGS = {
+    "aws:s3/bucketVersioning:BucketVersioning": "",
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": "",
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": "",
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls": "",
+    "aws:s3/bucketPolicy:BucketPolicy": "-tls",
+}
+
+
+def test_every_bucket_gets_every_setting(example_stack: str) -> None:
+    """The data bucket and the image sources bucket alike (infra.buckets): versioned, encrypted,
+    public access blocked, ACLs off, TLS only. The sources bucket once lacked the ownership rule."""
+    plan = stack_plan(example_stack)
+    names = {(r["type"], r["name"]) for r in plan["resources"]}
+    for bucket in resources(plan, "aws:s3/bucket:Bucket"):
+        missing = [t for t, suffix in BUCKET_SETTINGS.items() if (t, bucket["name"] + suffix) not in names]
+        assert not missing, f"{bucket['name']}: {missing}"
+    for r in resources(plan, "aws:s3/bucketOwnershipControls:BucketOwnershipControls"):
+        assert r["inputs"]["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+
+
 def _closure(plan: dict[str, Any], urn: str) -> set[str]:
     index = by_urn(plan)
     seen: set[str] = set()

@@ -228,13 +228,14 @@ def test_run_names_make_valid_distinct_kubernetes_names(workloads: dict[str, Any
 def test_secrets_in_plain_env_are_refused(env: dict[str, str], var: str) -> None:
     values = {**MINIMAL, NS + "workloads": {"bert": {**RUN, "env": env}}}
     line = _refused(values, f"workloads.bert.env.{var}:", "encrypted")[0]
-    assert "pulumi config set --secret --path 'workloads.bert.env." in line
+    assert "move it to secretEnv" in line and f"--path 'workloads.bert.secretEnv.{var}'" in line
     assert env[var] not in line  # the message never repeats the secret
 
 
 def test_plain_env_that_only_looks_alike_passes() -> None:
-    env = {"TOKENIZERS_PARALLELISM": "false", "MAX_TOKENS": "4096", "HF_TOKEN": "", "SECRET_FILE": "[secret]"}
-    config.parse_stack_values({**MINIMAL, NS + "workloads": {"bert": {**RUN, "env": env}}})
+    env = {"TOKENIZERS_PARALLELISM": "false", "MAX_TOKENS": "4096", "HF_TOKEN": ""}
+    secret_env = {"HF_TOKEN_2": "[secret]"}  # stored encrypted: in secretEnv (an encrypted env value is refused)
+    config.parse_stack_values({**MINIMAL, NS + "workloads": {"bert": {**RUN, "env": env, "secretEnv": secret_env}}})
 
 
 def test_output_is_bounded_one_short_line_per_problem(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from tests.unit.test_recipes import built_with
 # Ubuntu's essential packages (Priority: required: coreutils, findutils, grep, sed, mawk, tar,
 # bash, hostname, libc-bin) are in every Ubuntu base image the Dockerfiles start from.
 BASE_PROGRAMS = {
-    "awk", "bash", "cat", "cp", "cut", "date", "env", "find", "getent", "grep", "head", "hostname", "ls",
+    "awk", "bash", "cat", "chown", "cp", "cut", "date", "env", "find", "getent", "grep", "head", "hostname", "ls",
     "mkdir", "mv", "rm", "sed", "sh", "sleep", "sort", "tail", "tar", "tee", "touch", "tr", "wc", "xargs",
 }  # fmt: skip
 # Programs the platform puts into the container at run time: the NVIDIA container toolkit mounts

@@ -161,9 +161,22 @@ def test_the_platform_with_teams_round_trips() -> None:
     p["teams"] = {"research": {"nodeGroup": "trn1", "nodes": 2, "borrowingLimitNodes": None, "priority": 10}}
     p["queues"] = {"research": "research"}
     p["priorityClasses"] = {"research": "team-research"}
+    p["namespaces"] = {"research": "team-research"}
+    p["sharedSubPaths"] = {"research": "teams/research"}
     platform = layers.parse_platform(value, None, CLUSTER)
     assert platform.teams["research"].borrowing_limit_nodes is None
+    assert platform.namespace_for("research") == "team-research"
+    assert platform.sub_path_for("research") == "teams/research"
     assert layers.platform_output(platform) == p
+
+
+def test_a_queue_without_a_namespace_is_an_error_naming_it() -> None:
+    value = outputs_of(CLUSTER)
+    value[layers.PLATFORM_OUTPUT]["queues"] = {"research": "research"}
+    with pytest.raises(layers.ContractError) as e:
+        layers.parse_platform(value, None, CLUSTER)
+    (line,) = e.value.problems
+    assert "platform.namespaces.research: missing" in line
 
 
 @pytest.mark.parametrize("path", sorted(leaf_paths(stack_plan(CLUSTER)["outputs"][layers.PLATFORM_OUTPUT])))

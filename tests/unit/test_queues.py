@@ -74,12 +74,17 @@ def test_every_mpijob_is_labelled_with_an_existing_queue_and_priority(example_st
     cluster = kueue_objects(plan, "ClusterQueue")
     priorities = kueue_objects(plan, "WorkloadPriorityClass")
     assert local and set(local) == set(cluster)
-    for lq in local.values():
-        assert lq["metadata"]["namespace"] == "training" and lq["spec"]["clusterQueue"] in cluster
+    for name, lq in local.items():
+        # Each team's LocalQueue is in the team's namespace; its ClusterQueue admits from there only.
+        namespace = "training" if name == "default" else f"team-{name}"
+        assert lq["metadata"]["namespace"] == namespace and lq["spec"]["clusterQueue"] == name
+        selector = cluster[name]["spec"]["namespaceSelector"]
+        assert selector == {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
     assert {cq["spec"]["cohortName"] for cq in cluster.values()} == {"llm-training"}
     for r in resources(plan, MPIJOB):
         labels = r["inputs"]["metadata"]["labels"]
         assert labels[QUEUE_LABEL] in local, r["name"]
+        assert local[labels[QUEUE_LABEL]]["metadata"]["namespace"] == r["inputs"]["metadata"]["namespace"], r["name"]
         assert labels["kueue.x-k8s.io/priority-class"] in priorities, r["name"]
         assert "suspend" not in r["inputs"]["spec"]["runPolicy"]  # Kueue's webhook owns it
 
@@ -184,7 +189,7 @@ def test_launcher_quota_covers_as_many_runs_as_nodes_can_hold() -> None:
     g = NodeGroupFacts.from_config(
         parsed("trn1-shared").node_groups[0], parsed("trn1-shared").node_group_az(parsed("trn1-shared").node_groups[0])
     )
-    cq = cluster_queue(Team("t", {"trn1": Quota(1, 2)}), {"trn1": g})
+    cq = cluster_queue(Team("t", {"trn1": Quota(1, 2)}, "team-t"), {"trn1": g})
     (group,) = cq["spec"]["resourceGroups"]
     (system,) = [f for f in group["flavors"] if f["name"] == "system"]
     cpu = {res["name"]: res["nominalQuota"] for res in system["resources"]}["cpu"]

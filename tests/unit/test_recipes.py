@@ -55,11 +55,17 @@ def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
     ng = cfg.node_groups[0]
 
     class _Platform:
-        namespace, storage_claim, shared_mount = "training", "shared-fsx", "/shared"
+        storage_claim, shared_mount = "shared-fsx", "/shared"
         node_groups = {
             ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)),
             SYSTEM_NODE_GROUP: NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
         }
+
+        def namespace_for(self, team: str | None) -> str:
+            return "training"
+
+        def sub_path_for(self, team: str | None) -> str:
+            return ""
 
         def queue_for(self, team: str | None) -> str:
             return "default"

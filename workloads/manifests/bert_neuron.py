@@ -20,6 +20,7 @@ from workloads.manifests.objects import (
     job,
     labels,
     run_dir,
+    shared_dirs,
     short_hash,
 )
 
@@ -37,7 +38,9 @@ BERT_ENV = {
 
 
 def _dataset(workload_name: str, run: BertNeuronWorkload, ctx: Context) -> tuple[Step, str]:
-    """A Job that unpacks the tokenized HDF5 shards onto /shared once (a .done marker guards it)."""
+    """A Job that unpacks the tokenized HDF5 shards onto /shared once (a .done marker guards it),
+    from the tutorial's public S3 bucket (HTTPS to S3's public addresses, through the VPC's
+    gateway endpoint where there is one)."""
     archive = run.data.archive
     target = f"{data_dir(ctx, workload_name)}/bert-{short_hash(archive)}"
     name = f"{workload_name}-dataset-{short_hash(archive)}"
@@ -48,7 +51,7 @@ def _dataset(workload_name: str, run: BertNeuronWorkload, ctx: Context) -> tuple
         f"aws s3 cp --no-progress --no-sign-request {shlex.quote(archive)} - | tar -x -C {target}\n"
         f"touch {target}/.done"
     )
-    obj = job(name, ctx, labels(workload_name, "data"), script, env=[], timeout=2 * 3600)
+    obj = job(name, ctx, labels(workload_name, "data", internet=True), script, env=[], timeout=2 * 3600)
     return Step(name, "dataset", obj), f"{target}/{folder}"
 
 
@@ -104,14 +107,16 @@ def launch(workload_name: str, run: BertNeuronWorkload, ctx: Context, data: str)
 
 
 def steps(workload_name: str, run: BertNeuronWorkload, ctx: Context) -> list[Step]:
-    """Image check -> dataset Job -> the training MPIJob, plus TensorBoard."""
+    """Image check -> shared directories -> dataset Job -> the training MPIJob, plus TensorBoard."""
     image = image_check(workload_name, ctx, run)
+    dirs = shared_dirs(workload_name, ctx, after=(image.name,))
     dataset, data = _dataset(workload_name, run, ctx)
     env = {**BERT_ENV, "NEURON_COMPILE_CACHE_URL": f"{ctx.shared_mount}/{workload_name}/neuron-cache"}
-    dataset = Step(dataset.name, dataset.role, dataset.obj, after=(image.name,))
+    dataset = Step(dataset.name, dataset.role, dataset.obj, after=(dirs.name,))
     return [
         image,
+        dirs,
         dataset,
-        training(workload_name, run, ctx, launch(workload_name, run, ctx, data), env=env, after=(dataset.name,)),
+        *training(workload_name, run, ctx, launch(workload_name, run, ctx, data), env=env, after=(dataset.name,)),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
     ]

@@ -22,6 +22,6 @@ def steps(workload_name: str, run: CustomWorkload, ctx: Context) -> list[Step]:
     image = image_check(workload_name, ctx, run)
     return [
         image,
-        training(workload_name, run, ctx, phases, after=(image.name,), processes_per_node=run.processes_per_node),
+        *training(workload_name, run, ctx, phases, after=(image.name,), processes_per_node=run.processes_per_node),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
     ]

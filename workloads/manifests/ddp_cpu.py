@@ -43,7 +43,8 @@ def launch(workload_name: str, run: DdpCpuWorkload, ctx: Context) -> str:
 
 
 def steps(workload_name: str, run: DdpCpuWorkload, ctx: Context) -> list[Step]:
-    """The training MPIJob on the system nodes. No image check: the image is public (nothing to
-    wait for a build of), and its pull fits well within Kueue's pods-ready time (30 minutes)."""
+    """The training MPIJob on the system nodes, after its NetworkPolicy (and its Secret with
+    `secretEnv`). No image check: the image is public (nothing to wait for a build of), and its
+    pull fits well within Kueue's pods-ready time (30 minutes)."""
     env = {"NPROC_PER_NODE": str(run.processes_per_node), "OMP_NUM_THREADS": "1"}
-    return [training(workload_name, run, ctx, launch(workload_name, run, ctx), env=env)]
+    return training(workload_name, run, ctx, launch(workload_name, run, ctx), env=env)

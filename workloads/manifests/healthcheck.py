@@ -16,8 +16,17 @@ from collections.abc import Mapping
 from config.workloads import RunConfig
 from facts.instances import HEALTH_CHECK_FLOORS
 from infra.platform import NodeGroupFacts
-from workloads.manifests.mpijob import HOSTFILE, SSH_OPTIONS, MPIJobSpec, base_env, mpijob, mpirun_command
-from workloads.manifests.objects import Context, Step
+from workloads.manifests.mpijob import (
+    HOSTFILE,
+    SSH_OPTIONS,
+    MPIJobSpec,
+    base_env,
+    mpijob,
+    mpirun_command,
+    secret_env_name,
+)
+from workloads.manifests.network import job_peers
+from workloads.manifests.objects import SECRET_ENV, Context, Step, labels, secret
 
 NCCOM_TEST = "/opt/aws/neuron/bin/nccom-test"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
@@ -163,10 +172,11 @@ def training(
     env: Mapping[str, str] | None = None,
     after: tuple[str, ...] = (),
     processes_per_node: int = 1,
-) -> Step:
+) -> list[Step]:
     """The run's training MPIJob: the health gate, then `phases` (precompile, training) in one
     launcher script, restarted up to `maxRetries` times, each start resuming from the latest
-    checkpoint. Never awaited: `pulumi up` returns once it is created."""
+    checkpoint. Never awaited: `pulumi up` returns once it is created. Before it, the
+    NetworkPolicy that lets its pods reach each other, and the Secret of its `secretEnv`."""
     name = f"{workload_name}-{run.run_id}-train"
     extra = dict(env or {})
     gate = health_gate(run, ctx, {**base_env(workload_name, run, ctx, name), **extra})
@@ -179,4 +189,9 @@ def training(
         processes_per_node=processes_per_node,
         backoff_limit=run.max_retries,
     )
-    return Step(name, "train", mpijob(workload_name, run, ctx, spec), after=after, awaited=False)
+    before = [Step(f"{name}-peers", "train", job_peers(name, ctx))]
+    if run.secret_env:
+        data = {k: f"{SECRET_ENV}{k}" for k in sorted(run.secret_env)}
+        before.insert(0, secret(secret_env_name(workload_name), ctx, labels(workload_name, "secret"), "train", data))
+    after = (*after, *(step.name for step in before))
+    return [*before, Step(name, "train", mpijob(workload_name, run, ctx, spec), after=after, awaited=False)]

@@ -13,6 +13,7 @@ from workloads.manifests.healthcheck import training
 from workloads.manifests.megatron import EXAMPLES, SCRIPT, neuronx_config, neuronx_overrides, torchrun
 from workloads.manifests.objects import (
     DATA_JOB_CPUS,
+    HUGGING_FACE_TOKEN,
     Context,
     Obj,
     Step,
@@ -21,8 +22,9 @@ from workloads.manifests.objects import (
     image_check,
     job,
     labels,
-    meta,
     run_dir,
+    secret,
+    shared_dirs,
     short_hash,
 )
 
@@ -113,32 +115,49 @@ def _scripts(run: Llama2NeuronWorkload, paths: _Data) -> tuple[str, str, str]:
     return tokenizer, dataset, tokenize
 
 
+HF_TOKEN_DIR = "/etc/huggingface"
+"""Where the download Jobs find the token: `$HF_HOME/token`, the file huggingface-hub 0.22.2
+reads when HF_TOKEN is not set (utils/_token.py get_token, constants.HF_TOKEN_PATH)."""
+
+
+def hugging_face_token_file(secret_name: str) -> tuple[list[Obj], tuple[Obj, Obj]]:
+    """The token as a read-only file, not an environment variable (a child process or a crash
+    dump would carry an environment): HF_HOME points at the Secret's volume for the token,
+    and the hub's caches, which it writes, go to /tmp (HF_HUB_CACHE, HF_ASSETS_CACHE)."""
+    env = [
+        {"name": "HF_HOME", "value": HF_TOKEN_DIR},
+        {"name": "HF_HUB_CACHE", "value": "/tmp/huggingface/hub"},
+        {"name": "HF_ASSETS_CACHE", "value": "/tmp/huggingface/assets"},
+    ]
+    items = [{"key": "HF_TOKEN", "path": "token"}]
+    volume = {"name": "hf-token", "secret": {"secretName": secret_name, "items": items, "defaultMode": 0o444}}
+    return env, (volume, {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
+
+
 def _data_steps(
     workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _Data, after: tuple[str, ...]
 ) -> list[Step]:
-    """Secret -> tokenizer -> dataset -> tokenize: each Job skips work already marked done."""
+    """Secret -> tokenizer -> dataset -> tokenize: each Job skips work already marked done. The
+    token's Secret lives in the run's namespace and only the two download Jobs mount it; only
+    they may reach the internet."""
     data_labels = labels(workload_name, "data")
-    secret = f"{workload_name}-hf-token"
-    hf_env: list[Obj] = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": "HF_TOKEN"}}}]
-    secret_obj = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "Opaque",
-        "metadata": meta(secret, ctx, labels(workload_name, "secret")),
-    }
+    downloads = labels(workload_name, "data", internet=True)
+    token_labels = labels(workload_name, "secret")
+    token = secret(f"{workload_name}-hf-token", ctx, token_labels, "secret", {"HF_TOKEN": HUGGING_FACE_TOKEN})
+    hf_env, hf_mount = hugging_face_token_file(token.name)
     tokenizer, dataset, tokenize = _scripts(run, paths)
     return [
-        Step(secret, "secret", secret_obj, secret_data={"HF_TOKEN": ""}),
+        token,
         Step(
             paths.tokenizer_step,
             "tokenizer",
-            job(paths.tokenizer_step, ctx, data_labels, tokenizer, env=hf_env, timeout=1800),
-            after=(secret, *after),
+            job(paths.tokenizer_step, ctx, downloads, tokenizer, env=hf_env, timeout=1800, mounts=(hf_mount,)),
+            after=(token.name, *after),
         ),
         Step(
             paths.dataset_step,
             "dataset",
-            job(paths.dataset_step, ctx, data_labels, dataset, env=hf_env, timeout=4 * 3600),
+            job(paths.dataset_step, ctx, downloads, dataset, env=hf_env, timeout=4 * 3600, mounts=(hf_mount,)),
             after=(paths.tokenizer_step,),
         ),
         Step(
@@ -190,14 +209,17 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
 
 
 def steps(workload_name: str, run: Llama2NeuronWorkload, ctx: Context) -> list[Step]:
-    """Image check -> data steps -> the training MPIJob, plus TensorBoard and the shell pod."""
+    """Image check -> shared directories -> data steps -> the training MPIJob, plus TensorBoard
+    and the shell pod."""
     paths = _Data.of(workload_name, run, ctx)
     env = {**NEURONX_ENV, "NEURON_COMPILE_CACHE_URL": f"{ctx.shared_mount}/{workload_name}/neuron-cache"}
     image = image_check(workload_name, ctx, run)
+    dirs = shared_dirs(workload_name, ctx, after=(image.name,))
     return [
         image,
-        *_data_steps(workload_name, run, ctx, paths, (image.name,)),
-        training(
+        dirs,
+        *_data_steps(workload_name, run, ctx, paths, (dirs.name,)),
+        *training(
             workload_name, run, ctx, launch(workload_name, run, ctx, paths), env=env, after=(paths.tokenize_step,)
         ),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=run.shell),

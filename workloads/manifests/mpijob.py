@@ -22,6 +22,13 @@ from workloads.manifests.objects import (
     shared_mount,
     shared_volume,
 )
+from workloads.manifests.security import (
+    WORKER_CAPABILITIES,
+    WORKER_EXCEPTION,
+    container_security,
+    pod_security,
+    privileged_exception,
+)
 
 MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
 HOSTFILE = "/etc/mpi/hostfile"  # where mpi-operator v2 mounts the hostfile in the launcher
@@ -38,6 +45,7 @@ WAIT_ENV, POLL_ENV = "WORKER_WAIT_SECONDS", "WORKER_POLL_SECONDS"
 SSH_OPTIONS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
 # The mpi-operator base image sets StrictModes no: the Secret volume at ~/.ssh is a
 # world-writable tmpfs, which sshd's StrictModes refuses (kubernetes/kubernetes#61049).
+SSH_PORT = 22
 SSHD_COMMAND = "mkdir -p /run/sshd && ssh-keygen -A && exec /usr/sbin/sshd -De -o StrictModes=no"
 FORWARDED = ("PATH", "LD_LIBRARY_PATH")
 
@@ -140,10 +148,26 @@ def launcher_setup() -> str:
     )
 
 
-def _worker(run: RunConfig, ctx: Context, image: str, environment: dict[str, str], pod_labels: Obj) -> Obj:
+def secret_env_name(workload_name: str) -> str:
+    """The Secret that holds a workload's `secretEnv` values."""
+    return f"{workload_name}-env"
+
+
+def process_env(workload_name: str, run: RunConfig, environment: dict[str, str]) -> list[Obj]:
+    """The containers' environment: plain values, then each `secretEnv` name taken from the
+    workload's Secret (never its value in the object)."""
+    secret = secret_env_name(workload_name)
+    refs = [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k}}} for k in sorted(run.secret_env)]
+    return [*env_list(environment), *refs]
+
+
+def _worker(
+    workload_name: str, run: RunConfig, ctx: Context, image: str, environment: dict[str, str], pod_labels: Obj
+) -> Obj:
     """Each worker takes its whole node (every accelerator and EFA device, the allocatable CPU
     and memory; a quarter of a system node for CPU runs), requests = limits so it is the last
-    pod evicted, and a memory-backed /dev/shm."""
+    pod evicted, and a memory-backed /dev/shm. It runs sshd as root with the capabilities sshd
+    needs (workloads.manifests.security)."""
     requests = ctx.node_group.worker_requests()
     container = {
         "name": "worker",
@@ -151,8 +175,12 @@ def _worker(run: RunConfig, ctx: Context, image: str, environment: dict[str, str
         "imagePullPolicy": "IfNotPresent",
         # mpi-operator v2 mounts the SSH keys; the image brings sshd (host keys made here).
         "command": ["/bin/bash", "-c", SSHD_COMMAND],
-        "env": env_list(environment),
+        # Ready once sshd listens: what the launcher (and Kueue's waitForPodsReady) wait for.
+        # No liveness probe: a worker that stops answering under load must not be killed for it.
+        "readinessProbe": {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 10},
+        "env": process_env(workload_name, run, environment),
         "resources": {"requests": dict(requests), "limits": dict(requests)},
+        "securityContext": container_security(add=WORKER_CAPABILITIES),
         "volumeMounts": [shared_mount(ctx), {"name": "dshm", "mountPath": "/dev/shm"}],
     }
     dshm = {"medium": "Memory", "sizeLimit": f"{ctx.node_group.shm_gib}Gi"}
@@ -165,6 +193,7 @@ def _worker(run: RunConfig, ctx: Context, image: str, environment: dict[str, str
             "metadata": {"labels": {**pod_labels, ROLE_LABEL: "worker"}},
             "spec": {
                 **on_node_group(ctx),
+                **pod_security(non_root=False),
                 "containers": [container],
                 "volumes": [shared_volume(ctx), {"name": "dshm", "emptyDir": dshm}],
             },
@@ -173,10 +202,17 @@ def _worker(run: RunConfig, ctx: Context, image: str, environment: dict[str, str
 
 
 def _launcher(
-    run: RunConfig, spec: MPIJobSpec, ctx: Context, image: str, environment: dict[str, str], pod_labels: Obj
+    workload_name: str,
+    run: RunConfig,
+    spec: MPIJobSpec,
+    ctx: Context,
+    image: str,
+    environment: dict[str, str],
+    pod_labels: Obj,
 ) -> Obj:
-    """The launcher waits for every worker, then runs the step's script with `$MPIRUN` set."""
-    mpirun = mpirun_command(run.nodes, spec.processes_per_node, list(environment))
+    """The launcher waits for every worker, then runs the step's script with `$MPIRUN` set; as
+    root (the operator's key at /root/.ssh), without any capability."""
+    mpirun = mpirun_command(run.nodes, spec.processes_per_node, [*environment, *run.secret_env])
     container = {
         "name": "launcher",
         "image": image,
@@ -187,9 +223,10 @@ def _launcher(
             f"set -euo pipefail\n{launcher_setup()}{wait_for_workers()}"
             f"export MPIRUN={shlex.quote(mpirun)}\n{spec.launch}",
         ],
-        "env": env_list(environment),
+        "env": process_env(workload_name, run, environment),
         # The launcher only runs mpirun (and parses a health check's output) on a system node.
         "resources": {"requests": dict(LAUNCHER_REQUESTS), "limits": dict(LAUNCHER_LIMITS)},
+        "securityContext": container_security(),
         "volumeMounts": [shared_mount(ctx)],
     }
     return {
@@ -199,6 +236,7 @@ def _launcher(
             "metadata": {"labels": {**pod_labels, ROLE_LABEL: "launcher"}},
             "spec": {
                 "nodeSelector": {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
+                **pod_security(non_root=False),
                 "containers": [container],
                 "volumes": [shared_volume(ctx)],
             },
@@ -216,7 +254,7 @@ def mpijob(workload_name: str, run: RunConfig, ctx: Context, spec: MPIJobSpec) -
     """
     image = spec.image or ctx.image
     environment = {**base_env(workload_name, run, ctx, spec.name), **spec.env}
-    pod_labels = labels(workload_name, spec.component, run.run_id)
+    pod_labels = labels(workload_name, spec.component, run.run_id, internet=run.internet_egress)
     job_labels = dict(pod_labels)
     if ctx.queue:
         job_labels[QUEUE_LABEL] = ctx.queue
@@ -225,6 +263,7 @@ def mpijob(workload_name: str, run: RunConfig, ctx: Context, spec: MPIJobSpec) -
     annotations = {"pulumi.com/waitFor": "condition=Succeeded"} if spec.awaited else {"pulumi.com/skipAwait": "true"}
     if spec.awaited and spec.timeout_seconds:
         annotations["pulumi.com/timeoutSeconds"] = str(spec.timeout_seconds)
+    annotations.update(privileged_exception("worker", WORKER_EXCEPTION))
     return {
         "apiVersion": MPIJOB_API_VERSION,
         "kind": "MPIJob",
@@ -235,8 +274,8 @@ def mpijob(workload_name: str, run: RunConfig, ctx: Context, spec: MPIJobSpec) -
             "runPolicy": {"backoffLimit": spec.backoff_limit, "cleanPodPolicy": "Running"},
             "sshAuthMountPath": "/root/.ssh",
             "mpiReplicaSpecs": {
-                "Launcher": _launcher(run, spec, ctx, image, environment, pod_labels),
-                "Worker": _worker(run, ctx, image, environment, pod_labels),
+                "Launcher": _launcher(workload_name, run, spec, ctx, image, environment, pod_labels),
+                "Worker": _worker(workload_name, run, ctx, image, environment, pod_labels),
             },
         },
     }

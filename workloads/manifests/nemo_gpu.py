@@ -29,6 +29,6 @@ def steps(workload_name: str, run: NemoGpuWorkload, ctx: Context) -> list[Step]:
     image = image_check(workload_name, ctx, run)
     return [
         image,
-        training(workload_name, run, ctx, phases, after=(image.name,)),
+        *training(workload_name, run, ctx, phases, after=(image.name,)),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
     ]

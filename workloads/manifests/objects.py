@@ -2,7 +2,10 @@
 
 Every run's checkpoints and logs go to `/shared/<workload>/<runId>/`; data shared by all
 runs of a workload (tokenizer, dataset, tokenized corpus, Neuron compile cache) goes to
-`/shared/<workload>/data/` and `/shared/<workload>/neuron-cache/`.
+`/shared/<workload>/data/` and `/shared/<workload>/neuron-cache/`. A team's pods see its own
+directory of the file system (`teams/<team>/`) as `/shared`. Who may write where: root (the
+MPI launcher and workers) owns `/shared/<workload>/`; the non-root data steps own its `data/`
+(handed to them by the `<workload>-dirs` step); everything is readable by all the run's pods.
 """
 
 from __future__ import annotations
@@ -13,8 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.workloads import RunConfig
-from facts.names import RUN_ID_LABEL, app_labels
+from facts.names import EGRESS_INTERNET, EGRESS_LABEL, RUN_ID_LABEL, app_labels
 from infra.platform import NodeGroupFacts
+from workloads.manifests.security import (
+    DIRS_CAPABILITIES,
+    DIRS_EXCEPTION,
+    NON_ROOT_UID,
+    container_security,
+    non_root_env,
+    pod_security,
+    privileged_exception,
+    scratch,
+)
 
 Obj = dict[str, Any]
 TENSORBOARD_PORT = 6006
@@ -22,7 +35,12 @@ TENSORBOARD_PORT = 6006
 # CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with.
 DATA_JOB_CPUS = 32
 SMALL_POD = {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
-"""TensorBoard, the shell pod and the image check: every pod has CPU and memory requests and limits."""
+"""TensorBoard, the shell pod, the image check and the directory step: every pod has CPU and
+memory requests and limits."""
+HUGGING_FACE_TOKEN = "huggingFaceToken"
+"""Secret data reference: the stack's Hugging Face token (workloads.deploy fills it in)."""
+SECRET_ENV = "secretEnv."
+"""Secret data reference prefix: `secretEnv.<NAME>`, a value of the run's `secretEnv`."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +52,8 @@ class Context:
     shared_mount: str
     node_group: NodeGroupFacts
     image: str
+    shared_sub_path: str = ""
+    """The directory of the file system the run's pods see at `shared_mount` ("": all of it)."""
     queue: str | None = None
     """Kueue LocalQueue of the run (`kueue.x-k8s.io/queue-name`); None: not queued."""
     priority_class: str | None = None
@@ -53,12 +73,17 @@ class Step:
     awaited: bool = True
     """Whether `pulumi up` waits for it (steps that later steps follow)."""
     secret_data: dict[str, str] = field(default_factory=dict)
+    """Of a Secret: its keys and where each value comes from (HUGGING_FACE_TOKEN, or
+    SECRET_ENV + name); the builders never see a secret value, workloads.deploy fills them in."""
 
 
-def labels(workload_name: str, component: str, run_id: str | None = None) -> dict[str, str]:
+def labels(workload_name: str, component: str, run_id: str | None = None, *, internet: bool = False) -> dict[str, str]:
+    """The labels of a step's objects; `internet`: its pods may reach HTTPS outside the VPC."""
     out = app_labels(component, workload_name)
     if run_id:
         out[RUN_ID_LABEL] = run_id
+    if internet:
+        out[EGRESS_LABEL] = EGRESS_INTERNET
     return out
 
 
@@ -69,6 +94,13 @@ def meta(name: str, ctx: Context, object_labels: dict[str, str], annotations: di
     return out
 
 
+def secret(name: str, ctx: Context, object_labels: dict[str, str], role: str, data: dict[str, str]) -> Step:
+    """A Secret step: its keys and where each value comes from (Step.secret_data); the object
+    never holds a value, workloads.deploy sets `stringData` as a Pulumi secret."""
+    obj = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta(name, ctx, object_labels)}
+    return Step(name, role, obj, secret_data=dict(data))
+
+
 def env_list(values: dict[str, str]) -> list[Obj]:
     return [{"name": k, "value": v} for k, v in sorted(values.items())]
 
@@ -77,8 +109,14 @@ def shared_volume(ctx: Context) -> Obj:
     return {"name": "shared", "persistentVolumeClaim": {"claimName": ctx.storage_claim}}
 
 
-def shared_mount(ctx: Context) -> Obj:
-    return {"name": "shared", "mountPath": ctx.shared_mount}
+def shared_mount(ctx: Context, *, read_only: bool = False) -> Obj:
+    """`/shared`: the run's team directory of the file system (or all of it without teams)."""
+    out: Obj = {"name": "shared", "mountPath": ctx.shared_mount}
+    if ctx.shared_sub_path:
+        out["subPath"] = ctx.shared_sub_path
+    if read_only:
+        out["readOnly"] = True
+    return out
 
 
 def on_node_group(ctx: Context) -> Obj:
@@ -114,8 +152,10 @@ def job(
     env: list[Obj],
     timeout: int,
     resources: Obj | None = None,
+    mounts: tuple[tuple[Obj, Obj], ...] = (),
 ) -> Obj:
-    """A one-pod data-preparation Job on the node group (CPU only: no devices taken).
+    """A one-pod data-preparation Job on the node group (CPU only: no devices taken), as the
+    non-root user, writing under /shared; `mounts`: more (volume, volumeMount) pairs.
 
     No ttlSecondsAfterFinished: a Job that vanished would be recreated (and rerun) by the
     next `pulumi up`. The script itself skips work whose output is already marked done.
@@ -123,39 +163,85 @@ def job(
     memory = f"{ctx.node_group.instance.allocatable_memory_gib // 2}Gi"
     cpus = str(DATA_JOB_CPUS)
     resources = resources or {"requests": {"cpu": cpus, "memory": "64Gi"}, "limits": {"cpu": cpus, "memory": memory}}
+    container = {
+        "name": "main",
+        "image": ctx.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/bash", "-c", "set -euo pipefail\n" + script],
+        "env": [*non_root_env(), *env],
+        "resources": resources,
+        "securityContext": container_security(),
+        "volumeMounts": [shared_mount(ctx), *(m for _, m in mounts)],
+    }
+    return _job(name, ctx, job_labels, timeout, container, [shared_volume(ctx), *(v for v, _ in mounts)], non_root=True)
+
+
+def _job(
+    name: str,
+    ctx: Context,
+    job_labels: dict[str, str],
+    timeout: int,
+    container: Obj,
+    volumes: list[Obj],
+    *,
+    non_root: bool,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": meta(name, ctx, job_labels, {"pulumi.com/timeoutSeconds": str(timeout)}),
+        "metadata": meta(name, ctx, job_labels, {"pulumi.com/timeoutSeconds": str(timeout), **(annotations or {})}),
         "spec": {
             "backoffLimit": 2,
             "template": {
                 "metadata": {"labels": job_labels},
                 "spec": {
                     **on_node_group(ctx),
+                    **pod_security(non_root=non_root),
                     "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": ctx.image,
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": ["/bin/bash", "-c", "set -euo pipefail\n" + script],
-                            "env": env,
-                            "resources": resources,
-                            "volumeMounts": [shared_mount(ctx)],
-                        }
-                    ],
-                    "volumes": [shared_volume(ctx)],
+                    "containers": [container],
+                    "volumes": volumes,
                 },
             },
         },
     }
 
 
+def shared_dirs(workload_name: str, ctx: Context, after: tuple[str, ...] = ()) -> Step:
+    """The step that makes `/shared/<workload>/` (root's, like the runs' directories) and hands
+    its `data/` to the non-root user of the data steps. Runs as root with CHOWN alone; once per
+    workload (its name never changes), and harmless to repeat."""
+    name = f"{workload_name}-dirs"
+    top, data = f"{ctx.shared_mount}/{workload_name}", data_dir(ctx, workload_name)
+    script = f"mkdir -p {data}\nchown {NON_ROOT_UID}:{NON_ROOT_UID} {data}\nls -ld {top} {data}"
+    container = {
+        "name": "dirs",
+        "image": ctx.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/bash", "-c", "set -euo pipefail\n" + script],
+        "resources": SMALL_POD,
+        "securityContext": container_security(add=DIRS_CAPABILITIES, read_only_root=True),
+        "volumeMounts": [shared_mount(ctx)],
+    }
+    exception = privileged_exception("dirs", DIRS_EXCEPTION)
+    obj = _job(
+        name,
+        ctx,
+        labels(workload_name, "dirs"),
+        600,
+        container,
+        [shared_volume(ctx)],
+        non_root=False,
+        annotations=exception,
+    )
+    return Step(name, "dirs", obj, after=after)
+
+
 def tensorboard(workload_name: str, ctx: Context) -> list[Obj]:
     """A TensorBoard Deployment and ClusterIP Service over every run of the workload."""
     name = f"{workload_name}-tensorboard"
     tb_labels = labels(workload_name, "tensorboard")
+    tmp, tmp_mount = scratch()
     container = {
         "name": "tensorboard",
         "image": ctx.image,
@@ -168,10 +254,13 @@ def tensorboard(workload_name: str, ctx: Context) -> list[Obj]:
             "--port",
             str(TENSORBOARD_PORT),
         ],
+        "env": non_root_env(),
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": {"tcpSocket": {"port": TENSORBOARD_PORT}, "periodSeconds": 10},
+        "livenessProbe": {"tcpSocket": {"port": TENSORBOARD_PORT}, "initialDelaySeconds": 60, "periodSeconds": 30},
         "resources": SMALL_POD,
-        "volumeMounts": [{**shared_mount(ctx), "readOnly": True}],
+        "securityContext": container_security(read_only_root=True),
+        "volumeMounts": [shared_mount(ctx, read_only=True), tmp_mount],
     }
     deployment = {
         "apiVersion": "apps/v1",
@@ -182,7 +271,11 @@ def tensorboard(workload_name: str, ctx: Context) -> list[Obj]:
             "selector": {"matchLabels": tb_labels},
             "template": {
                 "metadata": {"labels": tb_labels},
-                "spec": {"containers": [container], "volumes": [shared_volume(ctx)]},
+                "spec": {
+                    **pod_security(non_root=True),
+                    "containers": [container],
+                    "volumes": [shared_volume(ctx), tmp],
+                },
             },
         },
     }
@@ -199,24 +292,33 @@ def tensorboard(workload_name: str, ctx: Context) -> list[Obj]:
     return [deployment, service]
 
 
-def shell_pod(workload_name: str, ctx: Context) -> Obj:
-    """A pod to look at (and edit) /shared: `kubectl exec -it <workload>-shell -- bash`."""
+def shell(workload_name: str, ctx: Context) -> Obj:
+    """A pod to look at /shared (and edit what the data steps wrote), as the non-root user:
+    `kubectl exec -it deploy/<workload>-shell -- bash`. A Deployment rather than a bare Pod:
+    the VPC CNI applies NetworkPolicies only to pods with an owner (EKS user guide,
+    cni-network-policy considerations), and the shell must stay inside its namespace's."""
+    shell_labels = labels(workload_name, "shell")
+    container = {
+        "name": "shell",
+        "image": ctx.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sleep", "infinity"],
+        "env": non_root_env(),
+        "resources": SMALL_POD,
+        "securityContext": container_security(),
+        "volumeMounts": [shared_mount(ctx)],
+    }
     return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta(f"{workload_name}-shell", ctx, labels(workload_name, "shell")),
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(f"{workload_name}-shell", ctx, shell_labels),
         "spec": {
-            "containers": [
-                {
-                    "name": "shell",
-                    "image": ctx.image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["sleep", "infinity"],
-                    "resources": SMALL_POD,
-                    "volumeMounts": [shared_mount(ctx)],
-                }
-            ],
-            "volumes": [shared_volume(ctx)],
+            "replicas": 1,
+            "selector": {"matchLabels": shell_labels},
+            "template": {
+                "metadata": {"labels": shell_labels},
+                "spec": {**pod_security(non_root=True), "containers": [container], "volumes": [shared_volume(ctx)]},
+            },
         },
     }
 
@@ -225,14 +327,23 @@ def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
     """A Job that runs the run's image once on its node group. `pulumi up` waits for it, so the
     steps after it neither race the stack's image build (infra/images.py, AWS CodeBuild: the
     pods pull once the build has pushed) nor spend their own time limits on a multi-GB pull.
-    Named by the image tag (or a digest of an explicit image): a new image is a new check."""
+    Named by the image tag (or a digest of an explicit image): a new image is a new check. It
+    needs nothing but the image: non-root, read-only, no /shared."""
     key = run.image_tag_or_built or short_hash(run.image)
     name = f"{workload_name}-image-{key}"
-    script = 'echo "image present on $(hostname)"'
+    tmp, tmp_mount = scratch()
+    container = {
+        "name": "main",
+        "image": ctx.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/bash", "-c", 'set -euo pipefail\necho "image present on $(hostname)"'],
+        "env": non_root_env(),
+        "resources": SMALL_POD,
+        "securityContext": container_security(read_only_root=True),
+        "volumeMounts": [tmp_mount],
+    }
     return Step(
-        name,
-        "image",
-        job(name, ctx, labels(workload_name, "image"), script, env=[], timeout=3 * 3600, resources=SMALL_POD),
+        name, "image", _job(name, ctx, labels(workload_name, "image"), 3 * 3600, container, [tmp], non_root=True)
     )
 
 
@@ -244,5 +355,5 @@ def extras(workload_name: str, ctx: Context, *, tensorboard_on: bool, shell_on: 
         out.append(Step(f"{workload_name}-tensorboard", "tensorboard", deployment))
         out.append(Step(f"{workload_name}-tensorboard-svc", "tensorboard", service))
     if shell_on:
-        out.append(Step(f"{workload_name}-shell", "shell", shell_pod(workload_name, ctx)))
+        out.append(Step(f"{workload_name}-shell", "shell", shell(workload_name, ctx)))
     return out
