@@ -77,6 +77,7 @@ class WorkloadRun:
     def __init__(self, workdir: Path, stack: str, workload: str, nodes: int, faults: bool = False) -> None:
         self.stack, self.workload, self.nodes = stack, workload, nodes
         self.jobs = plans.steps(stack, workload, nodes, faults)
+        self.policies = tuple(plans.network_policies(stack, workload, nodes, faults))
         self.training = plans.training_job(self.jobs)
         self.cluster = Cluster(workdir)
         self.shared = workdir / "shared"
@@ -106,7 +107,7 @@ class WorkloadRun:
 
     def run_mpijob(self, job: dict[str, Any], faults: Faults) -> JobResult:
         env = {"NPROC_PER_NODE": str(RANKS_PER_NODE[self.nodes]), WAIT_ENV: str(faults.wait_seconds), POLL_ENV: "1"}
-        op = Operator(self.cluster, job, self.facts(job), env)
+        op = Operator(self.cluster, job, self.facts(job), env, self.policies)
         op.faulty_devices = {r: (op.worker_name(i),) for r, i in faults.missing_device.items()}
         if faults.read_only_shared is not None:
             op.read_only_shared = (op.worker_name(faults.read_only_shared),)

@@ -30,6 +30,7 @@ from typing import Any
 from tests import upstream
 from tests.launch import plans
 from tests.launch.images import build_layer, describe, gpu_runtime_layer
+from tests.launch.netpolicy import denied_pairs
 from tests.launch.pods import Cluster, Pod, PodSpec, wait_until
 from tests.launch.security import effective, volume_mounts
 
@@ -97,6 +98,7 @@ class Controller:
         self.read_only_shared: tuple[str, ...] = ()  # pods whose /shared mount is read-only
         self.jobdir = cluster.workdir / "jobs" / self.name
         (self.jobdir / "etc-mpi").mkdir(parents=True, exist_ok=True)
+        self.jobdir.chmod(0o1777)  # the harness's own /harness: stand-ins of any user record there
         (self.jobdir / "job.json").write_text(json.dumps(facts))
 
     def fqdn(self, pod: str) -> str:
@@ -173,7 +175,14 @@ class JobController(Controller):
 class Operator(Controller):
     """One MPIJob: its workers, its launcher attempts."""
 
-    def __init__(self, cluster: Cluster, mpijob: dict[str, Any], facts: dict[str, Any], env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        mpijob: dict[str, Any],
+        facts: dict[str, Any],
+        env: dict[str, str],
+        policies: tuple[dict[str, Any], ...] = (),
+    ) -> None:
         super().__init__(cluster, mpijob, facts, env)
         spec = mpijob["spec"]
         self.slots = int(spec.get("slotsPerWorker", 1))
@@ -182,6 +191,19 @@ class Operator(Controller):
         self.secret = ssh_secret(cluster.workdir, spec.get("sshAuthMountPath", "/root/.ssh"))
         self.faulty_devices: dict[str, tuple[str, ...]] = {}
         self._write_hostfile()
+        ours = [p for p in policies if p["metadata"].get("namespace") == self.namespace]
+        cluster.denied |= denied_pairs(ours, self.pod_labels())
+
+    def pod_labels(self) -> dict[str, dict[str, str]]:
+        """Each pod's labels: its template's, then the operator's (defaultLabels)."""
+        out = {}
+        names = {"launcher": [str(OPERATOR["launcherName"]).format(job=self.name)]}
+        names["worker"] = [self.worker_name(i) for i in range(self.workers)]
+        for role, pods in names.items():
+            spec = self.obj["spec"]["mpiReplicaSpecs"][role.capitalize()]["template"]
+            operator = {k: str(v).format(job=self.name, role=role) for k, v in OPERATOR["podLabels"].items()}
+            out.update({pod: {**spec["metadata"].get("labels", {}), **operator} for pod in pods})
+        return out
 
     def worker_name(self, i: int) -> str:
         return str(OPERATOR["workerName"]).format(job=self.name, index=i)

@@ -20,6 +20,7 @@ from tools import plan as plan_mod
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 JOB = "kubernetes:batch/v1:Job"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 PREFIX = "llm-training-eks:"
 # Short training, the same shape of schedule: 12 steps, a checkpoint every 4 (Megatron recipes:
 # checkpointEverySteps; BERT: one checkpoint per dataset shard, a shard being 4 steps here).
@@ -88,10 +89,21 @@ def _lower_outputs(stack: str) -> dict[str, Any]:
 
 
 @cache
-def _steps(stack: str, workload: str, nodes: int, faults: bool) -> tuple[dict[str, Any], ...]:
+def _plan(stack: str, workload: str, nodes: int, faults: bool) -> dict[str, Any]:
     values = harness_values(stack, workload, nodes, faults)
     layered = config.parse_stack_values(values).lower_stack
-    plan = plan_mod.run(values, f"launch-{stack}", ROOT, _lower_outputs(stack) if layered else None)
+    return plan_mod.run(values, f"launch-{stack}", ROOT, _lower_outputs(stack) if layered else None)
+
+
+def network_policies(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
+    """Every NetworkPolicy the plan creates (the namespaces' and the jobs')."""
+    plan = _plan(stack, workload, nodes, faults)
+    return copy.deepcopy([r["inputs"] for r in plan["resources"] if r["type"] == NETWORK_POLICY])
+
+
+@cache
+def _steps(stack: str, workload: str, nodes: int, faults: bool) -> tuple[dict[str, Any], ...]:
+    plan = _plan(stack, workload, nodes, faults)
     found = {r["urn"]: r for r in plan["resources"] if r["type"] in (MPIJOB, JOB)}
     ordered: list[str] = []
 

@@ -59,10 +59,12 @@ def mount_dev(root: str, devices: list[str]) -> None:
         open(f"{root}{path}", "w").close()
 
 
-def mount_home(root: str) -> None:
+def mount_home(root: str, traversable: bool) -> None:
     """The image's /root, not this machine's: only the shell start-up files Debian's base-files
-    gives root (the pod's sshd sessions run them), then the Secret mounted into it."""
-    mount("tmpfs", f"{root}/root", "tmpfs", data="mode=700")
+    gives root (the pod's sshd sessions run them), then the Secret mounted into it. Mode 0700 as
+    in the images, or 0711 when this machine's Python (which stands in for the image's, in
+    /usr/local there) lives under /root and a non-root process must reach it."""
+    mount("tmpfs", f"{root}/root", "tmpfs", data="mode=711" if traversable else "mode=700")
     for name in ("bashrc", "profile"):
         if os.path.exists(f"/usr/share/base-files/dot.{name}"):
             shutil.copy(f"/usr/share/base-files/dot.{name}", f"{root}/root/.{name}")
@@ -157,7 +159,7 @@ def main(spec_path: str) -> None:
     mount_dev(root, spec["devices"])
     for d in ("/tmp", "/run"):  # the image's (empty) directories: this machine's stay hidden
         mount("tmpfs", f"{root}{d}", "tmpfs")
-    mount_home(root)
+    mount_home(root, spec["user"][0] != 0 and sys.base_prefix.startswith("/root/"))
     mount_volumes(root, spec["binds"])
     for s in spec["secrets"]:
         mount_secret(root, s["path"], s["files"])

@@ -124,6 +124,8 @@ class Cluster:
         self._netns: list[str] = []
         self._slots: dict[str, int] = {}
         self._plugs = 0
+        # (a, b): pod a cannot reach pod b (the namespace's NetworkPolicies, tests/launch/netpolicy.py)
+        self.denied: set[tuple[str, str]] = set()
         ip("netns", "add", self.switch)
         self._netns.append(self.switch)
         ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
@@ -153,7 +155,8 @@ class Cluster:
         # Only 127.0.0.1 is local to the pod, so the rest of 127/8 goes out through eth0
         # (podinit.py lets it: route_localnet).
         lo = ("link set lo up", "addr del 127.0.0.1/8 dev lo", "addr add 127.0.0.1/32 dev lo")
-        batch(netns, *lo, f"addr add {address}/24 dev eth0", "link set eth0 up")
+        blocked = [f"route add blackhole {SUBNET}.{self._slot(b)}/32" for a, b in sorted(self.denied) if a == name]
+        batch(netns, *lo, f"addr add {address}/24 dev eth0", "link set eth0 up", *blocked)
         return netns, address
 
     def start(self, spec: PodSpec) -> Pod:

@@ -253,7 +253,8 @@ def test_worker_that_never_comes_up_is_named(launch: Any, stack: str, workload: 
     ("role", "context", "expected"),
     [
         ("Worker", {"capabilities": {"drop": ["ALL"]}}, r"Bind to port 22 on \S+ failed: Permission denied"),
-        ("Launcher", {"runAsNonRoot": True}, r"^Error: container has runAsNonRoot and image will run as root"),
+        # The pod says runAsUser 0 (workloads.manifests.security): the kubelet's refusal for that.
+        ("Launcher", {"runAsNonRoot": True}, r"^Error: container's runAsUser breaks non-root policy \(pod: "),
     ],
 )
 def test_pods_are_held_to_their_security_context(
@@ -274,3 +275,18 @@ def test_pods_are_held_to_their_security_context(
     assert re.search(expected, logs, re.M), tail(logs)
     if role == "Worker":
         assert re.search(r"^FAIL: worker \S+-worker-\d\.\S+ did not answer within 3s$", attempt.log, re.M), tail(logs)
+
+
+def test_the_namespaces_network_policies_are_enforced(launch: Any) -> None:
+    """The pods of a job reach each other only through the job's own NetworkPolicy: without it,
+    the namespace's default deny leaves the launcher waiting for its workers."""
+    stack, workload = PER_RECIPE[0]
+    run = launch(stack, workload, 2, faults=True)
+    name = run.training["metadata"]["name"]
+    assert [p for p in run.policies if p["metadata"]["name"] == f"{name}-peers"], "no policy of the job's own"
+    run.policies = tuple(p for p in run.policies if p["metadata"]["name"] != f"{name}-peers")
+    (result,) = run.pipeline(Faults(wait_seconds=3, max_attempts=1), True)
+    attempt = result.attempts[0]
+    assert re.search(rf"^FAIL: worker {name}-worker-0\.\S+ did not answer within 3s$", attempt.log, re.M), tail(
+        attempt.log
+    )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests import upstream
-from tests.launch import security
+from tests.launch import netpolicy, security
 
 CONTAINER = {"name": "worker", "image": "x/nemo:1"}
 
@@ -58,3 +58,27 @@ def test_volumes_claim_and_empty_dir_only(tmp_path: Path) -> None:
     ]
     with pytest.raises(NotImplementedError, match="cfg \\(configMap\\)"):
         security.volume_mounts(pod, {"volumeMounts": [{"name": "cfg", "mountPath": "/c"}]}, tmp_path, False)
+
+
+def test_network_policies_between_the_pods_of_a_job() -> None:
+    deny = {"metadata": {"name": "default-deny"}, "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}
+    peers = {"podSelector": {"matchLabels": {"job": "j"}}}
+    allow = {
+        "metadata": {"name": "j-peers"},
+        "spec": {
+            "podSelector": peers["podSelector"],
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [peers]}],
+            "egress": [{"to": [peers]}],
+        },
+    }
+    pods = {"l": {"job": "j"}, "w0": {"job": "j"}, "x": {"job": "other"}}
+    assert netpolicy.denied_pairs([], pods) == set()
+    assert netpolicy.denied_pairs([deny, allow], pods) == {("l", "x"), ("x", "l"), ("w0", "x"), ("x", "w0")}
+    assert len(netpolicy.denied_pairs([deny], pods)) == 6
+    one_way = {
+        "metadata": {"name": "in"},
+        "spec": {"podSelector": {"matchLabels": {"x": "1"}}, "policyTypes": ["Ingress"]},
+    }
+    with pytest.raises(NotImplementedError, match="one-way"):
+        netpolicy.denied_pairs([one_way], {"a": {}, "b": {"x": "1"}})
