@@ -179,6 +179,9 @@ def mount_volumes(root: str, mounts: list[dict]) -> None:
     """Bind mounts (volumes, the cluster's files) and emptyDirs (`tmpfs`: the directory's mode)."""
     for m in mounts:
         target = f"{root}{m['target']}"
+        if "secret" in m:
+            mount_secret(root, m["target"], m["secret"])
+            continue
         if "tmpfs" in m or os.path.isdir(m["source"]):
             os.makedirs(target, exist_ok=True)
         else:

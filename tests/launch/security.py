@@ -11,7 +11,8 @@ the harness (facts: tests/upstream/kubelet-pod-security.yaml, amazon-eks-ami-bas
 - allowPrivilegeEscalation false: no_new_privs; readOnlyRootFilesystem: the image's file
   system read-only, volumes as mounted;
 - volumes: a persistentVolumeClaim is the shared FSx directory, an emptyDir a fresh directory
-  (tmpfs); any other kind of volume fails the harness, naming it (not modelled).
+  (tmpfs), a Secret's listed items read-only files (mode: the item's, defaultMode, 0644); any
+  other kind of volume fails the harness, naming it (not modelled).
 """
 
 from __future__ import annotations
@@ -85,12 +86,24 @@ def volume_mounts(
             raise NotImplementedError(f"volume {m['name']}: subPath mounts are not modelled")
         if "persistentVolumeClaim" in volume:
             mounts.append({"source": str(shared), "target": m["mountPath"], "readOnly": read_only or shared_ro})
+        elif "secret" in volume and volume["secret"].get("items"):
+            # The kubelet's Secret volume (files behind ..data links, read-only); the value is a
+            # placeholder, as for a secretKeyRef (mpioperator.container_env).
+            secret = volume["secret"]
+            files = {
+                item["path"]: [
+                    f"harness-secret-{secret['secretName']}-{item['key']}",
+                    item.get("mode", secret.get("defaultMode", 0o644)),
+                ]
+                for item in secret["items"]
+            }
+            mounts.append({"secret": files, "target": m["mountPath"]})
         elif "emptyDir" in volume:
             mode = "1777" if (volume["emptyDir"] or {}).get("medium") == "Memory" else "777"
             mounts.append({"tmpfs": mode, "target": m["mountPath"], "readOnly": read_only})
         else:
             kind = next(k for k in volume if k != "name")
             raise NotImplementedError(
-                f"volume {m['name']} ({kind}): only persistentVolumeClaim and emptyDir are modelled"
+                f"volume {m['name']} ({kind}): only persistentVolumeClaim, emptyDir and Secret items are modelled"
             )
     return mounts

@@ -48,13 +48,22 @@ def test_volumes_claim_and_empty_dir_only(tmp_path: Path) -> None:
             {"name": "shared", "persistentVolumeClaim": {"claimName": "fsx"}},
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
             {"name": "cfg", "configMap": {"name": "c"}},
+            {
+                "name": "tok",
+                "secret": {"secretName": "t", "items": [{"key": "K", "path": "token"}], "defaultMode": 0o444},
+            },
         ]
     }
-    mounts = [{"name": "shared", "mountPath": "/shared"}, {"name": "dshm", "mountPath": "/dev/shm"}]
+    mounts = [
+        {"name": "shared", "mountPath": "/shared"},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tok", "mountPath": "/etc/t", "readOnly": True},
+    ]
     found = security.volume_mounts(pod, {"volumeMounts": mounts}, tmp_path, False)
     assert found == [
         {"source": str(tmp_path), "target": "/shared", "readOnly": False},
         {"tmpfs": "1777", "target": "/dev/shm", "readOnly": False},
+        {"secret": {"token": ["harness-secret-t-K", 0o444]}, "target": "/etc/t"},
     ]
     with pytest.raises(NotImplementedError, match="cfg \\(configMap\\)"):
         security.volume_mounts(pod, {"volumeMounts": [{"name": "cfg", "mountPath": "/c"}]}, tmp_path, False)

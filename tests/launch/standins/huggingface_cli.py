@@ -32,7 +32,11 @@ a = p.parse_args()
 record("huggingface-cli", args=vars(a))
 if a.local_dir_use_symlinks not in (None, *facts["local_dir_use_symlinks_choices"]):
     fail(f"huggingface-cli: --local-dir-use-symlinks {a.local_dir_use_symlinks}: not one of the choices")
-if a.repo_id.startswith("meta-llama/") and not (a.token or os.environ.get("HF_TOKEN")):
+home = os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface"))
+token_file = Path(facts["token_file"].format(HF_HOME=home))  # read as get_token() does: an unreadable one raises
+token = a.token or os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+token = token or (token_file.read_text().strip() if token_file.exists() else None)
+if a.repo_id.startswith("meta-llama/") and not token:
     fail(f"401 Client Error. Cannot access gated repo for url https://huggingface.co/{a.repo_id}: log in first")
 if a.repo_type == "dataset":
     names = [n for n in ("part-00000.jsonl", "part-00001.jsonl") if fnmatch.fnmatch(n, (a.include or ["*"])[0])]
@@ -40,9 +44,8 @@ if a.repo_type == "dataset":
 else:
     names, big = a.filenames, False  # tokenizer files are under 5 MB
 symlinks = a.local_dir_use_symlinks or facts["local_dir_use_symlinks_default"]
-cache = (
-    Path(os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface"))) / "hub" / a.repo_id.replace("/", "--")
-)
+hub = os.environ.get("HF_HUB_CACHE", facts["cache_env"]["HF_HUB_CACHE"].format(HF_HOME=home))
+cache = Path(hub) / a.repo_id.replace("/", "--")
 for name in names:
     content = "".join(json.dumps({"text": f"document {i} of {name}"}) + "\n" for i in range(3))
     target = Path(a.local_dir) / name
