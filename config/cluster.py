@@ -113,6 +113,9 @@ class ClusterConfig(Model):
         for sg in v:
             if not matches(_SG_ID_RE, sg):
                 raise ValueError(f"{sg!r} is not a security group id (sg- and 8 or 17 hex digits)")
+        if len(set(v)) != len(v):
+            # One ingress rule per group: EC2 refuses the second (InvalidPermission.Duplicate).
+            raise ValueError("lists a security group twice")
         return v
 
     @field_validator("admin_principal_arns")
