@@ -81,7 +81,7 @@ class ClusterConfig(Model):
         if not matches(_CLUSTER_NAME_RE, v) or v.endswith("-"):
             raise ValueError(
                 f"{v!r}: must start with a lowercase letter and hold only lowercase letters, digits and hyphens"
-                " (1-100), not ending in a hyphen: it also names S3 buckets and ECR repositories, (no capitals)"
+                " (1-100), not ending in a hyphen (no capitals: it also names S3 buckets and ECR repositories)"
             )
         if v.startswith(S3_RESERVED_PREFIXES):
             raise ValueError(f"{v!r}: S3 refuses bucket names starting with {', '.join(S3_RESERVED_PREFIXES)}")
@@ -113,6 +113,9 @@ class ClusterConfig(Model):
         for sg in v:
             if not matches(_SG_ID_RE, sg):
                 raise ValueError(f"{sg!r} is not a security group id (sg- and 8 or 17 hex digits)")
+        if len(set(v)) != len(v):
+            # One ingress rule per group: EC2 refuses the second (InvalidPermission.Duplicate).
+            raise ValueError("lists a security group twice")
         return v
 
     @field_validator("admin_principal_arns")

@@ -154,6 +154,13 @@ def test_aws_java_patterns_keep_their_ascii_classes() -> None:
         ("cluster.name", "LLM-Dev", "cluster.name", "no capitals"),
         ("cluster.name", "xn--llm", "cluster.name", "S3 refuses"),
         ("cluster.name", "llm-", "cluster.name", "hyphen"),
+        # One ingress rule per security group: EC2 refuses a duplicate (found by a long fuzz run).
+        (
+            "cluster.privateAccessSecurityGroupIds",
+            ["sg-0123456789abcdef0", "sg-0123456789abcdef0"],
+            "cluster.privateAccessSecurityGroupIds",
+            "twice",
+        ),
         # EKS access entries: IAM principals of this partition, once each.
         (
             "cluster.adminPrincipalArns",
