@@ -132,7 +132,7 @@ def test_ci_requires_the_harness_and_make_test_installs_it() -> None:
     launch-deps through pytest; the GitHub workflow runs `make test` unprivileged."""
     assert "export LAUNCH_HARNESS_REQUIRED=1" in (ROOT / ".ci" / "run").read_text()
     make = (ROOT / "Makefile").read_text()
-    assert re.search(r"^pytest: venv launch-deps$", make, re.M)
+    assert re.search(r"^pytest: .*\blaunch-deps\b", make, re.M)
     assert "requirements-launch" not in make.split("$(VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
     workflow = (ROOT / ".github" / "workflows" / "pull-request.yml").read_text()
     assert "run: make test" in workflow and "sudo" not in workflow
