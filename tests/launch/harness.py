@@ -62,13 +62,13 @@ def checkpoint_step(name: str) -> int:
 class Faults:
     """What goes wrong in the training MPIJob: a device missing on a worker, a worker that never
     comes up, a worker killed once the first checkpoint is written (recreated `recreate_after`
-    seconds after the restarted launcher starts waiting for it)."""
+    seconds after the restarted launcher logs that it waits for it)."""
 
     missing_device: dict[str, int] = field(default_factory=dict)  # resource -> worker index
     read_only_shared: int | None = None  # a worker whose /shared mount is read-only
     never_up: tuple[int, ...] = ()
     kill: int | None = None
-    recreate_after: float = 1.0
+    recreate_after: float = 0.3
     wait_seconds: int = 20
     max_attempts: int | None = None
 

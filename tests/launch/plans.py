@@ -95,9 +95,14 @@ def _plan(stack: str, workload: str, nodes: int, faults: bool) -> dict[str, Any]
     return plan_mod.run(values, f"launch-{stack}", ROOT, _lower_outputs(stack) if layered else None)
 
 
+def _asks_to_stop(stack: str, workload: str) -> bool:
+    """Whether the workload stops itself once: only then does a faults plan differ (and is planned)."""
+    return "interruptOnceAtStep" in read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]
+
+
 def network_policies(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
     """Every NetworkPolicy the plan creates (the namespaces' and the jobs')."""
-    plan = _plan(stack, workload, nodes, faults)
+    plan = _plan(stack, workload, nodes, faults and _asks_to_stop(stack, workload))
     return copy.deepcopy([r["inputs"] for r in plan["resources"] if r["type"] == NETWORK_POLICY])
 
 
@@ -135,7 +140,7 @@ def instance_type(stack: str, workload: str) -> str:
 
 def steps(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
     """The workload's Jobs and MPIJobs in the order `pulumi up` creates them."""
-    return copy.deepcopy(list(_steps(stack, workload, nodes, faults)))
+    return copy.deepcopy(list(_steps(stack, workload, nodes, faults and _asks_to_stop(stack, workload))))
 
 
 def training_job(jobs: list[dict[str, Any]]) -> dict[str, Any]:
