@@ -29,10 +29,11 @@ mkdir -p "$3/bin" && cp "$(dirname "$0")/stub" "$3/bin/python" && chmod +x "$3/b
 """
 
 
-def _make(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _make(*args: str, prefix: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess[str]:
+    """`make` in the repository (`prefix`: a command that runs it, e.g. as another user)."""
     environ = {k: v for k, v in {**os.environ, **env}.items() if k != "MAKEFLAGS"}
     return subprocess.run(
-        ["make", "--no-print-directory", *args],
+        [*prefix, "make", "--no-print-directory", *args],
         cwd=ROOT,
         env=environ,
         capture_output=True,
@@ -89,17 +90,8 @@ def _as_user(uid: int, tmp: Path, *args: str) -> subprocess.CompletedProcess[str
         (tmp / name).write_text(text)
         (tmp / name).chmod(0o755)
     tmp.chmod(0o777)
-    environ = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
-    prefix = [] if uid == os.geteuid() else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-    return subprocess.run(
-        [*prefix, "make", "--no-print-directory", *args, f"VENV={tmp}/venv", f"PYTHON={tmp}/python3"],
-        cwd=ROOT,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    prefix = () if uid == os.geteuid() else ("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--")
+    return _make(*args, f"VENV={tmp}/venv", f"PYTHON={tmp}/python3", prefix=prefix)
 
 
 def test_the_harness_pytorch_is_installed_only_where_the_harness_runs() -> None:
