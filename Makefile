@@ -1,5 +1,6 @@
 # Two entry points, each working on a fresh machine: they create .venv and install
-# the pinned requirements first (only when the requirements changed).
+# the pinned requirements first (only when the requirements changed; PyTorch for the
+# launch-chain harness only where it can run, see launch-deps).
 #   make plan STACK=dev      offline plan of a stack (no AWS account, no Pulumi CLI);
 #                            FORMAT=json prints only the plan's JSON on stdout; OUT=dir also
 #                            writes plan.json and the Kubernetes objects there
@@ -21,24 +22,35 @@ WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
 .PHONY: plan test lint typecheck pytest venv diagram schema clean launch-deps checkov
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-launch.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	@echo "setting up $(VENV): installing the pinned requirements (first run or changed requirements, 1-2 minutes)" >&2
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) >&2
-	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-launch.txt \
+	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt \
 	  > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log >&2; echo "pip install failed (log: $(VENV)/install.log)" >&2; exit 1; }
 	@touch $@
 	@echo "$(VENV) is ready" >&2
 
-# The launch-chain harness (tests/launch) runs real sshd, Open MPI and namespaces: as root,
-# install them from Debian's packages when missing; elsewhere the harness skips with one line.
-LAUNCH_TOOLS := ip unshare mpirun sshd ssh-keygen
-launch-deps:
-	@missing=; for t in $(LAUNCH_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
-	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
-	  echo "installing the launch-chain harness's tools (missing:$$missing)"; \
+# The launch-chain harness (tests/launch) runs real sshd, Open MPI and PyTorch in network and
+# mount namespaces, so only as root: there, install the Debian tools when missing and, where
+# a namespace can be made, the harness's PyTorch (requirements-launch.txt; CPU wheel). Elsewhere
+# (a GitHub-hosted runner is not root) nothing is installed and the harness skips with one line.
+LAUNCH_TOOLS := ip unshare setpriv mpirun sshd ssh-keygen
+launch-deps: venv
+	@if [ "$$(id -u)" != 0 ]; then echo "launch-chain harness: not root, not installed (tests/launch will skip)" >&2; exit 0; fi; \
+	missing=; for t in $(LAUNCH_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing the launch-chain harness's tools (missing:$$missing)"  >&2; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    openssh-server openmpi-bin iproute2 util-linux >/dev/null; \
-	fi
+	fi; \
+	if ip netns add ltprobe$$$$ 2>/dev/null && ip netns del ltprobe$$$$; then $(MAKE) --no-print-directory $(VENV)/.launch; \
+	else echo "launch-chain harness: no network namespaces here, not installed (tests/launch will skip)" >&2; fi
+
+$(VENV)/.launch: $(VENV)/.installed requirements-launch.txt
+	@echo "installing the launch-chain harness's PyTorch (requirements-launch.txt)" >&2
+	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-launch.txt \
+	  > $(VENV)/install-launch.log 2>&1 || { cat $(VENV)/install-launch.log >&2; echo "pip install failed (log: $(VENV)/install-launch.log)" >&2; exit 1; }
+	@touch $@
 
 venv: $(VENV)/.installed
 

@@ -1,30 +1,58 @@
-"""One workload of an example stack on a local cluster: its MPIJobs run in the order `pulumi
-up` creates them, an awaited one that fails stopping the rest (its dependents are never
-created), with the faults a scenario injects."""
+"""One workload of an example stack on a local cluster: its Jobs and MPIJobs run in the order
+`pulumi up` creates them, an awaited one that fails stopping the rest (its dependents are never
+created), with the faults a scenario injects into the training MPIJob."""
 
 from __future__ import annotations
 
 import json
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from facts import instances
+from facts.instances import HEALTH_CHECK_FLOORS
+from tests import upstream
 from tests.launch import plans
-from tests.launch.images import code_shim, describe
-from tests.launch.mpioperator import JobResult, Operator, container_env
+from tests.launch.images import describe
+from tests.launch.mpioperator import JobController, JobResult, Operator, container_env
 from tests.launch.pods import Cluster, Pod, wait_until
 from workloads.manifests.mpijob import POLL_ENV, WAIT_ENV
 
-RANKS_PER_NODE = "2"  # torchrun processes per node here (the job renders 32 or 8)
-CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|.*step=\d+.*)$")
+# torchrun processes per node here (the job renders 32, 8 or 2): two on 2 nodes, where a lost
+# --nproc_per_node or a wrong local rank shows; one on 3 nodes (node ranks across 3 hosts),
+# which saves a third of the torch start-ups the harness pays for.
+RANKS_PER_NODE = {2: 2, 3: 1}
+CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+\.pt|.*step=\d+.*)$")
+RULES = upstream.facts("training-resume-rules")
+# What a resumed run logs: the frameworks' lines (upstream), and ddp-cpu's own script's
+# (workloads/manifests/ddp_cpu_train.py, which runs here for real).
+RESUME_LOG = {
+    **{k: v["resumeLog"] for k, v in RULES.items() if "resumeLog" in v},
+    "ddp-cpu": "rank 0 of {world}: resumed from step {step}",
+}
+BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
+STANDIN_FACTS = {
+    "stepSeconds": 0.05,
+    "stepsPerShard": plans.BERT_STEPS_PER_SHARD,
+    "ncclPluginNetwork": upstream.facts("aws-ofi-nccl-v1.13.2-aws")["plugin_network_name"],
+    "bertOptions": BERT["options"],
+    "bertFlags": BERT["flags_without_value"],
+    "bertDataset": {  # the public archive, read with --no-sign-request
+        "download": BERT["data"]["download"].split()[0],
+        "unsigned": "--no-sign-request" in BERT["data"]["download"],
+        "directory": BERT["data"]["directory"],
+        "shards": 16,
+    },
+    "huggingface": upstream.facts("huggingface-hub-0.22.2"),
+}
 
 
 def checkpoint_step(name: str) -> int:
-    """The step of a checkpoint named the way NeMo (`step=N`) or the BERT script (`ckpt_N.pt`) names it."""
-    m = re.search(r"step=(\d+)", name) or re.search(r"^ckpt_(\d+)\.pt$", name)
+    """The step of a checkpoint named the way NeMo (`step=N`), the BERT script (`ckpt_N.pt`) or
+    ddp-cpu's script (`step-0000000N.pt`) names it."""
+    m = re.search(r"step=(\d+)", name) or re.search(r"^(?:ckpt_|step-)(\d+)\.pt$", name)
     if not m:
         raise ValueError(f"not a checkpoint name: {name}")
     return int(m.group(1))
@@ -32,78 +60,63 @@ def checkpoint_step(name: str) -> int:
 
 @dataclass
 class Faults:
-    """What goes wrong: a device missing on a worker, a worker that never comes up, a worker
-    killed once the first checkpoint is written (and recreated after `recreate_after`)."""
+    """What goes wrong in the training MPIJob: a device missing on a worker, a worker that never
+    comes up, a worker killed once the first checkpoint is written (recreated `recreate_after`
+    seconds after the restarted launcher logs that it waits for it)."""
 
     missing_device: dict[str, int] = field(default_factory=dict)  # resource -> worker index
+    read_only_shared: int | None = None  # a worker whose /shared mount is read-only
     never_up: tuple[int, ...] = ()
     kill: int | None = None
-    recreate_after: float = 1.0
+    recreate_after: float = 0.3
+    wait_seconds: int = 20
+    max_attempts: int | None = None
 
 
 class WorkloadRun:
-    def __init__(self, workdir: Path, stack: str, workload: str, nodes: int) -> None:
+    def __init__(self, workdir: Path, stack: str, workload: str, nodes: int, faults: bool = False) -> None:
         self.stack, self.workload, self.nodes = stack, workload, nodes
-        self.jobs = plans.mpijobs(stack, workload, nodes)
+        self.jobs = plans.steps(stack, workload, nodes, faults)
+        self.policies = tuple(plans.network_policies(stack, workload, nodes, faults))
+        self.training = plans.training_job(self.jobs)
         self.cluster = Cluster(workdir)
         self.shared = workdir / "shared"
         self.shared.mkdir()
         self.results: list[JobResult] = []
-        self.operators: list[Operator] = []
         self.killed_checkpoints: list[str] = []  # the checkpoints there were when a worker was killed
+        self.resume_checkpoints: list[str] = []  # ... and when the restarted launcher began training
 
     def close(self) -> None:
         self.cluster.close()
 
-    def facts(self, job: dict[str, Any], framework: str) -> dict[str, Any]:
-        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-        steps = plans.launcher_script(job)
-        return {
-            "framework": framework,
-            "renderedNprocPerNode": container_env(worker).get("NPROC_PER_NODE"),
-            "stepSeconds": 0.0 if "dp_bert" in steps else 0.1,
-            "stepsPerShard": 250,
-            "neuronCoresPerDevice": 2,
-            "busBandwidthGbps": 400.0,
-        }
-
-    def operator(self, job: dict[str, Any], faults: Faults, wait_seconds: int) -> Operator:
-        env = {"NPROC_PER_NODE": RANKS_PER_NODE, WAIT_ENV: str(wait_seconds), POLL_ENV: "1"}
-        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-        op = Operator(self.cluster, job, self.facts(job, describe(worker["image"]).family.framework), env)
-        op.faulty_devices = {r: (op.worker_name(i),) for r, i in faults.missing_device.items()}
-        return op
-
-    def stage(self, job: dict[str, Any]) -> dict[str, str]:
-        """Code under /shared is staged there (as the user would); other code is in the image."""
-        code = plans.code_paths(job)
-        for path, standin in list(code.items()):
-            if path.startswith("/shared/"):
-                target = self.shared / path[len("/shared/") :]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(code_shim(standin))
-                del code[path]
-        return code
+    def facts(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """What the stand-ins of one job are told: the framework rules of its image, the
+        rendered ranks per node, the bus bandwidth a healthy fabric gives."""
+        container = plans.containers(obj)
+        framework = describe(container["image"]).framework
+        facts = {**STANDIN_FACTS, "framework": framework, "rules": RULES.get(framework, {})}
+        facts["renderedNprocPerNode"] = container_env(container).get("NPROC_PER_NODE")
+        if framework != "ddp-cpu":  # an accelerated node group
+            instance = instances.get(plans.instance_type(self.stack, self.workload))
+            facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
+            facts["busBandwidthGbps"] = 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gbps
+        return facts
 
     def checkpoints(self) -> list[Path]:
-        return [p for p in self.shared.rglob("*") if CHECKPOINT.match(p.name)]
+        return [p for p in self.shared.rglob("*") if CHECKPOINT.match(p.name) and "precompile" not in p.parts]
 
-    def run(
-        self, job: dict[str, Any], faults: Faults, wait_seconds: int = 20, max_attempts: int | None = None
-    ) -> JobResult:
-        op = self.operator(job, faults, wait_seconds)
-        self.operators.append(op)
-        code = self.stage(job)
+    def run_mpijob(self, job: dict[str, Any], faults: Faults) -> JobResult:
+        env = {"NPROC_PER_NODE": str(RANKS_PER_NODE[self.nodes]), WAIT_ENV: str(faults.wait_seconds), POLL_ENV: "1"}
+        op = Operator(self.cluster, job, self.facts(job), env, self.policies)
+        op.faulty_devices = {r: (op.worker_name(i),) for r, i in faults.missing_device.items()}
+        if faults.read_only_shared is not None:
+            op.read_only_shared = (op.worker_name(faults.read_only_shared),)
 
         def during(attempt: int, launcher: Pod) -> None:
-            if attempt > 0 and (op.jobdir / "records").exists():
-                (op.jobdir / "records").rename(op.jobdir / f"records.{attempt - 1}")
             if faults.kill is None:
                 return
             if attempt == 0:
-                deadline = time.monotonic() + 60
-                while not self.checkpoints() and launcher.alive() and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                wait_until(lambda: self.checkpoints() or not launcher.alive(), timeout=60, interval=0.05)
                 self.killed_checkpoints = [p.name for p in self.checkpoints()]
                 self.cluster.remove(op.worker_name(faults.kill))
             elif attempt == 1:
@@ -111,22 +124,27 @@ class WorkloadRun:
                 # (a node replacement takes minutes, a launcher restart seconds).
                 host = op.fqdn(op.worker_name(faults.kill))
                 wait_until(lambda: f"waiting for worker {host}" in launcher.output(), timeout=60)
+                self.resume_checkpoints = [p.name for p in self.checkpoints()]
                 time.sleep(faults.recreate_after)
-                op.start_worker(faults.kill, code)
+                op.start_worker(faults.kill)
 
-        result = op.run(code, skip_workers=faults.never_up, during=during, max_attempts=max_attempts)
-        self.results.append(result)
-        return result
+        return op.run(skip_workers=faults.never_up, during=during, max_attempts=faults.max_attempts)
 
-    def pipeline(self, faults: Faults, only: Callable[[dict[str, Any]], bool] = lambda j: True) -> list[JobResult]:
-        """Run the workload's MPIJobs in order; stop after an awaited one that failed."""
-        for job in self.jobs:
-            if not only(job):
-                continue
-            result = self.run(job, faults)
+    def pipeline(self, faults: Faults, training_only: bool = False) -> list[JobResult]:
+        """Run the workload's Jobs and MPIJobs in order (or its training MPIJob alone); stop
+        after an awaited one that failed."""
+        for job in [self.training] if training_only else self.jobs:
+            if job["kind"] == "Job":
+                result = JobController(self.cluster, job, self.facts(job), {}).run()
+            else:
+                result = self.run_mpijob(job, faults if job is self.training else Faults())
+            self.results.append(result)
             if not result.succeeded and plans.is_awaited(job):
                 break
         return self.results
+
+    def log(self) -> str:
+        return "\n".join(r.log() for r in self.results)
 
     def records(self, job_name: str, kind: str, attempt: int | None = None) -> list[dict[str, Any]]:
         """What the stand-ins of a job recorded (of one launcher attempt; default: the last)."""

@@ -1,6 +1,6 @@
-"""Plays kubeflow/mpi-operator v0.8.0 (and the Job controller under it) for one rendered
-MPIJob, on a `pods.Cluster`. What it does the way the operator does
-(pkg/controller/mpi_job_controller.go at v0.8.0, facts in tests/upstream/mpi-operator-v0.8.0-pods.yaml):
+"""Plays kubeflow/mpi-operator v0.8.0 (and the Job controller under it) for one rendered MPIJob,
+and the Job controller for a plain Job, on a `pods.Cluster`. What it does the way the operator
+does (pkg/controller/mpi_job_controller.go at v0.8.0, facts in tests/upstream/mpi-operator-v0.8.0-pods.yaml):
 
 - the SSH Secret: an ECDSA P-521 key, items id_rsa, id_rsa.pub and authorized_keys, mounted
   on every pod at spec.sshAuthMountPath with mode 0600 when that path is /root/.ssh;
@@ -13,7 +13,8 @@ MPIJob, on a `pods.Cluster`. What it does the way the operator does
 - the launcher Job's backoffLimit = runPolicy.backoffLimit: a failed launcher is started
   again that many times.
 
-Each container's environment is the image's ENV, then the pod's `env`, then the operator's.
+Each container's environment is the image's ENV, then the pod's `env` (a Secret reference
+resolves to a placeholder value), then the operator's.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from tests import upstream
-from tests.launch.images import Image, build_layer, describe
+from tests.launch import plans
+from tests.launch.images import build_layer, describe, gpu_runtime_layer
+from tests.launch.netpolicy import denied_pairs
 from tests.launch.pods import Cluster, Pod, PodSpec, wait_until
+from tests.launch.security import effective, volume_mounts
 
 OPERATOR = upstream.facts("mpi-operator-v0.8.0-pods")
 HOSTFILE_DIR = OPERATOR["configMountPath"]
@@ -49,6 +53,7 @@ class Attempt:
 @dataclass
 class JobResult:
     name: str
+    kind: str
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
@@ -56,7 +61,7 @@ class JobResult:
         return bool(self.attempts) and self.attempts[-1].exit_code == 0
 
     def log(self) -> str:
-        return "".join(f"--- launcher attempt {i + 1} ---\n{a.log}" for i, a in enumerate(self.attempts))
+        return "".join(f"--- {self.name} attempt {i + 1} ---\n{a.log}" for i, a in enumerate(self.attempts))
 
 
 def ssh_secret(workdir: Path, mount_path: str) -> dict[str, Any]:
@@ -73,36 +78,135 @@ def ssh_secret(workdir: Path, mount_path: str) -> dict[str, Any]:
 
 
 def container_env(container: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e.get("value", "") for e in container.get("env", []) if "valueFrom" not in e}
+    """The container's `env`; a secretKeyRef resolves to a placeholder (the Secret's value)."""
+    out = {}
+    for e in container.get("env", []):
+        ref = e.get("valueFrom", {}).get("secretKeyRef")
+        out[e["name"]] = f"harness-secret-{ref['name']}-{ref['key']}" if ref else e.get("value", "")
+    return out
 
 
-class Operator:
-    """One MPIJob on one cluster: its workers, its launcher attempts, its result."""
+class Controller:
+    """One Job or MPIJob on one cluster: its pods, its attempts, its result."""
 
-    def __init__(self, cluster: Cluster, mpijob: dict[str, Any], facts: dict[str, Any], env: dict[str, str]) -> None:
+    def __init__(self, cluster: Cluster, obj: dict[str, Any], facts: dict[str, Any], env: dict[str, str]) -> None:
         self.cluster = cluster
-        self.job = mpijob
-        self.name = mpijob["metadata"]["name"]
-        self.namespace = mpijob["metadata"]["namespace"]
-        spec = mpijob["spec"]
-        self.slots = int(spec.get("slotsPerWorker", 1))
-        self.replicas = spec["mpiReplicaSpecs"]
-        self.workers = int(self.replicas["Worker"]["replicas"])
-        self.backoff_limit = int(spec.get("runPolicy", {}).get("backoffLimit", 6))
-        self.secret = ssh_secret(cluster.workdir, spec.get("sshAuthMountPath", "/root/.ssh"))
+        self.obj = obj
+        self.name = obj["metadata"]["name"]
+        self.namespace = obj["metadata"]["namespace"]
         self.harness_env = env
+        self.read_only_shared: tuple[str, ...] = ()  # pods whose /shared mount is read-only
         self.jobdir = cluster.workdir / "jobs" / self.name
         (self.jobdir / "etc-mpi").mkdir(parents=True, exist_ok=True)
+        self.jobdir.chmod(0o1777)  # the harness's own /harness: stand-ins of any user record there
         (self.jobdir / "job.json").write_text(json.dumps(facts))
-        self._layers: dict[str, Path] = {}
-        self.faulty_devices: dict[str, tuple[str, ...]] = {}
-        self._write_hostfile()
-
-    def worker_name(self, i: int) -> str:
-        return str(OPERATOR["workerName"]).format(job=self.name, index=i)
 
     def fqdn(self, pod: str) -> str:
         return f"{pod}.{self.name}.{self.namespace}.svc"
+
+    def layers(self, container: dict[str, Any]) -> list[str]:
+        image = describe(container["image"])
+        layers = [str(self.cluster.layer(image.name, lambda dest: build_layer(image, dest)))]
+        if "nvidia.com/gpu" in container.get("resources", {}).get("limits", {}):
+            layers.append(str(self.cluster.layer("gpu-runtime", gpu_runtime_layer)))
+        return layers
+
+    def pod(self, container: dict[str, Any], name: str, extra_env: dict[str, str], **kw: Any) -> PodSpec:
+        image = describe(container["image"])
+        pod_spec = kw.pop("pod_spec")
+        security = effective(pod_spec, container, name)
+        env = {**image.env, "HOME": security.home, **container_env(container), **extra_env, **self.harness_env}
+        limits = container.get("resources", {}).get("limits", {})
+        faulty: dict[str, tuple[str, ...]] = kw.pop("faulty_devices", {})
+        devices = [
+            pattern.format(i)
+            for resource, pattern in DEVICE_FILES.items()
+            for i in range(int(limits.get(resource, 0)) - (1 if name in faulty.get(resource, ()) else 0))
+        ]
+        binds: list[dict[str, object]] = [
+            *volume_mounts(pod_spec, container, self.cluster.workdir / "shared", name in self.read_only_shared),
+            {"source": str(self.jobdir), "target": "/harness"},
+            *kw.pop("binds", []),
+        ]
+        return PodSpec(
+            name=name,
+            dns_names=[self.fqdn(name), f"{self.fqdn(name)}.cluster.local"],
+            layers=self.layers(container),
+            env=env,
+            command=[*container.get("command", OPERATOR["workerDefaultCommand"]), *container.get("args", [])],
+            binds=binds,
+            devices=devices,
+            working_dir=container.get("workingDir") or image.workdir,
+            security=security,
+            **kw,
+        )
+
+    def attempt(self, spec: PodSpec, n: int, timeout: float, during: Callable[[int, Pod], None] | None) -> Attempt:
+        """One pod run to its end (or `timeout`), `during(n, pod)` while it runs."""
+        (self.jobdir / "attempt").write_text(str(n))
+        if n > 0 and (self.jobdir / "records").exists():  # what the stand-ins saw, per attempt
+            (self.jobdir / "records").rename(self.jobdir / f"records.{n - 1}")
+        pod = self.cluster.start(spec)
+        began = time.monotonic()
+        if spec.security and spec.security.refused:  # never started: the kubelet's error is all there is
+            self.cluster.remove(spec.name)
+            return Attempt(None, f"Error: {spec.security.refused}\n", 0.0)
+        if during:
+            during(n, pod)
+        try:
+            code: int | None = pod.wait(timeout=max(1.0, timeout - (time.monotonic() - began)))
+        except subprocess.TimeoutExpired:
+            code = None
+        self.cluster.remove(spec.name)
+        attempt = Attempt(code, pod.output(), time.monotonic() - began)
+        pod.log.rename(pod.log.with_suffix(f".{n}.log"))
+        return attempt
+
+
+class JobController(Controller):
+    """A batch/v1 Job of one pod; its backoffLimit is not used (a failure here is final)."""
+
+    def run(self, timeout: float = 60.0) -> JobResult:
+        container = plans.containers(self.obj)
+        spec = self.pod(container, f"{self.name}-0", {}, pod_spec=plans.pod_spec(self.obj))
+        return JobResult(self.name, "Job", [self.attempt(spec, 0, timeout, None)])
+
+
+class Operator(Controller):
+    """One MPIJob: its workers, its launcher attempts."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        mpijob: dict[str, Any],
+        facts: dict[str, Any],
+        env: dict[str, str],
+        policies: tuple[dict[str, Any], ...] = (),
+    ) -> None:
+        super().__init__(cluster, mpijob, facts, env)
+        spec = mpijob["spec"]
+        self.slots = int(spec.get("slotsPerWorker", 1))
+        self.workers = int(spec["mpiReplicaSpecs"]["Worker"]["replicas"])
+        self.backoff_limit = int(spec.get("runPolicy", {}).get("backoffLimit", 6))
+        self.secret = ssh_secret(cluster.workdir, spec.get("sshAuthMountPath", "/root/.ssh"))
+        self.faulty_devices: dict[str, tuple[str, ...]] = {}
+        self._write_hostfile()
+        ours = [p for p in policies if p["metadata"].get("namespace") == self.namespace]
+        cluster.denied |= denied_pairs(ours, self.pod_labels())
+
+    def pod_labels(self) -> dict[str, dict[str, str]]:
+        """Each pod's labels: its template's, then the operator's (defaultLabels)."""
+        out = {}
+        names = {"launcher": [str(OPERATOR["launcherName"]).format(job=self.name)]}
+        names["worker"] = [self.worker_name(i) for i in range(self.workers)]
+        for role, pods in names.items():
+            spec = self.obj["spec"]["mpiReplicaSpecs"][role.capitalize()]["template"]
+            operator = {k: str(v).format(job=self.name, role=role) for k, v in OPERATOR["podLabels"].items()}
+            out.update({pod: {**spec["metadata"].get("labels", {}), **operator} for pod in pods})
+        return out
+
+    def worker_name(self, i: int) -> str:
+        return str(OPERATOR["workerName"]).format(job=self.name, index=i)
 
     def _write_hostfile(self) -> None:
         line = str(OPERATOR["hostfile"])
@@ -118,53 +222,29 @@ class Operator:
         discover.write_text(f"#!/bin/sh\n{hosts}")
         discover.chmod(0o555)
 
-    def image(self, role: str) -> Image:
-        return describe(self.replicas[role]["template"]["spec"]["containers"][0]["image"])
-
-    def layer(self, image: Image, code: dict[str, str]) -> str:
-        if image.reference not in self._layers:
-            dest = self.cluster.workdir / "layers" / f"{self.name}-{len(self._layers)}"
-            self._layers[image.reference] = build_layer(image, dest, code)
-        return str(self._layers[image.reference])
-
-    def _pod(self, role: str, name: str, extra_env: dict[str, str], code: dict[str, str]) -> PodSpec:
-        container = self.replicas[role]["template"]["spec"]["containers"][0]
-        image = self.image(role)
-        env = {**image.env, "HOME": "/root", **container_env(container), **extra_env, **self.harness_env}
-        limits = container.get("resources", {}).get("limits", {})
-        devices = [
-            pattern.format(i)
-            for resource, pattern in DEVICE_FILES.items()
-            for i in range(int(limits.get(resource, 0)) - (1 if name in self.faulty_devices.get(resource, ()) else 0))
-        ]
-        binds: list[dict[str, object]] = [
-            {"source": str(self.cluster.workdir / "shared"), "target": "/shared"},
-            {"source": str(self.jobdir), "target": "/harness"},
-        ]
-        if role == "Launcher":
-            binds.append({"source": str(self.jobdir / "etc-mpi"), "target": HOSTFILE_DIR, "readOnly": True})
-        return PodSpec(
-            name=name,
-            dns_names=[self.fqdn(name), f"{self.fqdn(name)}.cluster.local"],
-            layers=[self.layer(image, code)],
-            env=env,
-            command=[*container.get("command", OPERATOR["workerDefaultCommand"]), *container.get("args", [])],
+    def _role_pod(self, role: str, name: str, env: dict[str, str], binds: list[dict[str, object]]) -> PodSpec:
+        container, pod_spec = plans.containers(self.obj, role), plans.pod_spec(self.obj, role)
+        return self.pod(
+            container,
+            name,
+            env,
             binds=binds,
             secrets=[self.secret],
-            devices=devices,
-            working_dir=container.get("workingDir"),
+            faulty_devices=self.faulty_devices,
+            pod_spec=pod_spec,
         )
 
-    def start_worker(self, i: int, code: dict[str, str]) -> Pod:
-        return self.cluster.start(self._pod("Worker", self.worker_name(i), dict(OPERATOR["workerEnv"]), code))
+    def start_worker(self, i: int) -> Pod:
+        spec = self._role_pod("Worker", self.worker_name(i), dict(OPERATOR["workerEnv"]), [])
+        return self.cluster.start(spec)
 
-    def launcher_spec(self, code: dict[str, str]) -> PodSpec:
+    def launcher_spec(self) -> PodSpec:
         operator_env = {k: str(v).format(slots=self.slots) for k, v in OPERATOR["launcherEnv"].items()}
-        return self._pod("Launcher", str(OPERATOR["launcherName"]).format(job=self.name), operator_env, code)
+        hostfile = {"source": str(self.jobdir / "etc-mpi"), "target": HOSTFILE_DIR, "readOnly": True}
+        return self._role_pod("Launcher", str(OPERATOR["launcherName"]).format(job=self.name), operator_env, [hostfile])
 
     def run(
         self,
-        code: dict[str, str],
         *,
         skip_workers: tuple[int, ...] = (),
         during: Callable[[int, Pod], None] | None = None,
@@ -178,28 +258,19 @@ class Operator:
         With `skip_workers`, the launcher starts once the other workers' sshd listens: the
         scenario is a launcher whose every worker but one is up (after a Kueue readmission,
         where WaitForWorkersReady is not honoured again)."""
-        result = JobResult(self.name)
+        result = JobResult(self.name, "MPIJob")
         for i in range(self.workers):
             if i not in skip_workers:
-                self.start_worker(i, code)
+                self.start_worker(i)
         if skip_workers:
             up = [self.worker_name(i) for i in range(self.workers) if i not in skip_workers]
             wait_until(lambda: all(self.cluster.listening(w, 22) for w in up), timeout=30)
         attempts = self.backoff_limit + 1 if max_attempts is None else min(max_attempts, self.backoff_limit + 1)
         try:
-            for attempt in range(attempts):
-                launcher = self.cluster.start(self.launcher_spec(code))
-                began = time.monotonic()
-                if during:
-                    during(attempt, launcher)
-                try:
-                    code_ = launcher.wait(timeout=max(1.0, attempt_timeout - (time.monotonic() - began)))
-                except subprocess.TimeoutExpired:
-                    code_ = None
-                self.cluster.remove(launcher.spec.name)
-                result.attempts.append(Attempt(code_, launcher.output(), time.monotonic() - began))
-                launcher.log.rename(launcher.log.with_suffix(f".{attempt}.log"))
-                if code_ == 0 or code_ is None:
+            for n in range(attempts):
+                attempt = self.attempt(self.launcher_spec(), n, attempt_timeout, during)
+                result.attempts.append(attempt)
+                if attempt.exit_code in (0, None):
                     break
         finally:
             for i in range(self.workers):

@@ -1,30 +1,43 @@
-"""The MPIJobs the harness runs: every workload of every example stack, planned by the offline
-plan (tools.plan.run, the same program as `pulumi up`) at 2 and 3 nodes, with training made
-short. Each workload is planned alone (its team and queues dropped: they do not reach the
-launch chain) so that its node count can change."""
+"""What the harness runs: every workload of every example stack, planned by the offline plan
+(tools.plan.run, the same program as `pulumi up`) at 2 and 3 nodes, with training made short.
+Each workload is planned alone (its team dropped: Kueue does not reach the launch chain) so
+that its node count can change; a layered stack is planned on its lower stacks' outputs.
+
+The steps of a workload are its Jobs and MPIJobs in the order `pulumi up` creates them
+(dependencies first); the rest (Secrets, TensorBoard, the shell pod) does not launch anything.
+"""
 
 from __future__ import annotations
 
 import copy
-import re
+from functools import cache
 from typing import Any
 
+import config
 from config.stackfile import read_stack_file
 from tests.conftest import ROOT
 from tools import plan as plan_mod
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
+JOB = "kubernetes:batch/v1:Job"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 PREFIX = "llm-training-eks:"
-# Scripts of the rendered commands, and the stand-in that takes each one's place.
-CODE_STANDINS = {
-    "megatron_gpt_pretraining.py": "megatron_gpt_pretraining.py",
-    "dp_bert_large_hf_pretrain_hdf5.py": "dp_bert_large_hf_pretrain_hdf5.py",
+# Short training, the same shape of schedule: 12 steps, a checkpoint every 4 (Megatron recipes:
+# checkpointEverySteps; BERT: one checkpoint per dataset shard, a shard being 4 steps here).
+SHORT = {
+    "llama2-neuron": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}, "precompileSteps": 2},
+    "nemo-gpu": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}},
+    "bert-neuron": {"training": {"maxSteps": 12, "warmupSteps": 1, "precompileSteps": 2, "shardsPerCheckpoint": 1}},
+    # The real script: a step takes about 5 ms (2 ranks here), so a kill after the first
+    # checkpoint needs a run of some hundreds of steps to land before its end (about a second).
+    "ddp-cpu": {"steps": 240, "checkpointEverySteps": 60},
 }
-SHORT_TRAINING = {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}
-# Recipes the harness does not play yet, and where their launch runs for real meanwhile.
-NOT_PLAYED_YET = {
-    "ddp-cpu": "tests/plan/test_ddp_cpu.py runs its launcher's gate and torchrun training (public image, no images/ folder)"
-}
+# A run that stops itself once (ddp-cpu's interruptOnceAtStep) stops halfway, as dev's does.
+INTERRUPT_AT = 120
+# A global batch every data-parallel size here divides: Megatron recipes (TP 8 or 4) on 64 or
+# 96 NeuronCores / 16 or 24 GPUs; BERT on 2, 3 or 4 nodes of 32 NeuronCores x batch 16.
+GLOBAL_BATCH = {"llama2-neuron": ("model", 192), "nemo-gpu": ("model", 192), "bert-neuron": ("training", 49152)}
+BERT_STEPS_PER_SHARD = 4
 
 
 def workloads() -> list[tuple[str, str, str]]:
@@ -33,78 +46,130 @@ def workloads() -> list[tuple[str, str, str]]:
     for path in sorted(ROOT.glob("Pulumi.*.yaml")):
         stack = path.name[len("Pulumi.") : -len(".yaml")]
         for name, wl in (read_stack_file(path).get(f"{PREFIX}workloads") or {}).items():
-            if wl["recipe"] not in NOT_PLAYED_YET:
-                found.append((stack, name, wl["recipe"]))
+            found.append((stack, name, wl["recipe"]))
     return found
 
 
-def harness_values(stack: str, workload: str, nodes: int) -> dict[str, Any]:
-    """The example stack with only `workload`, on `nodes` nodes, training short."""
+def recipe(stack: str, workload: str) -> str:
+    return str(read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["recipe"])
+
+
+def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) -> dict[str, Any]:
+    """The example stack with only `workload`, on `nodes` nodes, training short; with `faults`
+    (a scenario injects its own), without a stop the run asks for itself."""
     values = copy.deepcopy(read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
     wl = values[f"{PREFIX}workloads"][workload]
     values[f"{PREFIX}workloads"] = {workload: wl}
     values.pop(f"{PREFIX}teams", None)
     wl.pop("team", None)
     wl["nodes"] = nodes
-    for group in values[f"{PREFIX}nodeGroups"]:
+    for group in values.get(f"{PREFIX}nodeGroups", []):  # a runs layer has its groups below
         if group["name"] == wl["nodeGroup"]:
             group["desiredSize"] = max(int(group["desiredSize"]), nodes)
             group["maxSize"] = max(int(group.get("maxSize", 0)), group["desiredSize"])
-    if wl["recipe"] in ("llama2-neuron", "nemo-gpu"):
-        wl["training"] = {**wl.get("training", {}), **SHORT_TRAINING}
-        # 96 and 24 ranks with TP 8 / TP 4: a global batch every data-parallel size divides.
-        wl["model"] = {**wl.get("model", {}), "globalBatchSize": 192}
-        if wl["recipe"] == "llama2-neuron":
-            wl["precompileSteps"] = 2
-    else:
-        wl["checkpointEverySteps"] = 4
+    short = SHORT[wl["recipe"]]
+    wl.update({k: v for k, v in short.items() if k != "training"})
+    if "training" in short:
+        wl["training"] = {**wl.get("training", {}), **short["training"]}
+    if wl["recipe"] in GLOBAL_BATCH:
+        section, batch = GLOBAL_BATCH[wl["recipe"]]
+        wl[section] = {**wl.get(section, {}), "globalBatchSize": batch}
+    if "interruptOnceAtStep" in wl:
+        wl["interruptOnceAtStep"] = INTERRUPT_AT
+        if faults:
+            del wl["interruptOnceAtStep"]
     return values
 
 
-_plans: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+@cache
+def _lower_outputs(stack: str) -> dict[str, Any]:
+    """A layered stack's lower outputs, planned once (they do not depend on the workload)."""
+    cfg = config.parse_stack_values(read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+    return plan_mod.lower_outputs(cfg, ROOT)
 
 
-def mpijobs(stack: str, workload: str, nodes: int) -> list[dict[str, Any]]:
-    """The workload's MPIJobs in the order `pulumi up` creates them (dependencies first)."""
-    key = (stack, workload, nodes)
-    if key not in _plans:
-        plan = plan_mod.run(harness_values(stack, workload, nodes), f"launch-{stack}")
-        jobs = {r["urn"]: r for r in plan["resources"] if r["type"] == MPIJOB}
-        ordered: list[str] = []
-
-        def visit(urn: str) -> None:
-            for dep in jobs[urn]["dependencies"]:
-                if dep in jobs and dep not in ordered:
-                    visit(dep)
-            if urn not in ordered:
-                ordered.append(urn)
-
-        for urn in sorted(jobs):
-            visit(urn)
-        _plans[key] = [copy.deepcopy(jobs[u]["inputs"]) for u in ordered]
-    return copy.deepcopy(_plans[key])
+@cache
+def _plan(stack: str, workload: str, nodes: int, faults: bool) -> dict[str, Any]:
+    values = harness_values(stack, workload, nodes, faults)
+    layered = config.parse_stack_values(values).lower_stack
+    return plan_mod.run(values, f"launch-{stack}", ROOT, _lower_outputs(stack) if layered else None)
 
 
-def launcher_script(mpijob: dict[str, Any]) -> str:
-    container = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+def _asks_to_stop(stack: str, workload: str) -> bool:
+    """Whether the workload stops itself once: only then does a faults plan differ (and is planned)."""
+    return "interruptOnceAtStep" in read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]
+
+
+def network_policies(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
+    """Every NetworkPolicy the plan creates (the namespaces' and the jobs')."""
+    plan = _plan(stack, workload, nodes, faults and _asks_to_stop(stack, workload))
+    return copy.deepcopy([r["inputs"] for r in plan["resources"] if r["type"] == NETWORK_POLICY])
+
+
+@cache
+def _steps(stack: str, workload: str, nodes: int, faults: bool) -> tuple[dict[str, Any], ...]:
+    plan = _plan(stack, workload, nodes, faults)
+    found = {r["urn"]: r for r in plan["resources"] if r["type"] in (MPIJOB, JOB)}
+    ordered: list[str] = []
+
+    def visit(urn: str) -> None:
+        for dep in found[urn]["dependencies"]:
+            if dep in found and dep not in ordered:
+                visit(dep)
+        if urn not in ordered:
+            ordered.append(urn)
+
+    for urn in sorted(found):
+        visit(urn)
+    return tuple(found[u]["inputs"] for u in ordered)
+
+
+def instance_type(stack: str, workload: str) -> str:
+    """The instance type of the workload's node group, from the stack file or the files of its
+    lower stacks (a runs layer's node groups are its aws layer's)."""
+    group = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"]
+    name: str | None = stack
+    while name:
+        values = read_stack_file(ROOT / f"Pulumi.{name}.yaml")
+        for g in values.get(f"{PREFIX}nodeGroups", []):
+            if g["name"] == group:
+                return str(g["instanceType"])
+        name = str(values.get(f"{PREFIX}lowerStack", "")).rpartition("/")[2] or None
+    raise KeyError(f"{stack}: no node group {group}")
+
+
+def steps(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
+    """The workload's Jobs and MPIJobs in the order `pulumi up` creates them."""
+    return copy.deepcopy(list(_steps(stack, workload, nodes, faults and _asks_to_stop(stack, workload))))
+
+
+def training_job(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(j for j in jobs if j["kind"] == "MPIJob" and component(j) == "train")
+
+
+def is_awaited(obj: dict[str, Any]) -> bool:
+    """`pulumi up` waits for a Job to complete unless told not to; an MPIJob only when told to."""
+    annotations = obj["metadata"].get("annotations", {})
+    if obj["kind"] == "Job":
+        return annotations.get("pulumi.com/skipAwait") != "true"
+    return annotations.get("pulumi.com/waitFor") == "condition=Succeeded"
+
+
+def component(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["labels"].get("app.kubernetes.io/component", ""))
+
+
+def pod_spec(obj: dict[str, Any], role: str = "Worker") -> dict[str, Any]:
+    """The pod template's spec of a Job, or of an MPIJob's `role`."""
+    spec = obj["spec"]["mpiReplicaSpecs"][role] if obj["kind"] == "MPIJob" else obj["spec"]
+    return dict(spec["template"]["spec"])
+
+
+def containers(obj: dict[str, Any], role: str = "Worker") -> dict[str, Any]:
+    """The (first) container of a Job, or of an MPIJob's `role`."""
+    return dict(pod_spec(obj, role)["containers"][0])
+
+
+def script(obj: dict[str, Any], role: str = "Launcher") -> str:
+    container = containers(obj, role)
     return "\n".join([*container.get("command", []), *container.get("args", [])])
-
-
-def code_paths(mpijob: dict[str, Any]) -> dict[str, str]:
-    """Where the rendered launcher expects each training script (`cd <dir> && ... <script>`),
-    and the stand-in for it. A script without a stand-in is an error naming it."""
-    script = launcher_script(mpijob)
-    dirs = re.findall(r"\bcd\s+(/[\w./-]+)", script)
-    names = set(re.findall(r"\btorchrun\b[^|;]*?\s([\w-]+\.py)\b", script))
-    unknown = names - set(CODE_STANDINS)
-    if unknown:
-        raise KeyError(f"no stand-in for {sorted(unknown)} in {mpijob['metadata']['name']}")
-    return {f"{d}/{n}": CODE_STANDINS[n] for d in dirs for n in names}
-
-
-def is_awaited(mpijob: dict[str, Any]) -> bool:
-    return mpijob["metadata"].get("annotations", {}).get("pulumi.com/waitFor") == "condition=Succeeded"
-
-
-def component(mpijob: dict[str, Any]) -> str:
-    return str(mpijob["metadata"]["labels"].get("app.kubernetes.io/component", ""))

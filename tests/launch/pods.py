@@ -9,6 +9,7 @@ only), so a deleted worker stops resolving and a recreated one resolves again.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -17,15 +18,31 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import upstream
+from tests.conftest import ROOT
+from tests.launch.security import Security
+
 PODINIT = Path(__file__).with_name("podinit.py")
+LIBC = ctypes.CDLL(None, use_errno=True)
+# What containerd gives a container on an EKS AL2023 node: its open-files limit and capabilities.
+RUNTIME = upstream.facts("amazon-eks-ami-base-runtime-spec")
+# Directories a pod gets fresh (podinit.py): this machine's files under them are not visible.
+POD_OWN_DIRS = ("/tmp/", "/run/", "/dev/", "/root/")
 SUBNET = "127.10.0"  # inside the loopback range; routed across veths with route_localnet=1
 
 
 def ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def batch(netns: str | None, *commands: str) -> None:
+    """Several `ip` commands in one process (in `netns` when given)."""
+    where = ["-n", netns] if netns else []
+    subprocess.run(["ip", *where, "-batch", "-"], input="\n".join(commands), text=True, check=True, capture_output=True)
 
 
 def namespaces_available() -> str | None:
@@ -58,6 +75,7 @@ class PodSpec:
     secrets: list[dict[str, object]] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     working_dir: str | None = None
+    security: Security | None = None  # None: root with the runtime's default capabilities
 
 
 @dataclass
@@ -90,22 +108,34 @@ class Cluster:
 
     def __init__(self, workdir: Path) -> None:
         self.id = uuid.uuid4().hex[:6]
+        sweep_orphans()
+        # Network namespaces carry the owner's pid, so a run that was killed is swept by the next.
+        self.prefix = f"{OWNED}{os.getpid()}-{self.id}-"
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        self.switch = f"lt{self.id}sw"
+        self.switch = f"{self.prefix}sw"
         self.hosts = workdir / "dns-hosts"
         self.hosts.write_text("")
         # No name server: every name a pod resolves comes from the hosts file above.
         self.resolv = workdir / "resolv.conf"
         self.resolv.write_text("options timeout:1 attempts:1\n")
         self.pods: dict[str, Pod] = {}
+        self._layers: dict[str, Path] = {}
         self._netns: list[str] = []
         self._slots: dict[str, int] = {}
         self._plugs = 0
+        # (a, b): pod a cannot reach pod b (the namespace's NetworkPolicies, tests/launch/netpolicy.py)
+        self.denied: set[tuple[str, str]] = set()
         ip("netns", "add", self.switch)
         self._netns.append(self.switch)
         ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         ip("-n", self.switch, "link", "set", "br0", "up")
+
+    def layer(self, key: str, build: Callable[[Path], Path]) -> Path:
+        """An image layer, built once per cluster."""
+        if key not in self._layers:
+            self._layers[key] = build(self.workdir / "layers" / key)
+        return self._layers[key]
 
     def _slot(self, name: str) -> int:
         """A stable address per pod name: a recreated pod answers at the same name."""
@@ -114,25 +144,19 @@ class Cluster:
     def _plug(self, name: str) -> tuple[str, str]:
         slot = self._slot(name)
         self._plugs += 1  # veth names are never reused: a deleted one goes away asynchronously
-        netns, veth, address = f"lt{self.id}p{slot}", f"lt{self.id}v{self._plugs}", f"{SUBNET}.{slot}"
+        netns, veth, address = f"{self.prefix}p{slot}", f"lt{self.id}v{self._plugs}", f"{SUBNET}.{slot}"
         if netns in self._netns:
             ip("netns", "del", netns)
             self._netns.remove(netns)
         ip("netns", "add", netns)
         self._netns.append(netns)
-        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
-        ip("link", "set", veth, "netns", self.switch)
-        ip("-n", self.switch, "link", "set", veth, "master", "br0")
-        ip("-n", self.switch, "link", "set", veth, "up")
-        ns = ["ip", "netns", "exec", netns]
-        subprocess.run([*ns, "sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"], check=True)
-        ip("-n", netns, "link", "set", "lo", "up")
-        # Only 127.0.0.1 is local to the pod, so the rest of 127/8 goes out through eth0.
-        ip("-n", netns, "addr", "del", "127.0.0.1/8", "dev", "lo")
-        ip("-n", netns, "addr", "add", "127.0.0.1/32", "dev", "lo")
-        subprocess.run([*ns, "sysctl", "-qw", "net.ipv4.conf.eth0.route_localnet=1"], check=True)
-        ip("-n", netns, "addr", "add", f"{address}/24", "dev", "eth0")
-        ip("-n", netns, "link", "set", "eth0", "up")
+        batch(None, f"link add {veth} type veth peer name eth0 netns {netns}", f"link set {veth} netns {self.switch}")
+        batch(self.switch, f"link set {veth} master br0", f"link set {veth} up")
+        # Only 127.0.0.1 is local to the pod, so the rest of 127/8 goes out through eth0
+        # (podinit.py lets it: route_localnet).
+        lo = ("link set lo up", "addr del 127.0.0.1/8 dev lo", "addr add 127.0.0.1/32 dev lo")
+        blocked = [f"route add blackhole {SUBNET}.{self._slot(b)}/32" for a, b in sorted(self.denied) if a == name]
+        batch(netns, *lo, f"addr add {address}/24 dev eth0", "link set eth0 up", *blocked)
         return netns, address
 
     def start(self, spec: PodSpec) -> Pod:
@@ -140,7 +164,18 @@ class Cluster:
         netns, address = self._plug(spec.name)
         base = self.workdir / "pods" / f"{spec.name}-{uuid.uuid4().hex[:4]}"
         base.mkdir(parents=True)
+        log = self.workdir / f"{spec.name}.log"
+        if spec.security and spec.security.refused:  # CreateContainerConfigError: nothing runs, no DNS name
+            log.write_text(f"Error: {spec.security.refused}\n")
+            pod = Pod(spec, netns, address, subprocess.Popen(["sleep", "infinity"], start_new_session=True), log)
+            self.pods[spec.name] = pod
+            return pod
+        # The stand-ins and the Python that runs them, where a pod would not see them (a
+        # checkout under /tmp, a pyenv Python under /root).
+        paths = (ROOT, Path(sys.prefix), Path(sys.base_prefix).resolve())
+        own = {str(p) for p in paths if str(p).startswith(POD_OWN_DIRS)}
         binds = [
+            *({"source": p, "target": p, "readOnly": True} for p in sorted(own)),
             {"source": str(self.hosts), "target": "/etc/hosts", "readOnly": True},
             {"source": str(self.resolv), "target": "/etc/resolv.conf", "readOnly": True},
             *spec.binds,
@@ -156,9 +191,10 @@ class Cluster:
             "secrets": spec.secrets,
             "devices": spec.devices,
             "workingDir": spec.working_dir,
+            "nofile": [RUNTIME["rlimits"]["RLIMIT_NOFILE"]["soft"], RUNTIME["rlimits"]["RLIMIT_NOFILE"]["hard"]],
+            **process_identity(spec.security),
         }
         (base / "spec.json").write_text(json.dumps(doc))
-        log = self.workdir / f"{spec.name}.log"
         out = log.open("ab")
         unshare = ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child"]
         process = subprocess.Popen(
@@ -167,6 +203,7 @@ class Cluster:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         out.close()
         pod = Pod(spec, netns, address, process, log)
@@ -193,7 +230,8 @@ class Cluster:
 
     def _publish(self) -> None:
         lines = ["127.0.0.1 localhost\n"]
-        lines += [f"{p.address} {' '.join(p.spec.dns_names)} {p.spec.name}\n" for p in self.pods.values() if p.alive()]
+        running = [p for p in self.pods.values() if p.alive() and not (p.spec.security and p.spec.security.refused)]
+        lines += [f"{p.address} {' '.join(p.spec.dns_names)} {p.spec.name}\n" for p in running]
         # In place: every pod's /etc/hosts is a bind mount of this very file.
         with self.hosts.open("r+") as f:
             f.truncate(0)
@@ -205,6 +243,43 @@ class Cluster:
         for netns in reversed(self._netns):
             subprocess.run(["ip", "netns", "del", netns], capture_output=True)
         self._netns.clear()
+
+
+def process_identity(security: Security | None) -> dict[str, object]:
+    """The user, groups and capability set the container's process starts with, whether it may
+    gain privileges, and whether the image's file system is read-only. Plus CAP_AUDIT_CONTROL
+    for root when this machine's own login uid is set (a `sudo` in a login session): a container
+    on a node inherits an unset one from containerd (a systemd service), which lets sshd's
+    pam_loginuid set it without that capability."""
+    caps = list(security.capabilities if security else RUNTIME["capabilities"])
+    uid = security.uid if security else 0
+    if uid == 0 and Path("/proc/self/loginuid").read_text().strip() != str(2**32 - 1):
+        caps.append("CAP_AUDIT_CONTROL")
+    return {
+        "capabilities": caps,
+        "user": [uid, security.gid if security else 0, list(security.groups) if security else []],
+        "noNewPrivs": bool(security and security.no_new_privs),
+        "readOnlyRoot": bool(security and security.read_only_root),
+    }
+
+
+OWNED = "ltp"
+
+
+def die_with_parent() -> None:
+    """The pod's first process gets SIGKILL when the test process dies (a killed test run), and
+    with it, through `unshare --kill-child`, the pod's PID namespace."""
+    if LIBC.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+
+
+def sweep_orphans() -> None:
+    """Delete the network namespaces of harness processes that are gone (killed before close())."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name in (line.split()[0] for line in listed.splitlines() if line.startswith(OWNED)):
+        owner = name[len(OWNED) :].split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:  # type: ignore[no-untyped-def]

@@ -1,17 +1,21 @@
-"""The launch chain, run for real: every MPIJob of every example stack (planned at 2 and 3
+"""The launch chain, run for real: every Job and MPIJob of every example stack (planned at 2 and 3
 nodes) on a local cluster of pods (network, UTS, mount and PID namespaces) with real sshd,
-Open MPI's mpirun and torchrun over gloo; only the framework entry points are stand-ins.
+Open MPI's mpirun and torchrun; only the framework entry points are stand-ins.
 See tests/launch/README.md for what is modelled and what is not.
 
-Scenarios: the health check passes and gates training, which completes (every workload); per
-recipe, a failing per-node check stops the run at once naming the node, a worker killed mid-run
-fails the launcher and the restarted launcher resumes from the latest checkpoint (the README's
-failure drill), and a worker that never comes up makes the launcher give up naming it.
+Scenarios: the health gate passes and gates training, which completes (every workload, 2
+nodes); per recipe on 2 and 3 nodes, a failing per-node check stops the launch at once naming
+the node, a worker killed mid-run (after a first launch checked as the gate test checks it)
+fails the launcher and the restarted launcher checks the nodes again and resumes from the
+latest checkpoint (the README's failure drill), and a worker that never comes up makes the
+launcher give up naming it. A layered stack whose runs layer renders exactly what its
+all-in-one twin renders is compared in full and launched once.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -21,7 +25,8 @@ from typing import Any
 import pytest
 
 from tests.launch import plans
-from tests.launch.harness import RANKS_PER_NODE, Faults, WorkloadRun, checkpoint_step
+from tests.launch.harness import RANKS_PER_NODE, RESUME_LOG, Faults, WorkloadRun, checkpoint_step
+from tests.launch.images import describe
 from tests.launch.pods import namespaces_available
 
 _why_not = namespaces_available() or (
@@ -34,57 +39,16 @@ if _why_not:
 
 PER_RECIPE = list({recipe: (stack, wl) for stack, wl, recipe in reversed(plans.workloads())}.values())
 NODES = (2, 3)
-# Every MPIJob of every example stack at 2 nodes; each recipe at 3 nodes too.
-EVERY_JOB = [(stack, wl, 2) for stack, wl, _ in plans.workloads()] + [(stack, wl, 3) for stack, wl in PER_RECIPE]
+EVERY_WORKLOAD = [(stack, wl, 2) for stack, wl, _ in plans.workloads()]
 LOST_DAEMON = r"ORTE has lost communication with a remote daemon|ORTE was unable to reliably start one or more daemons"
-
-# Defects of the rendered workloads that issue 12 fixes. A scenario they break is an expected
-# failure only when the log shows that very cause; any other failure fails, and once the cause
-# is gone the test fails until its entry here is removed.
-KNOWN = {
-    ("gate", "neuron"): (
-        "issue 12 defect 5: the multi-node nccom-test runs without NEURON_RT_ROOT_COMM_ID",
-        r"nccom-test: NEURON_RT_ROOT_COMM_ID=.* must be set",
-    ),
-    ("kill", "custom"): (
-        "issue 12 defect 10: the BERT command never passes --resume_ckpt, so the restart starts over",
-        r"^LOG .* - \(0, 1\) step_loss",
-    ),
-}
-
-
-def recipe_of(stack: str, workload: str) -> str:
-    return next(r for s, w, r in plans.workloads() if (s, w) == (stack, workload))
-
-
-def accelerator(job: dict[str, Any]) -> str:
-    limits = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-    return next(r for r in ("aws.amazon.com/neuron", "nvidia.com/gpu") if r in limits)
-
-
-def known_defect(scenario: str, stack: str, workload: str) -> tuple[str, str] | None:
-    job = plans.mpijobs(stack, workload, 2)[-1]
-    keys = (recipe_of(stack, workload), "neuron" if "neuron" in accelerator(job) else "nvidia")
-    return next((KNOWN[(scenario, k)] for k in keys if (scenario, k) in KNOWN), None)
-
-
-def expect_known(defect: tuple[str, str] | None, log: str, passed: bool) -> None:
-    """xfail when the known defect's own message is in the log; fail if it is fixed."""
-    if defect is None:
-        return
-    reason, cause = defect
-    if re.search(cause, log, re.M):
-        pytest.xfail(reason)
-    if passed:
-        pytest.fail(f"fixed, remove it from KNOWN: {reason}")
 
 
 @pytest.fixture
 def launch(tmp_path: Path) -> Iterator[Any]:
     runs: list[WorkloadRun] = []
 
-    def make(stack: str, workload: str, nodes: int) -> WorkloadRun:
-        run = WorkloadRun(tmp_path / f"{workload}-{nodes}", stack, workload, nodes)
+    def make(stack: str, workload: str, nodes: int, faults: bool = False) -> WorkloadRun:
+        run = WorkloadRun(tmp_path / f"{workload}-{nodes}", stack, workload, nodes, faults)
         runs.append(run)
         return run
 
@@ -93,63 +57,140 @@ def launch(tmp_path: Path) -> Iterator[Any]:
         run.close()
 
 
-def tail(text: str, lines: int = 60) -> str:
-    return "\n".join(line for line in text.splitlines() if "NumPy" not in line and "_conversion_method" not in line)[
-        -6000:
-    ]
+def logged(template: str) -> str:
+    """A regular expression for the lines a framework's log template prints."""
+    return "^" + re.sub(r"\\\{[^}]*\\\}", ".+", re.escape(template)) + "$"
 
 
-def training_job(run: WorkloadRun) -> dict[str, Any]:
-    return next(j for j in reversed(run.jobs) if plans.component(j) == "train")
+def tail(text: str) -> str:
+    return text[-6000:]
 
 
-def assert_trained(run: WorkloadRun, job: dict[str, Any], resumed_from: int | None = None) -> None:
+def accelerator(job: dict[str, Any]) -> str:
+    limits = plans.containers(job)["resources"]["limits"]
+    return next((r for r in ("aws.amazon.com/neuron", "nvidia.com/gpu") if r in limits), "cpu")
+
+
+def workers(job: dict[str, Any], nodes: int) -> list[str]:
+    return [f"{job['metadata']['name']}-worker-{i}" for i in range(nodes)]
+
+
+def training_kind(job: dict[str, Any]) -> str:
+    text = plans.script(job)
+    return "megatron" if "megatron_gpt_pretraining.py" in text else "ddp-cpu" if "ddp_cpu_train.py" in text else "bert"
+
+
+def node_fault(run: WorkloadRun, index: int) -> tuple[Faults, str]:
+    """A per-node check that fails on worker `index`, and the line the gate prints for it: a
+    device missing (accelerated), or the shared file system read-only there (CPU)."""
+    bad, resource = f"{run.training['metadata']['name']}-worker-{index}", accelerator(run.training)
+    if resource == "cpu":
+        return Faults(
+            read_only_shared=index, max_attempts=1
+        ), rf"^FAIL {bad}: the shared file system is not writable at /shared$"
+    return Faults(missing_device={resource: index}, max_attempts=1), rf"^FAIL {bad}: \d+ of \d+ (Neuron devices|GPUs)$"
+
+
+def ddp_cpu_result(run: WorkloadRun) -> dict[str, Any] | None:
+    """What ddp-cpu's script writes into $RUN_DIR when the run is done."""
+    env = {e["name"]: e.get("value") for e in plans.containers(run.training)["env"]}
+    done = run.shared / str(env["RUN_DIR"]).removeprefix("/shared/") / "result.json"
+    return json.loads(done.read_text()) if done.exists() else None
+
+
+def assert_gate_passed(run: WorkloadRun, log: str) -> None:
+    """Every node checked once, the collective over the fabric above its floor, then training."""
+    job = run.training
+    for worker in workers(job, run.nodes):
+        assert len(re.findall(rf"^OK {worker}: ", log, re.M)) == 1, tail(log)
+    if accelerator(job) == "cpu":  # no collective in the CPU gate: training is its test
+        return
+    assert "OK: all-reduce bus bandwidth" in log, tail(log)
+    assert log.index("OK: all-reduce bus bandwidth") < log.index("== training"), tail(log)
+
+
+def assert_trained(run: WorkloadRun, resumed_from: int | None = None) -> None:
     """Every rank joined (right rank and world size, checked inside) and training finished."""
-    name = job["metadata"]["name"]
-    kind = "megatron" if "megatron_gpt_pretraining.py" in plans.launcher_script(job) else "bert"
-    ranks = run.records(name, kind)
-    world = run.nodes * int(RANKS_PER_NODE)
+    name, kind = run.training["metadata"]["name"], training_kind(run.training)
+    world = run.nodes * RANKS_PER_NODE[run.nodes]
+    if kind == "ddp-cpu":  # the real script: gloo's world size, and its own result
+        result = ddp_cpu_result(run)
+        assert result and result["worldSize"] == world, result
+        assert resumed_from is None or result["resumedFrom"] == resumed_from, result
+        return
+    ranks = [r for r in run.records(name, kind) if not r["extracting"]]
     assert sorted(r["rank"] for r in ranks) == list(range(world)), f"ranks that joined: {ranks and len(ranks)}"
     assert {r["world"] for r in ranks} == {world}
-    assert run.records(name, f"{kind}-done"), "training did not finish"
+    assert len({r["host"] for r in ranks}) == run.nodes, "ranks not spread one torchrun per node"
+    assert [r for r in run.records(name, f"{kind}-done") if not r["extracting"]], "training did not finish"
     if resumed_from is not None:
         assert {r["resumedFrom"] for r in ranks} == {resumed_from}
 
 
-@pytest.mark.parametrize(("stack", "workload", "nodes"), EVERY_JOB)
-def test_health_check_gates_training_which_completes(launch: Any, stack: str, workload: str, nodes: int) -> None:
+def twin(stack: str, workload: str, nodes: int) -> str | None:
+    """An example stack listed earlier whose workload of that name renders exactly the same
+    Jobs and MPIJobs (a layered stack's runs layer and its all-in-one twin)."""
+    mine = plans.steps(stack, workload, nodes)
+    for other, name, _ in plans.workloads():
+        if other == stack:
+            return None
+        if name == workload and plans.steps(other, name, nodes) == mine:
+            return other
+    return None
+
+
+def assert_first_launch(run: WorkloadRun, log: str, attempt: int | None = None) -> None:
+    """A launch on fresh storage: the gate passed on every node and across them, with
+    nccom-test (Neuron) on the first worker rooted at its address or NCCL on EFA (GPU); the
+    precompile filled the compile cache on /shared; then training started."""
+    assert_gate_passed(run, log)
+    name = run.training["metadata"]["name"]
+    if accelerator(run.training) == "aws.amazon.com/neuron":
+        (multi,) = [r for r in run.records(name, "nccom-test", attempt) if r["nodes"] > 1]
+        assert multi["host"] == f"{name}-worker-0", multi["host"]
+        assert multi["env"]["NEURON_RT_ROOT_COMM_ID"].startswith(f"{multi['host_ip']}:")
+        assert multi["env"]["FI_PROVIDER"] == "efa"
+        assert run.records(name, "neuron_parallel_compile", attempt), tail(log)
+        assert list(run.shared.rglob("model.neff")), "no compiled graph in the cache on /shared"
+        assert log.index("== precompile") < log.index("== training")
+    elif accelerator(run.training) == "nvidia.com/gpu":
+        assert re.search(r"NCCL INFO Using network Libfabric$", log, re.M), tail(log)
+
+
+@pytest.mark.parametrize(("stack", "workload", "nodes"), EVERY_WORKLOAD)
+def test_health_gate_passes_then_training_completes(launch: Any, stack: str, workload: str, nodes: int) -> None:
+    """Every workload of every example stack, its Jobs then its training MPIJob. (At 3 nodes,
+    each recipe's first launch is checked the same way in the killed-worker test.)"""
+    if twin(stack, workload, nodes):
+        return  # the same objects, compared in full: that stack's test launches them
     run = launch(stack, workload, nodes)
     results = run.pipeline(Faults())
-    log = "\n".join(r.log() for r in results)
-    expect_known(known_defect("gate", stack, workload), log, all(r.succeeded for r in results))
+    log = run.log()
     assert [r.name for r in results] == [j["metadata"]["name"] for j in run.jobs], tail(log)
     assert all(r.succeeded for r in results), tail(log)
-    for job, result in zip(run.jobs, results, strict=True):
-        if plans.component(job) == "health-check":
-            for i in range(nodes):
-                assert re.search(rf"^OK {job['metadata']['name']}-worker-{i}: ", result.log(), re.M), tail(result.log())
-            assert "OK: all-reduce bus bandwidth" in result.log()
-        if plans.component(job) == "precompile":
-            assert run.records(job["metadata"]["name"], "neuron_parallel_compile"), tail(result.log())
-            assert list((run.shared).rglob("model.neff")), "no compiled graph in the cache on /shared"
-    assert_trained(run, training_job(run))
+    assert_first_launch(run, results[-1].attempts[0].log)
+    # A run that stops itself once (ddp-cpu's first hour) resumes from its checkpoint after.
+    interrupt = plans.harness_values(stack, workload, nodes)[f"{plans.PREFIX}workloads"][workload]
+    every = interrupt.get("checkpointEverySteps", 0)
+    stop = interrupt.get("interruptOnceAtStep")
+    assert_trained(run, resumed_from=stop and -(-stop // every) * every)
+    if stop:
+        assert len(results[-1].attempts) == 2, tail(results[-1].log())
 
 
 @pytest.mark.parametrize("nodes", NODES)
 @pytest.mark.parametrize(("stack", "workload"), PER_RECIPE)
-def test_failing_node_check_stops_training_at_once(launch: Any, stack: str, workload: str, nodes: int) -> None:
-    run = launch(stack, workload, nodes)
-    bad = nodes - 1
-    # The compile cache is not part of the gate: start at the first job after it.
-    faults = Faults(missing_device={accelerator(run.jobs[-1]): bad})
-    results = run.pipeline(faults, only=lambda job: plans.component(job) != "precompile")
-    failed = next((r for r in results if not r.succeeded), None)
-    assert failed is not None, "every job passed with a device missing"
-    worker = f"{failed.name}-worker-{bad}"
-    assert re.search(rf"^FAIL {worker}: \d+ of \d+ ", failed.attempts[0].log, re.M), tail(failed.log())
-    assert failed.attempts[0].seconds < 20, f"the check took {failed.attempts[0].seconds:.0f}s"
-    train = training_job(run)["metadata"]["name"]
-    assert not run.records(train, "megatron") and not run.records(train, "bert"), "training ran"
+def test_failing_node_check_stops_the_launch_at_once(launch: Any, stack: str, workload: str, nodes: int) -> None:
+    run = launch(stack, workload, nodes, faults=True)
+    faults, failed = node_fault(run, nodes - 1)
+    (result,) = run.pipeline(faults, True)
+    attempt = result.attempts[0]
+    assert attempt.exit_code not in (0, None), tail(attempt.log)
+    assert re.search(failed, attempt.log, re.M), tail(attempt.log)
+    assert attempt.seconds < 20, f"the check took {attempt.seconds:.0f}s"
+    assert "== precompile" not in attempt.log and "== training" not in attempt.log, tail(attempt.log)
+    assert not run.records(run.training["metadata"]["name"], training_kind(run.training)), "training ran"
+    assert not run.checkpoints(), "training ran"
 
 
 @pytest.mark.parametrize("nodes", NODES)
@@ -157,38 +198,96 @@ def test_failing_node_check_stops_training_at_once(launch: Any, stack: str, work
 def test_killed_worker_fails_the_launcher_and_the_restart_resumes(
     launch: Any, stack: str, workload: str, nodes: int
 ) -> None:
-    """The README's failure drill, step by step."""
-    run = launch(stack, workload, nodes)
-    job = training_job(run)
+    """The README's failure drill, steps 2 and 4, as the launcher logs them. First the whole
+    launch, checked as in the gate test (its Jobs, the gate, the precompile, training), then a
+    worker is killed once the first checkpoint is written."""
+    run = launch(stack, workload, nodes, faults=True)
     killed = nodes - 1
-    result = run.run(job, Faults(kill=killed))
+    results = run.pipeline(Faults(kill=killed))
+    result = results[-1]
+    assert result.name == run.training["metadata"]["name"], tail(run.log())
     first, *later = result.attempts
-    host = f"{job['metadata']['name']}-worker-{killed}"
+    host = f"{result.name}-worker-{killed}"
+    assert_first_launch(run, first.log, attempt=0)
     # 2. mpirun loses the worker (its ssh session to the worker ends; Open MPI 4.1 reports
     # the lost daemon, or, when the ssh end comes first, a daemon it could not keep) and the
     # launcher fails.
+    assert run.killed_checkpoints, "the worker was killed before any checkpoint"
     assert first.exit_code not in (0, None), tail(first.log)
     assert re.search(rf"^Connection to {host}\.\S+ closed by remote host", first.log, re.M), tail(first.log)
     assert re.search(LOST_DAEMON, first.log), tail(first.log)
-    # 4. The launcher comes back, waits for the recreated worker, and training resumes.
-    assert later, "the launcher was not restarted"
-    assert re.search(rf"^waiting for worker {host}\.", later[0].log, re.M), tail(later[0].log)
+    # torchrun elsewhere: stopped by its orted, or its ranks fail first on the lost peer (gloo).
+    stopped = "Received 15 death signal, shutting down workers" in first.log
+    lost = re.search(r"gloo/transport/tcp/pair\.cc:\d+\] .*Connection (closed|reset) by peer", first.log)
+    assert stopped or (lost and "ChildFailedError" in first.log), tail(first.log)
+    # 4. The launcher comes back, waits for the recreated worker, checks every node again,
+    # skips the compiled precompile, and training resumes from the latest checkpoint.
+    assert len(later) == 1, tail(result.log())
+    again = later[0].log
+    assert re.search(rf"^waiting for worker {host}\.", again, re.M), tail(again)
+    assert f"all {nodes} workers answer" in again, tail(again)
     assert result.succeeded, tail(result.log())
-    expect_known(known_defect("kill", stack, workload), "".join(a.log for a in later), False)
-    assert run.killed_checkpoints, "the worker was killed before any checkpoint"
-    assert_trained(run, job, resumed_from=max(checkpoint_step(n) for n in run.killed_checkpoints))
-    expect_known(known_defect("kill", stack, workload), "", True)
+    assert_gate_passed(run, again)
+    if "== precompile" in again:
+        assert "this shape is compiled (cache on /shared)" in again, tail(again)
+    latest = max(checkpoint_step(n) for n in run.resume_checkpoints)
+    assert latest >= max(checkpoint_step(n) for n in run.killed_checkpoints)
+    framework = describe(plans.containers(run.training)["image"]).framework
+    assert re.search(logged(RESUME_LOG[framework]), again, re.M), tail(again)
+    assert_trained(run, resumed_from=latest)
 
 
 @pytest.mark.parametrize("nodes", NODES)
 @pytest.mark.parametrize(("stack", "workload"), PER_RECIPE)
 def test_worker_that_never_comes_up_is_named(launch: Any, stack: str, workload: str, nodes: int) -> None:
-    run = launch(stack, workload, nodes)
-    job = training_job(run)
-    missing = nodes - 1
-    result = run.run(job, Faults(never_up=(missing,)), wait_seconds=3, max_attempts=1)
+    run = launch(stack, workload, nodes, faults=True)
+    job = run.training["metadata"]
+    (result,) = run.pipeline(Faults(never_up=(nodes - 1,), wait_seconds=3, max_attempts=1), True)
     attempt = result.attempts[0]
-    host = f"{job['metadata']['name']}-worker-{missing}.{job['metadata']['name']}.{job['metadata']['namespace']}.svc"
+    host = f"{job['name']}-worker-{nodes - 1}.{job['name']}.{job['namespace']}.svc"
     assert attempt.exit_code not in (0, None), tail(attempt.log)
     assert f"FAIL: worker {host} did not answer within 3s" in attempt.log, tail(attempt.log)
     assert attempt.seconds < 12, f"gave up after {attempt.seconds:.0f}s"
+
+
+@pytest.mark.parametrize(
+    ("role", "context", "expected"),
+    [
+        ("Worker", {"capabilities": {"drop": ["ALL"]}}, r"Bind to port 22 on \S+ failed: Permission denied"),
+        # The pod says runAsUser 0 (workloads.manifests.security): the kubelet's refusal for that.
+        ("Launcher", {"runAsNonRoot": True}, r"^Error: container's runAsUser breaks non-root policy \(pod: "),
+    ],
+)
+def test_pods_are_held_to_their_security_context(
+    launch: Any, role: str, context: dict[str, Any], expected: str
+) -> None:
+    """What a securityContext takes away, the pods here lose too: sshd without capabilities
+    cannot listen on port 22 (the launcher gives up naming the worker), and a root image under
+    runAsNonRoot is never started (the kubelet's message)."""
+    stack, workload = PER_RECIPE[0]
+    run = launch(stack, workload, 2, faults=True)
+    pod = plans.pod_spec(run.training, role)
+    pod["containers"][0]["securityContext"] = context
+    run.training["spec"]["mpiReplicaSpecs"][role]["template"]["spec"] = pod
+    (result,) = run.pipeline(Faults(wait_seconds=3, max_attempts=1), True)
+    attempt = result.attempts[0]
+    assert attempt.exit_code != 0, tail(attempt.log)
+    logs = attempt.log + "".join(p.read_text() for p in run.cluster.workdir.glob("*-worker-*.log"))
+    assert re.search(expected, logs, re.M), tail(logs)
+    if role == "Worker":
+        assert re.search(r"^FAIL: worker \S+-worker-\d\.\S+ did not answer within 3s$", attempt.log, re.M), tail(logs)
+
+
+def test_the_namespaces_network_policies_are_enforced(launch: Any) -> None:
+    """The pods of a job reach each other only through the job's own NetworkPolicy: without it,
+    the namespace's default deny leaves the launcher waiting for its workers."""
+    stack, workload = PER_RECIPE[0]
+    run = launch(stack, workload, 2, faults=True)
+    name = run.training["metadata"]["name"]
+    assert [p for p in run.policies if p["metadata"]["name"] == f"{name}-peers"], "no policy of the job's own"
+    run.policies = tuple(p for p in run.policies if p["metadata"]["name"] != f"{name}-peers")
+    (result,) = run.pipeline(Faults(wait_seconds=3, max_attempts=1), True)
+    attempt = result.attempts[0]
+    assert re.search(rf"^FAIL: worker {name}-worker-0\.\S+ did not answer within 3s$", attempt.log, re.M), tail(
+        attempt.log
+    )

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from tests.conftest import ROOT
 
 STUB = """#!/bin/bash
 # Stands in for the venv's python: pip makes noise on both streams, the plan prints JSON.
-if [ "$1 $2" = "-m pip" ]; then echo "Collecting pulumi==3.272.0"; echo "WARNING: pip noise" >&2; exit ${PIP_RC:-0}; fi
+if [ "$1 $2" = "-m pip" ]; then echo "Collecting pulumi==3.272.0"; echo "pip args: $*"; echo "WARNING: pip noise" >&2; exit ${PIP_RC:-0}; fi
 if [ "$1 $2" = "-m tools.plan" ]; then echo '{"stack": "dev", "args": "'"$*"'"}'; exit 0; fi
 exit 3
 """
@@ -27,10 +29,11 @@ mkdir -p "$3/bin" && cp "$(dirname "$0")/stub" "$3/bin/python" && chmod +x "$3/b
 """
 
 
-def _make(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _make(*args: str, prefix: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess[str]:
+    """`make` in the repository (`prefix`: a command that runs it, e.g. as another user)."""
     environ = {k: v for k, v in {**os.environ, **env}.items() if k != "MAKEFLAGS"}
     return subprocess.run(
-        ["make", "--no-print-directory", *args],
+        [*prefix, "make", "--no-print-directory", *args],
         cwd=ROOT,
         env=environ,
         capture_output=True,
@@ -79,3 +82,49 @@ def test_make_plan_json_of_the_real_venv_is_json_only() -> None:
     result = _make("plan", "STACK=dev", "FORMAT=json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["stack"] == "dev"
+
+
+def _as_user(uid: int, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`make` on a fresh machine as `uid` (root only can switch to another user)."""
+    for name, text in (("stub", STUB), ("python3", FAKE_PYTHON)):
+        (tmp / name).write_text(text)
+        (tmp / name).chmod(0o755)
+    tmp.chmod(0o777)
+    prefix = () if uid == os.geteuid() else ("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--")
+    return _make(*args, f"VENV={tmp}/venv", f"PYTHON={tmp}/python3", prefix=prefix)
+
+
+def test_the_harness_pytorch_is_installed_only_where_the_harness_runs() -> None:
+    """requirements-launch.txt (torch, a large download) joins the venv only as root where a
+    network namespace can be made (`.ci/run`); `make venv`, and `make test` for any other user
+    (a GitHub-hosted runner), install the project's requirements only."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root (to run make as another user too)")
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        tmp = Path(d)
+        venv = _as_user(0, tmp, "venv")
+        assert venv.returncode == 0, venv.stderr
+        assert not (tmp / "venv" / ".launch").exists() and "PyTorch" not in venv.stderr
+        assert "requirements-launch.txt" not in (tmp / "venv" / "install.log").read_text()
+        (tmp / "venv").chmod(0o777)
+        user = _as_user(65534, tmp, "launch-deps")
+        assert user.returncode == 0, user.stderr
+        assert "not root, not installed (tests/launch will skip)" in user.stderr
+        assert not (tmp / "venv" / ".launch").exists()
+        root = _as_user(0, tmp, "launch-deps")
+        assert root.returncode == 0, root.stderr
+        if "no network namespaces here" not in root.stderr:
+            assert "installing the launch-chain harness's PyTorch (requirements-launch.txt)" in root.stderr
+            assert (tmp / "venv" / ".launch").exists()
+            assert "-r requirements-launch.txt" in (tmp / "venv" / "install-launch.log").read_text()
+
+
+def test_ci_requires_the_harness_and_make_test_installs_it() -> None:
+    """`.ci/run` (root, a fresh machine) makes a skipped harness an error; `make test` reaches
+    launch-deps through pytest; the GitHub workflow runs `make test` unprivileged."""
+    assert "export LAUNCH_HARNESS_REQUIRED=1" in (ROOT / ".ci" / "run").read_text()
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^pytest: .*\blaunch-deps\b", make, re.M)
+    assert "requirements-launch" not in make.split("$(VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
+    workflow = (ROOT / ".github" / "workflows" / "pull-request.yml").read_text()
+    assert "run: make test" in workflow and "sudo" not in workflow

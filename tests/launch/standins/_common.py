@@ -1,5 +1,13 @@
 """What every stand-in shares: the job facts the harness gives it (/harness/job.json), a record
-of its argv and environment (/harness/records/), and the torchrun/gloo rendezvous check."""
+of its argv and environment (/harness/records/), the torchrun rank check, and a step barrier.
+
+Training stand-ins do not import torch: torchrun (real) has done the rendezvous when it starts
+them (every node joined its c10d store, or it does not start any rank), and the environment it
+gives each rank (RANK, WORLD_SIZE, GROUP_RANK, LOCAL_RANK) is what is checked here. The ranks
+then step together through a barrier of files in /harness (the stand-in for the collectives
+of a step): when a node dies, the ranks elsewhere stop at the next step, as real ranks block
+in their next all-reduce.
+"""
 
 from __future__ import annotations
 
@@ -33,43 +41,46 @@ def fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
-def rendezvous() -> tuple[Any, int, int]:
-    """Join the torchrun job over gloo and check it: the world is NNODES x NPROC_PER_NODE (the
-    environment mpirun forwarded), this rank is node_rank x nproc + local_rank, and every rank
-    from 0 to world-1 is there exactly once."""
-    import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+def rank() -> tuple[int, int]:
+    """(rank, world size) that torchrun gave this process, checked against the job's
+    environment as mpirun forwarded it: the world is NNODES x NPROC_PER_NODE and this rank
+    is node_rank x nproc + local_rank."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        fail("not started by torchrun (no TORCHELASTIC_RUN_ID)")
+    world, me = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     nnodes, nproc = int(os.environ["NNODES"]), int(os.environ["NPROC_PER_NODE"])
     node, local = int(os.environ["GROUP_RANK"]), int(os.environ["LOCAL_RANK"])
     if world != nnodes * nproc:
         fail(f"rendezvous: world size {world}, expected NNODES x NPROC_PER_NODE = {nnodes * nproc}")
-    if rank != node * nproc + local:
-        fail(f"rendezvous: rank {rank} on node {node} local {local}, expected {node * nproc + local}")
-    ranks = [torch.zeros(1) for _ in range(world)]
-    dist.all_gather(ranks, torch.tensor([float(rank)]))
-    joined = sorted(int(r.item()) for r in ranks)
-    if joined != list(range(world)):
-        fail(f"rendezvous: ranks {joined} joined, expected 0..{world - 1}")
-    name = socket.gethostname().encode()[:64].ljust(64)
-    hosts = [torch.zeros(64, dtype=torch.uint8) for _ in range(world)]
-    dist.all_gather(hosts, torch.tensor(list(name), dtype=torch.uint8))
-    nodes = {bytes(h.tolist()) for h in hosts}
-    if len(nodes) != nnodes:
-        fail(f"rendezvous: ranks on {len(nodes)} hosts, expected {nnodes}")
-    if rank == 0:
-        print(f"rendezvous: {world} ranks joined from {len(nodes)} nodes", flush=True)
-    return dist, rank, world
+    if me != node * nproc + local:
+        fail(f"rendezvous: rank {me} on node {node} local {local}, expected {node * nproc + local}")
+    return me, world
 
 
-def step(dist: Any) -> None:
-    """One training step: the step's time, then an all-reduce across every rank."""
-    import torch
+class Steps:
+    """The ranks of one training run stepping together: `step(n)` returns once every rank has
+    reached step n (a file per rank and step under /harness/sync/<launcher attempt>/<run>/)."""
 
-    time.sleep(job()["stepSeconds"])
-    t = torch.ones(1)
-    dist.all_reduce(t)
-    if int(t.item()) != dist.get_world_size():
-        fail(f"all-reduce gave {t.item()}, expected {dist.get_world_size()}")
+    def __init__(self, run: str, me: int, world: int) -> None:
+        attempt = (HARNESS / "attempt").read_text().strip()
+        self.dir = HARNESS / "sync" / attempt / run
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.me, self.world = me, world
+        self.seconds = float(job()["stepSeconds"])
+
+    def step(self, n: int) -> None:
+        time.sleep(self.seconds)
+        self.barrier(str(n))
+
+    def joined(self) -> None:
+        """Every rank is there (rank 0 says so, as a framework logs its world)."""
+        (self.dir / f"host.{self.me}").write_text(socket.gethostname())
+        self.barrier("joined")
+        if self.me == 0:
+            hosts = {p.read_text() for p in self.dir.glob("host.*")}
+            print(f"rendezvous: {self.world} ranks joined from {len(hosts)} nodes", flush=True)
+
+    def barrier(self, name: str) -> None:
+        (self.dir / f"{name}.{self.me}").touch()
+        while sum(1 for r in range(self.world) if (self.dir / f"{name}.{r}").exists()) < self.world:
+            time.sleep(0.01)

@@ -1,7 +1,8 @@
-"""Stand-in for nccom-test (aws-neuronx-tools): `-r RANKS [-N NODES] -b SIZE -e SIZE -d TYPE
-allr [--hosts H ...]`. One node: needs RANKS NeuronCores among this pod's /dev/neuron*
-devices. Several nodes: needs NEURON_RT_ROOT_COMM_ID (Neuron docs, nccom-test: required with
--N > 1) and every host to resolve. Prints a result table and `Avg bus bandwidth`."""
+"""Stand-in for nccom-test (aws-neuronx-tools; tests/upstream/nccom-test-2.29.1.yaml): `-r RANKS
+[-N NODES] -b SIZE -e SIZE -d TYPE allr [--hosts H ...]`. One node: needs RANKS NeuronCores
+among this pod's /dev/neuron* devices. Several nodes: needs NEURON_RT_ROOT_COMM_ID set to
+`<IP of the first listed host>:<port>`, one host per node, each resolving. Prints a result
+table and `Avg bus bandwidth`. Its own MPI launch onto the hosts is not modelled."""
 
 from __future__ import annotations
 
@@ -22,21 +23,27 @@ p.add_argument("--hosts", nargs="*", default=[])
 p.add_argument("operation")
 a = p.parse_args()
 facts = job()
-record("nccom-test", nodes=a.nnodes, ranks=a.nworkers, hosts=a.hosts)
+record(
+    "nccom-test", nodes=a.nnodes, ranks=a.nworkers, hosts=a.hosts, host_ip=socket.gethostbyname(socket.gethostname())
+)
 if a.nnodes > 1:
     if not os.environ.get("NEURON_RT_ROOT_COMM_ID"):
         fail("nccom-test: NEURON_RT_ROOT_COMM_ID=<first host>:<port> must be set to run on more than one node")
     if len(a.hosts) != a.nnodes:
         fail(f"nccom-test: {len(a.hosts)} hosts for -N {a.nnodes}")
+    root, _, port = os.environ["NEURON_RT_ROOT_COMM_ID"].rpartition(":")
+    if root != a.hosts[0] or not port.isdigit():
+        fail(
+            f"nccom-test: NEURON_RT_ROOT_COMM_ID={os.environ['NEURON_RT_ROOT_COMM_ID']} is not <first host {a.hosts[0]}>:<port>"
+        )
     for host in a.hosts:
         try:
             socket.gethostbyname(host)
         except OSError:
             fail(f"nccom-test: cannot resolve host {host}")
-else:
-    cores = len(glob.glob("/dev/neuron*")) * int(facts["neuronCoresPerDevice"])
-    if a.nworkers > cores:
-        fail(f"nccom-test: {a.nworkers} workers requested, {cores} NeuronCores available")
+cores = len(glob.glob("/dev/neuron*")) * int(facts["neuronCoresPerDevice"])
+if a.nworkers % a.nnodes or a.nworkers // a.nnodes > cores:
+    fail(f"nccom-test: {a.nworkers} workers on {a.nnodes} nodes, {cores} NeuronCores on this one")
 bw = float(facts["busBandwidthGbps"])
 print("       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)")
 print(f"    {a.maxbytes:>10}    {'-':>12}    {a.datatype}    {1000.0:>8}    {bw:>11.2f}    {bw:>11.2f}")

@@ -1,0 +1,65 @@
+"""The NetworkPolicies of a workload's namespace, enforced between the pods of one job the way
+a policy engine would (Kubernetes NetworkPolicy semantics: a pod selected by a policy of a
+type is isolated for that direction, and then allowed only what one of those policies' rules
+allows; a connection needs the sender's egress and the receiver's ingress).
+
+Enforced per pair of pods at the address level, with blackhole routes in the pods' network
+namespaces: a pair denied both ways cannot reach each other at all. What that cannot express
+fails the harness, naming it: a pair allowed one way only (a stateful filter would let the
+replies through), a rule between the job's pods that allows some ports only, a selector with
+matchExpressions. Peers given by namespaceSelector (other namespaces) or ipBlock (addresses
+outside the cluster; this cluster's pod addresses stand in for the VPC's, which the policies
+here keep out of every ipBlock) never match a pod of the job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def _selects(selector: Obj, labels: dict[str, str]) -> bool:
+    if selector.get("matchExpressions"):
+        raise NotImplementedError(f"podSelector matchExpressions are not modelled: {selector}")
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def _peer_matches(peer: Obj, labels: dict[str, str]) -> bool:
+    if "ipBlock" in peer or "namespaceSelector" in peer:
+        return False
+    return _selects(peer.get("podSelector") or {}, labels)
+
+
+def _allowed(policies: list[Obj], pod: dict[str, str], other: dict[str, str], direction: str) -> bool:
+    """Whether `pod` may send to (Egress) or receive from (Ingress) `other`, on every port."""
+    isolating = [
+        p for p in policies if direction in p["spec"].get("policyTypes", []) and _selects(p["spec"]["podSelector"], pod)
+    ]
+    if not isolating:
+        return True
+    key, peers_key = ("egress", "to") if direction == "Egress" else ("ingress", "from")
+    for policy in isolating:
+        for rule in policy["spec"].get(key, []):
+            peers = rule.get(peers_key)
+            if peers is not None and not any(_peer_matches(p, other) for p in peers):
+                continue
+            if rule.get("ports"):
+                raise NotImplementedError(
+                    f"{policy['metadata']['name']}: a rule between the job's pods on some ports only"
+                )
+            return True
+    return False
+
+
+def denied_pairs(policies: list[Obj], pods: dict[str, dict[str, str]]) -> set[tuple[str, str]]:
+    """(a, b) for every pair of pods (name -> labels) where a cannot open a connection to b."""
+    denied = set()
+    for a, la in pods.items():
+        for b, lb in pods.items():
+            if a != b and not (_allowed(policies, la, lb, "Egress") and _allowed(policies, lb, la, "Ingress")):
+                denied.add((a, b))
+    for a, b in denied:
+        if (b, a) not in denied:
+            raise NotImplementedError(f"{a} -> {b} denied but {b} -> {a} allowed: a one-way policy is not modelled")
+    return denied

@@ -1,0 +1,93 @@
+"""The kubelet's view of a pod's securityContext and volumes, as the harness plays it (no
+namespaces needed): held to tests/upstream/kubelet-pod-security.yaml and the EKS AMI's runtime spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import upstream
+from tests.launch import netpolicy, security
+
+CONTAINER = {"name": "worker", "image": "x/nemo:1"}
+
+
+def ctx(pod: dict[str, Any] | None = None, container: dict[str, Any] | None = None) -> security.Security:
+    pod_spec = {"securityContext": pod} if pod is not None else {}
+    return security.effective(pod_spec, {**CONTAINER, "securityContext": container or {}}, "job-worker-0")
+
+
+def test_no_context_is_root_with_the_runtimes_capabilities() -> None:
+    s = ctx()
+    assert (s.uid, s.gid, s.refused, s.no_new_privs, s.read_only_root) == (0, 0, None, False, False)
+    assert set(s.capabilities) == set(upstream.facts("amazon-eks-ami-base-runtime-spec")["capabilities"])
+
+
+def test_run_as_non_root_on_a_root_image_is_refused_with_the_kubelets_message() -> None:
+    assert ctx({"runAsNonRoot": True}).refused == (
+        "container has runAsNonRoot and image will run as root (pod: job-worker-0, container: worker)"
+    )
+    assert ctx({"runAsNonRoot": True}, {"runAsUser": 0}).refused.startswith("container's runAsUser breaks non-root")
+    assert ctx({"runAsNonRoot": True, "runAsUser": 1000}).refused is None
+
+
+def test_the_container_overrides_the_pod_and_capabilities_are_the_containers() -> None:
+    s = ctx({"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000}, {"runAsUser": 1001})
+    assert (s.uid, s.gid, s.groups) == (1001, 1000, (2000,))
+    dropped = ctx(container={"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}})
+    assert dropped.capabilities == ("CAP_NET_BIND_SERVICE",)
+    assert "CAP_SYS_CHROOT" not in ctx(container={"capabilities": {"drop": ["SYS_CHROOT"]}}).capabilities
+    assert ctx(container={"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True}).read_only_root
+
+
+def test_volumes_claim_and_empty_dir_only(tmp_path: Path) -> None:
+    pod = {
+        "volumes": [
+            {"name": "shared", "persistentVolumeClaim": {"claimName": "fsx"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            {"name": "cfg", "configMap": {"name": "c"}},
+            {
+                "name": "tok",
+                "secret": {"secretName": "t", "items": [{"key": "K", "path": "token"}], "defaultMode": 0o444},
+            },
+        ]
+    }
+    mounts = [
+        {"name": "shared", "mountPath": "/shared"},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tok", "mountPath": "/etc/t", "readOnly": True},
+    ]
+    found = security.volume_mounts(pod, {"volumeMounts": mounts}, tmp_path, False)
+    assert found == [
+        {"source": str(tmp_path), "target": "/shared", "readOnly": False},
+        {"tmpfs": "1777", "target": "/dev/shm", "readOnly": False},
+        {"secret": {"token": ["harness-secret-t-K", 0o444]}, "target": "/etc/t"},
+    ]
+    with pytest.raises(NotImplementedError, match="cfg \\(configMap\\)"):
+        security.volume_mounts(pod, {"volumeMounts": [{"name": "cfg", "mountPath": "/c"}]}, tmp_path, False)
+
+
+def test_network_policies_between_the_pods_of_a_job() -> None:
+    deny = {"metadata": {"name": "default-deny"}, "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}
+    peers = {"podSelector": {"matchLabels": {"job": "j"}}}
+    allow = {
+        "metadata": {"name": "j-peers"},
+        "spec": {
+            "podSelector": peers["podSelector"],
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [peers]}],
+            "egress": [{"to": [peers]}],
+        },
+    }
+    pods = {"l": {"job": "j"}, "w0": {"job": "j"}, "x": {"job": "other"}}
+    assert netpolicy.denied_pairs([], pods) == set()
+    assert netpolicy.denied_pairs([deny, allow], pods) == {("l", "x"), ("x", "l"), ("w0", "x"), ("x", "w0")}
+    assert len(netpolicy.denied_pairs([deny], pods)) == 6
+    one_way = {
+        "metadata": {"name": "in"},
+        "spec": {"podSelector": {"matchLabels": {"x": "1"}}, "policyTypes": ["Ingress"]},
+    }
+    with pytest.raises(NotImplementedError, match="one-way"):
+        netpolicy.denied_pairs([one_way], {"a": {}, "b": {"x": "1"}})
