@@ -23,6 +23,7 @@ from config.ci_runner import CiRunnerConfig
 from facts.names import ci_runner_project, component_type
 from infra.cluster import CLUSTER_ADMIN_POLICY, Cluster
 from infra.context import StackContext
+from infra.iam import account_and_partition, scoped_trust_policy
 from infra.network import Network
 
 WORKFLOW_JOB_QUEUED = "WORKFLOW_JOB_QUEUED"
@@ -49,27 +50,6 @@ SECRETS_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt"]
 def runner_label(project: str) -> str:
     """The `runs-on` label of a job for this runner (CodeBuild user guide, action-runner)."""
     return f"codebuild-{project}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"
-
-
-def runner_trust_policy(project_arn: str, account_id: str) -> str:
-    """CodeBuild may assume the role for this project only (no confused deputy)."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "codebuild.amazonaws.com"},
-                    "Action": "sts:AssumeRole",
-                    "Condition": {
-                        "StringEquals": {"aws:SourceAccount": account_id},
-                        "ArnLike": {"aws:SourceArn": project_arn},
-                    },
-                }
-            ],
-        },
-        sort_keys=True,
-    )
 
 
 def runner_policy(
@@ -163,29 +143,29 @@ class CiRunner(pulumi.ComponentResource):
     ) -> tuple[aws.iam.Role, aws.iam.RolePolicy]:
         """The role builds run with: this project only may assume it; see `runner_policy`."""
         child = pulumi.ResourceOptions(parent=self)
-        account = aws.get_caller_identity_output().account_id
-        project_arn = pulumi.Output.concat(
-            "arn:aws:codebuild:", ctx.region, ":", account, ":project/", self.project_name
-        )
+        ids = account_and_partition(self)  # through the stack's AWS provider, like every lookup
+        region, project = ctx.region, self.project_name
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=pulumi.Output.all(project_arn, account).apply(lambda a: runner_trust_policy(*a)),
+            assume_role_policy=scoped_trust_policy(
+                self, "codebuild.amazonaws.com", "codebuild", region, [f"project/{project}"]
+            ),
             description=f"In-VPC CI runner of {ctx.cluster_name}",
             tags=ctx.owned_tags,
             opts=child,
         )
         subnets = list(network.private_subnet_ids.values())
-        subnet_arns = pulumi.Output.all(account, *subnets).apply(
-            lambda a: [f"arn:aws:ec2:{ctx.region}:{a[0]}:subnet/{s}" for s in a[1:]]
+        subnet_arns = pulumi.Output.all(ids, *subnets).apply(
+            lambda a: [f"arn:{a[0][1]}:ec2:{region}:{a[0][0]}:subnet/{s}" for s in a[1:]]
         )
         policy = aws.iam.RolePolicy(
             f"{name}-policy",
             role=role.id,
-            policy=pulumi.Output.all(log_group_arn, subnet_arns, account).apply(
+            policy=pulumi.Output.all(log_group_arn, subnet_arns, ids).apply(
                 lambda a: runner_policy(
                     log_group_arn=a[0],
                     subnet_arns=a[1],
-                    network_interfaces_arn=f"arn:aws:ec2:{ctx.region}:{a[2]}:network-interface/*",
+                    network_interfaces_arn=f"arn:{a[2][1]}:ec2:{region}:{a[2][0]}:network-interface/*",
                     connection_arn=runner.connection_arn,
                     state_bucket=runner.state_bucket,
                     secrets_key_arn=runner.secrets_key_arn,

@@ -79,6 +79,20 @@ def account_and_partition(parent: pulumi.Resource) -> pulumi.Output[tuple[str, s
     return pulumi.Output.all(caller.account_id, partition.partition).apply(lambda a: (str(a[0]), str(a[1])))
 
 
+def scoped_trust_policy(
+    parent: pulumi.Resource, service: str, arn_service: str, region: str, resources: Sequence[str]
+) -> pulumi.Output[str]:
+    """`service_trust_policy` for resources of this account and region, whose ARNs are known
+    before they exist (`arn:<partition>:<arn_service>:<region>:<account>:<resource>`)."""
+    return account_and_partition(parent).apply(
+        lambda a: service_trust_policy(
+            service,
+            source_account=a[0],
+            source_arns=[f"arn:{a[1]}:{arn_service}:{region}:{a[0]}:{r}" for r in resources],
+        )
+    )
+
+
 def irsa_trust_policy(oidc_provider_arn: str, oidc_provider_url: str, namespace: str, service_account: str) -> str:
     """Trust one Kubernetes service account of this cluster through its OIDC provider (IRSA)."""
     issuer = oidc_provider_url.removeprefix("https://")

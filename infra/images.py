@@ -21,7 +21,7 @@ from facts.images import IMAGES
 from facts.names import component_type
 from infra.buckets import harden
 from infra.context import StackContext
-from infra.iam import account_and_partition, service_trust_policy
+from infra.iam import account_and_partition, scoped_trust_policy, service_trust_policy
 from infra.protection import stateful
 
 # CodeBuild's Ubuntu standard image (docker inside; privileged mode to run it), on the largest
@@ -145,16 +145,10 @@ class ImageBuilds(pulumi.ComponentResource):
         )
         # CodeBuild may assume it for these projects of this account only (no confused deputy);
         # their names are fixed, so their ARNs are known before the projects exist.
-        region, projects = ctx.region, [self.project_name(repo) for repo in images]
+        projects = [f"project/{self.project_name(repo)}" for repo in images]
         role = aws.iam.Role(
             f"{name}-builder",
-            assume_role_policy=account_and_partition(self).apply(
-                lambda a: service_trust_policy(
-                    "codebuild.amazonaws.com",
-                    source_account=a[0],
-                    source_arns=[f"arn:{a[1]}:codebuild:{region}:{a[0]}:project/{p}" for p in projects],
-                )
-            ),
+            assume_role_policy=scoped_trust_policy(self, "codebuild.amazonaws.com", "codebuild", ctx.region, projects),
             opts=child,
         )
         aws.iam.RolePolicy(

@@ -15,7 +15,7 @@ from config.network import NetworkConfig
 from config.stack import StackConfig
 from facts.names import component_type
 from infra.context import StackContext
-from infra.iam import account_and_partition, log_writer_policy, service_trust_policy
+from infra.iam import log_writer_policy, scoped_trust_policy
 from infra.protection import audit_trail
 
 EKS_INTERFACE_ADDRESSES = 16
@@ -231,17 +231,12 @@ class Network(pulumi.ComponentResource):
             retention_in_days=self._ctx.log_retention_days,
             opts=audit_trail(self._ctx.protect, child),
         )
-        region = self._ctx.region
         role = aws.iam.Role(
             f"{name}-flow-logs",
             # Flow logs of this account only (VPC user guide, flow-logs-iam-role: the flow log's
             # id is not known before the role, so the ARN ends in a wildcard).
-            assume_role_policy=account_and_partition(self).apply(
-                lambda a: service_trust_policy(
-                    "vpc-flow-logs.amazonaws.com",
-                    source_account=a[0],
-                    source_arns=[f"arn:{a[1]}:ec2:{region}:{a[0]}:vpc-flow-log/*"],
-                )
+            assume_role_policy=scoped_trust_policy(
+                self, "vpc-flow-logs.amazonaws.com", "ec2", self._ctx.region, ["vpc-flow-log/*"]
             ),
             description=f"VPC flow logs of {cluster}",
             opts=child,

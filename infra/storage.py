@@ -20,7 +20,7 @@ from config.storage import StorageConfig
 from facts.names import DEFAULT_QUEUE, SCRATCH_EXCEPTION_TAG, SHARED_VOLUME, VOLUME_LABEL, component_type
 from infra.buckets import harden
 from infra.context import StackContext
-from infra.iam import data_key_policy, kms_key
+from infra.iam import account_and_partition, data_key_policy, kms_key
 from infra.network import Network
 from infra.protection import policy_exception, stateful
 
@@ -106,11 +106,8 @@ class SharedStorage(pulumi.ComponentResource):
         service-linked role may use it through S3 on this bucket's objects: without that, import
         from and export to an SSE-KMS bucket fail with KMS AccessDenied (FSx for Lustre guide,
         "Working with server-side encrypted Amazon S3 buckets")."""
-        invoke = pulumi.InvokeOutputOptions(parent=self)
-        caller = aws.get_caller_identity_output(opts=invoke)
-        partition = aws.get_partition_output(opts=invoke)
-        return pulumi.Output.all(caller.account_id, partition.partition, self.bucket.arn).apply(
-            lambda a: data_key_policy(account_id=a[0], partition=a[1], region=self._ctx.region, bucket_arn=a[2])
+        return pulumi.Output.all(account_and_partition(self), self.bucket.arn).apply(
+            lambda a: data_key_policy(account_id=a[0][0], partition=a[0][1], region=self._ctx.region, bucket_arn=a[1])
         )
 
     def _secure_bucket(self) -> None:

@@ -160,9 +160,13 @@ def test_only_the_given_state_and_key() -> None:
 
 
 def test_only_this_project_may_assume_the_role() -> None:
-    (st,) = json.loads(ci_runner.runner_trust_policy("arn:aws:codebuild:us-west-2:1:project/p", "1"))["Statement"]
+    plan = stack_plan("trn1-llama2-aws")
+    (role,) = [r for r in plan["resources"] if r["type"] == "aws:iam/role:Role" and r["name"] == "ci-runner-role"]
+    (st,) = json.loads(role["inputs"]["assumeRolePolicy"])["Statement"]
     assert st["Principal"] == {"Service": "codebuild.amazonaws.com"}
-    assert st["Condition"]["ArnLike"] == {"aws:SourceArn": "arn:aws:codebuild:us-west-2:1:project/p"}
+    assert st["Condition"]["ArnLike"] == {
+        "aws:SourceArn": "arn:aws:codebuild:us-west-2:123456789012:project/trn1-llama2-ci-runner"
+    }
 
 
 # --------------------------------------------------------------------------- config
