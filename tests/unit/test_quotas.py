@@ -183,3 +183,14 @@ def test_the_docs_table_of_example_stacks_is_computed_from_the_stacks() -> None:
     size, and whether a new account's quotas pass): the table in the docs is this function's output."""
     table = quotas.requirements_table({s: config.parse_stack_values(stack_values(s)) for s in EXAMPLE_STACKS})
     assert table in DOCS.read_text(), f"regenerate the table in {DOCS.relative_to(ROOT)}:\n{table}"
+
+
+def test_the_docs_commands_for_finding_an_az_are_valid() -> None:
+    """The location types the docs ask DescribeInstanceTypeOfferings for are botocore's, and the
+    docs say AZ names differ between accounts where AZ IDs do not (EC2 user guide)."""
+    text = DOCS.read_text()
+    enum = botocore.session.get_session().get_service_model("ec2").shape_for("LocationType").enum
+    used = re.findall(r"describe-instance-type-offerings [^\n]*--location-type ([a-z-]+)", text)
+    recorded = upstream.facts("aws-ec2-availability-zone-ids-2026-11")["offering_location_types"]
+    assert sorted(used) == sorted(recorded) and set(used) <= set(enum)
+    assert "aws ec2 describe-availability-zones --region" in text and "AZ IDs" in text
