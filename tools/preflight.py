@@ -12,9 +12,11 @@ size (a scheduled block is fine at 0), does not end within the margin, and (Capa
 when `endsAt` says, with the scale-down still ahead; a Capacity Block group is at desired size 0
 before its Kubernetes version changes; the identity running Pulumi is not listed again in
 `adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
-instance family covers the node groups at their maximum size.
+instance family covers the node groups at their desired size, with a warning (and the request that
+fixes it) when it does not reach their maximum size (tools/quotas.py).
 
-Exit 0 when every check passes, 1 with one line per failing check, 2 on bad config or when AWS
+Exit 0 when every check passes (warnings included, printed to stderr as `WARN` lines), 1 with one
+line per failing check, 2 on bad config or when AWS
 cannot be asked (no network, no or expired credentials, a denied read): one line, no traceback.
 The command line asks with boto3 (`--profile`, default the environment's, as the stack's AWS
 provider; the region is the stack's `aws:region`). The same checks run at the start of a real
@@ -27,7 +29,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,24 +38,17 @@ from pulumi.runtime import settings
 
 from config.stack import StackConfig
 from facts import instances
+from facts.quotas import QUOTA_CODES
 from infra.context import StackContext, aws_provider
 from tools.account import Account, AccountError, Boto3Account
 from tools.account_invokes import ProviderAccount
 from tools.cli import add_stack_arguments, load_stack_config
+from tools.quotas import check_quotas
 from tools.reservations import Finding, check_reservations
 
 DEFAULT_MARGIN_HOURS = 24
 
-# Service Quotas codes of "Running On-Demand <family> instances" (vCPUs), service code ec2:
-# L-1216C47A Standard (A, C, D, H, I, M, R, T, Z) (AWS CLI user guide, service-quotas
-# examples); L-417A185B P; L-2C3B7624 Trn (names as ListServiceQuotas returns them).
-QUOTA_CODES = {
-    "standard": ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
-    "p": ("L-417A185B", "Running On-Demand P instances"),
-    "trn": ("L-2C3B7624", "Running On-Demand Trn instances"),
-}
-
-__all__ = ["Finding", "check_reservations", "gate", "main", "run_checks"]
+__all__ = ["QUOTA_CODES", "Finding", "check_quotas", "check_reservations", "gate", "main", "run_checks"]
 
 
 def check_offerings(account: Account, cfg: StackConfig) -> list[Finding]:
@@ -138,41 +132,6 @@ def check_admin_entries(account: Account, cfg: StackConfig) -> list[Finding]:
     return [Finding("admins", subject, True, f"the deployer ({arn}) is not listed again")]
 
 
-def quota_family(instance_type: str) -> str:
-    family = instance_type.split(".", 1)[0]
-    if family.startswith("trn"):
-        return "trn"
-    if family.startswith("p"):
-        return "p"
-    return "standard"
-
-
-def check_quotas(account: Account, cfg: StackConfig) -> list[Finding]:
-    """The On-Demand vCPU quota of each family covers the node groups at maximum size.
-    ODCR instances count against it; Capacity Blocks and spot do not."""
-    need: dict[str, int] = defaultdict(int)
-    s = cfg.system_node_group
-    need[quota_family(s.instance_type)] += instances.get(s.instance_type).vcpus * s.max
-    for ng in cfg.node_groups:
-        if ng.capacity.type in ("on-demand", "reservation"):
-            need[quota_family(ng.instance_type)] += ng.instance.vcpus * ng.max
-    out = []
-    for family, vcpus in sorted(need.items()):
-        code, name = QUOTA_CODES[family]
-        value = account.quota(code)
-        subject = f"{code} ({name})"
-        if value >= vcpus:
-            out.append(Finding("quota", subject, True, f"{value:g} vCPUs >= {vcpus} needed"))
-            continue
-        message = (
-            f"{value:g} vCPUs < {vcpus} needed at maximum size: request an increase "
-            f"(aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-            f"--desired-value {vcpus})"
-        )
-        out.append(Finding("quota", subject, False, message))
-    return out
-
-
 def run_checks(
     account: Account, cfg: StackConfig, *, margin_hours: float = DEFAULT_MARGIN_HOURS, now: dt.datetime | None = None
 ) -> list[Finding]:
@@ -195,8 +154,9 @@ def under_mocks() -> bool:
 
 def gate(cfg: StackConfig, account: Account | None = None) -> None:
     """Run preflight inside a real `pulumi preview`/`up`, through the stack's own AWS provider:
-    log each failing check (or the one reason AWS could not be asked) as a Pulumi error and stop
-    with RunError before any other resource is declared."""
+    log each warning as a Pulumi warning, each failing check (or the one reason AWS could not be
+    asked) as a Pulumi error, and stop with RunError on a failure before any other resource is
+    declared."""
     if account is None:
         account = ProviderAccount(aws_provider(StackContext.from_config(cfg)))
     try:
@@ -204,6 +164,9 @@ def gate(cfg: StackConfig, account: Account | None = None) -> None:
     except AccountError as e:
         pulumi.log.error(f"preflight: {e}")
         raise pulumi.RunError("preflight could not ask AWS; nothing was created") from None
+    for f in findings:
+        if f.warning:
+            pulumi.log.warn(f"preflight: {f.line()}")
     failing = [f for f in findings if not f.ok]
     for f in failing:
         pulumi.log.error(f.line())
@@ -251,12 +214,12 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         print(f"error: {e}", file=stderr)
         return 2
     for f in findings:
-        if f.ok:
+        if f.ok and not f.warning:
             print(f.line(), file=stdout)
-    failing = [f for f in findings if not f.ok]
-    for f in failing:
+    # Warnings and failures go to stderr, so they show when stdout is piped or silenced.
+    for f in [f for f in findings if f.warning] + [f for f in findings if not f.ok]:
         print(f.line(), file=stderr)
-    return 1 if failing else 0
+    return 0 if all(f.ok for f in findings) else 1
 
 
 if __name__ == "__main__":
