@@ -31,7 +31,7 @@ from tools import preflight, quotas
 
 NEW_ACCOUNT = quota_facts.NEW_ACCOUNT
 TRN, P, STANDARD = "L-2C3B7624", "L-417A185B", "L-1216C47A"
-DOCS = ROOT / "docs-pending" / "i18-messages.md"
+DOCS = ROOT / "docs" / "deploy.md"
 
 
 def cfg_of(*groups: dict[str, Any], **top: Any) -> config.StackConfig:
