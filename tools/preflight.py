@@ -14,8 +14,13 @@ before its Kubernetes version changes; the identity running Pulumi is not listed
 `adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
 instance family covers the node groups at their maximum size.
 
-Exit 0 when every check passes, 1 with one line per failing check, 2 on bad config or when AWS
-cannot be asked (no network, no or expired credentials, a denied read): one line, no traceback.
+A deployed stack's day-2 edits are held against what is deployed: `cluster.kubernetesVersion`
+moves one minor version at a time, forward (the system node group's version, which follows the
+control plane).
+
+Exit 0 when every check passes, 1 with one line per failing check, 2 on bad config (a day-2
+edit the deployed stack cannot take included) or when AWS cannot be asked (no network, no or
+expired credentials, a denied read): one line, no traceback.
 The command line asks with boto3 (`--profile`, default the environment's, as the stack's AWS
 provider; the region is the stack's `aws:region`). The same checks run at the start of a real
 `pulumi preview`/`up` (`gate`, from `__main__.py`) through the stack's own AWS provider
@@ -37,6 +42,7 @@ from pulumi.runtime import settings
 
 from config.stack import StackConfig
 from facts import instances
+from facts.names import SYSTEM_NODE_GROUP
 from infra.context import StackContext, aws_provider
 from tools.account import Account, AccountError, Boto3Account
 from tools.account_invokes import ProviderAccount
@@ -44,6 +50,8 @@ from tools.cli import add_stack_arguments, load_stack_config
 from tools.reservations import Finding, check_reservations
 
 DEFAULT_MARGIN_HOURS = 24
+DAY2 = "day2"
+"""Findings of this kind refuse a config edit the deployed stack cannot take in place (exit 2)."""
 
 # Service Quotas codes of "Running On-Demand <family> instances" (vCPUs), service code ec2:
 # L-1216C47A Standard (A, C, D, H, I, M, R, T, Z) (AWS CLI user guide, service-quotas
@@ -111,6 +119,37 @@ def check_capacity_block_upgrades(account: Account, cfg: StackConfig) -> list[Fi
         else:
             out.append(Finding("upgrade", subject, True, f"Kubernetes {version}, desired {desired}"))
     return out
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor.split(".")[0] or 0)
+
+
+def check_version_step(account: Account, cfg: StackConfig) -> list[Finding]:
+    """EKS updates a cluster one minor version at a time, never back (EKS user guide,
+    update-cluster; tests/upstream/aws-eks-update-cluster-2024-12.yaml). The deployed version is
+    the system node group's: it follows the control plane in every update of this program, and
+    UpdateClusterVersion needs every managed group at the cluster's version before it moves."""
+    subject = "cluster.kubernetesVersion"
+    found = account.node_group(cfg.cluster.name, SYSTEM_NODE_GROUP)
+    if found is None:
+        return [Finding(DAY2, subject, True, "not deployed yet")]
+    deployed, wanted = _minor(found.version), _minor(cfg.cluster.kubernetes_version)
+    step = (wanted[0] - deployed[0]) * 100 + wanted[1] - deployed[1]
+    if 0 <= step <= 1:
+        return [Finding(DAY2, subject, True, f"{found.version} -> {cfg.cluster.kubernetes_version}")]
+    if step < 0:
+        message = (
+            f"{cfg.cluster.kubernetes_version} is below the deployed {found.version}; EKS never downgrades a cluster"
+        )
+    else:
+        nxt = f"{deployed[0]}.{deployed[1] + 1}"
+        message = (
+            f"{cfg.cluster.kubernetes_version} is {step} minor versions past the deployed {found.version}; EKS updates"
+            f" one minor version at a time: set {nxt} and `pulumi up`, then the next one"
+        )
+    return [Finding(DAY2, subject, False, message)]
 
 
 def check_admin_entries(account: Account, cfg: StackConfig) -> list[Finding]:
@@ -183,6 +222,7 @@ def run_checks(
         *check_efa(account, cfg),
         *check_reservations(account, cfg, now, margin_hours),
         *check_capacity_block_upgrades(account, cfg),
+        *check_version_step(account, cfg),
         *check_admin_entries(account, cfg),
         *check_quotas(account, cfg),
     ]
@@ -256,6 +296,8 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     failing = [f for f in findings if not f.ok]
     for f in failing:
         print(f.line(), file=stderr)
+    if any(f.check == DAY2 for f in failing):
+        return 2  # the config asks for an edit the deployed stack cannot take: bad input
     return 1 if failing else 0
 
 
