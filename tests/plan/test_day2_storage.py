@@ -42,3 +42,17 @@ def test_a_new_stack_requests_what_its_file_system_holds() -> None:
     plan = with_storage(storageCapacityGib=4800)
     claims = [r for r in plan["resources"] if r["type"] == PVC]
     assert {r["inputs"]["spec"]["resources"]["requests"]["storage"] for r in claims} == {"4800Gi"}
+
+
+def test_a_team_named_default_is_refused(tmp_path: Any) -> None:
+    """Issue 20 item 22: a first team `default` would take over the volume of the stack without
+    teams (its URN and name), still bound to the old `training` claim: the team's claim would
+    never bind. Refused, naming the key."""
+    from tests.conftest import plan_exit
+
+    values = copy.deepcopy(stack_values(STACK))
+    values["llm-training-eks:teams"] = {"default": {**values["llm-training-eks:teams"]["research"], "nodes": 4}}
+    for run in values["llm-training-eks:workloads"].values():
+        run["team"] = "default"
+    code, err = plan_exit(values, tmp_path)
+    assert code == 2 and err.startswith("teams.default: 'default' names the queue and the shared volume"), err
