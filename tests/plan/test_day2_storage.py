@@ -51,7 +51,7 @@ def test_a_team_named_default_is_refused(tmp_path: Any) -> None:
     from tests.conftest import plan_exit
 
     values = copy.deepcopy(stack_values(STACK))
-    values["llm-training-eks:teams"] = {"default": {**values["llm-training-eks:teams"]["research"], "nodes": 4}}
+    values["llm-training-eks:teams"] = {"default": {"nodeGroup": "trn1", "nodes": 4, "priority": 10}}
     for run in values["llm-training-eks:workloads"].values():
         run["team"] = "default"
     code, err = plan_exit(values, tmp_path)
