@@ -214,7 +214,12 @@ def _one_line(e: BaseException) -> str:
 
 
 def engine_value(v: Any) -> str:
-    """A config value as the Pulumi engine hands it to the program: text, objects as JSON."""
+    """A config value as the Pulumi engine hands it to the program: text, objects as JSON. A
+    YAML null is the empty string: the CLI decodes a config value into a Go string first
+    (pulumi/pulumi sdk/go/common/resource/config/value.go, unmarshalValue), and yaml.v3 leaves
+    a string empty for null."""
+    if v is None:
+        return ""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (dict, list)):

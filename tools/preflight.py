@@ -15,9 +15,14 @@ before its Kubernetes version changes; the identity running Pulumi is not listed
 instance family covers the node groups at their desired size, with a warning (and the request that
 fixes it) when it does not reach their maximum size (tools/quotas.py).
 
+A deployed stack's day-2 edits are held against what is deployed: `cluster.kubernetesVersion`
+moves one minor version at a time, forward (the system node group's version, which follows the
+control plane).
+
 Exit 0 when every check passes (warnings included, printed to stderr as `WARN` lines), 1 with one
-line per failing check, 2 on bad config or when AWS
-cannot be asked (no network, no or expired credentials, a denied read): one line, no traceback.
+line per failing check, 2 on bad config (a day-2 edit the deployed stack cannot take included) or
+when AWS cannot be asked (no network, no or expired credentials, a denied read): one line, no
+traceback.
 The command line asks with boto3 (`--profile`, default the environment's, as the stack's AWS
 provider; the region is the stack's `aws:region`). The same checks run at the start of a real
 `pulumi preview`/`up` (`gate`, from `__main__.py`) through the stack's own AWS provider
@@ -38,6 +43,7 @@ from pulumi.runtime import settings
 
 from config.stack import StackConfig
 from facts import instances
+from facts.names import SYSTEM_NODE_GROUP
 from facts.quotas import QUOTA_CODES
 from infra.context import StackContext, aws_provider
 from tools.account import Account, AccountError, Boto3Account
@@ -47,6 +53,8 @@ from tools.quotas import check_quotas
 from tools.reservations import Finding, check_reservations
 
 DEFAULT_MARGIN_HOURS = 24
+DAY2 = "day2"
+"""Findings of this kind refuse a config edit the deployed stack cannot take in place (exit 2)."""
 
 __all__ = ["QUOTA_CODES", "Finding", "check_quotas", "check_reservations", "gate", "main", "run_checks"]
 
@@ -107,6 +115,37 @@ def check_capacity_block_upgrades(account: Account, cfg: StackConfig) -> list[Fi
     return out
 
 
+def _minor(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor.split(".")[0] or 0)
+
+
+def check_version_step(account: Account, cfg: StackConfig) -> list[Finding]:
+    """EKS updates a cluster one minor version at a time, never back (EKS user guide,
+    update-cluster; tests/upstream/aws-eks-update-cluster-2024-12.yaml). The deployed version is
+    the system node group's: it follows the control plane in every update of this program, and
+    UpdateClusterVersion needs every managed group at the cluster's version before it moves."""
+    subject = "cluster.kubernetesVersion"
+    found = account.node_group(cfg.cluster.name, SYSTEM_NODE_GROUP)
+    if found is None:
+        return [Finding(DAY2, subject, True, "not deployed yet")]
+    deployed, wanted = _minor(found.version), _minor(cfg.cluster.kubernetes_version)
+    step = (wanted[0] - deployed[0]) * 100 + wanted[1] - deployed[1]
+    if 0 <= step <= 1:
+        return [Finding(DAY2, subject, True, f"{found.version} -> {cfg.cluster.kubernetes_version}")]
+    if step < 0:
+        message = (
+            f"{cfg.cluster.kubernetes_version} is below the deployed {found.version}; EKS never downgrades a cluster"
+        )
+    else:
+        nxt = f"{deployed[0]}.{deployed[1] + 1}"
+        message = (
+            f"{cfg.cluster.kubernetes_version} is {step} minor versions past the deployed {found.version}; EKS updates"
+            f" one minor version at a time: set {nxt} and `pulumi up`, then the next one"
+        )
+    return [Finding(DAY2, subject, False, message)]
+
+
 def check_admin_entries(account: Account, cfg: StackConfig) -> list[Finding]:
     """pulumi-eks creates the cluster with bootstrapClusterCreatorAdminPermissions, so the
     identity running `pulumi up` already has an access entry; listing it again in
@@ -142,6 +181,7 @@ def run_checks(
         *check_efa(account, cfg),
         *check_reservations(account, cfg, now, margin_hours),
         *check_capacity_block_upgrades(account, cfg),
+        *check_version_step(account, cfg),
         *check_admin_entries(account, cfg),
         *check_quotas(account, cfg),
     ]
@@ -219,7 +259,10 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     # Warnings and failures go to stderr, so they show when stdout is piped or silenced.
     for f in [f for f in findings if f.warning] + [f for f in findings if not f.ok]:
         print(f.line(), file=stderr)
-    return 0 if all(f.ok for f in findings) else 1
+    failing = [f for f in findings if not f.ok]
+    if any(f.check == DAY2 for f in failing):
+        return 2  # the config asks for an edit the deployed stack cannot take: bad input
+    return 1 if failing else 0
 
 
 if __name__ == "__main__":

@@ -118,7 +118,12 @@ def _new_account_session(cfg: config.StackConfig) -> Session:
     """A new account: moto's EC2 (offerings, EFA), its quotas in the order preflight asks, the caller."""
     sq, _ = quota_client({code: NEW_ACCOUNT[code] for code in quotas.quota_needs(cfg)})
     return Session(
-        **{"ec2": boto3.client("ec2", region_name=cfg.region), "service-quotas": sq, "eks": None, "sts": sts_client()}
+        **{
+            "ec2": boto3.client("ec2", region_name=cfg.region),
+            "service-quotas": sq,
+            "eks": boto3.client("eks", region_name=cfg.region),
+            "sts": sts_client(),
+        }
     )
 
 
