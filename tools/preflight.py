@@ -8,8 +8,10 @@ with the catalog's number of EFA interfaces; its capacity reservation or Capacit
 tools/reservations.py) exists, is for the right type and AZ, was made in the placement group the
 config names (or none), can hold the node group (its free instances plus those the group's own
 instances already use, so day 2 is not refused), is in a state that allows the group's desired
-size (a scheduled block is fine at 0), does not end within the margin, and (Capacity Blocks) ends
-when `endsAt` says, with the scale-down still ahead; a Capacity Block group is at desired size 0
+size (a scheduled block is fine at 0), does not end within the group's margin
+(`capacity.endMarginHours`: by default 24 h for a reservation, 0 for a Capacity Block, whose own
+scale-down drains it), and (Capacity Blocks) ends when `endsAt` says, with the scale-down still ahead
+and after the block's start; a Capacity Block group is at desired size 0
 before its Kubernetes version changes; the identity running Pulumi is not listed again in
 `adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
 instance family covers the node groups at their maximum size.
@@ -42,8 +44,6 @@ from tools.account import Account, AccountError, Boto3Account
 from tools.account_invokes import ProviderAccount
 from tools.cli import add_stack_arguments, load_stack_config
 from tools.reservations import Finding, check_reservations
-
-DEFAULT_MARGIN_HOURS = 24
 
 # Service Quotas codes of "Running On-Demand <family> instances" (vCPUs), service code ec2:
 # L-1216C47A Standard (A, C, D, H, I, M, R, T, Z) (AWS CLI user guide, service-quotas
@@ -174,9 +174,10 @@ def check_quotas(account: Account, cfg: StackConfig) -> list[Finding]:
 
 
 def run_checks(
-    account: Account, cfg: StackConfig, *, margin_hours: float = DEFAULT_MARGIN_HOURS, now: dt.datetime | None = None
+    account: Account, cfg: StackConfig, *, margin_hours: float | None = None, now: dt.datetime | None = None
 ) -> list[Finding]:
-    """Every check against the account behind `account`; AccountError when AWS cannot be asked."""
+    """Every check against the account behind `account`; AccountError when AWS cannot be asked.
+    `margin_hours` overrides every group's reservation end margin (the command line's --margin-hours)."""
     now = now or dt.datetime.now(dt.UTC)
     return [
         *check_offerings(account, cfg),
@@ -220,7 +221,13 @@ def _parser() -> argparse.ArgumentParser:
         "--profile", help="AWS profile to ask with (default: the environment's, as the stack's AWS provider uses)"
     )
     parser.add_argument("--region", help="must be the stack's aws:region (the default), where its provider works")
-    parser.add_argument("--margin-hours", type=float, default=DEFAULT_MARGIN_HOURS, help="reservation end margin")
+    parser.add_argument(
+        "--margin-hours",
+        type=float,
+        default=None,
+        help="reservation end margin for every group (default: each group's capacity.endMarginHours, or 24 h for a"
+        " reservation and 0 for a Capacity Block)",
+    )
     return parser
 
 
