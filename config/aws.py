@@ -129,6 +129,10 @@ def documented_rules(s: Shape) -> dict[str, Any]:
         rules["min"], rules["max"] = int(m.group(1)), int(m.group(2))
     if m := re.search(r"Valid Range: Minimum value of ([\d,]+)\. Maximum value of ([\d,]+)", doc):
         rules["min"], rules["max"] = (int(g.replace(",", "")) for g in m.groups())
+    if re.search(r"must be a non-zero positive integer", doc):
+        rules["min"], rules["max"] = 1, 2**31 - 1
+    if m := re.search(r"You can specify up to (\d+) noncurrent versions", doc):
+        rules["min"], rules["max"] = 1, int(m.group(1))
     if m := re.search(r"Up to (\d+) characters", doc):
         rules["max_length"] = int(m.group(1))
     if m := re.search(r"(?:Valid|Allowed) characters(?: are)?:? a-z, A-Z, 0-9, spaces, and (\S+)", doc):
