@@ -195,6 +195,14 @@ def documented_values(address: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", match.group(1)))
 
 
+def check_log_retention(days: int) -> int:
+    """`days`, or ValueError listing the retentions CloudWatch Logs accepts (PutRetentionPolicy)."""
+    allowed = documented_values("logs:PutRetentionPolicy:retentionInDays")
+    if days not in allowed:
+        raise ValueError(f"CloudWatch Logs accepts {', '.join(map(str, allowed))} days (PutRetentionPolicy)")
+    return days
+
+
 # Tag rules of every service whose resources carry the stack's tags (key and value shapes, and
 # the most tags one resource may hold). The strictest rule of any of them applies to `tags`.
 TAG_SHAPES: dict[str, tuple[str, str]] = {

@@ -19,7 +19,7 @@ import pulumi_aws as aws
 import pytest
 
 from tests import upstream
-from tests.conftest import by_urn, run_plan, stack_plan, stack_values
+from tests.conftest import by_urn, deleted_after, run_plan, stack_plan, stack_values
 
 STACKS = ("trn1-llama2", "trn1-llama2-aws", "p5-capacity-block")
 """An all-in-one stack with image builds, a layered aws stack, a GPU stack."""
@@ -103,28 +103,8 @@ def test_every_service_log_group_is_the_stacks_and_outlives_its_writer_in_a_dest
     for r in plan["resources"]:
         if r["type"] not in WRITERS:
             continue
-        needed = closure(urns, r["urn"])
+        needed = deleted_after(urns, r["urn"])
         mine = [name for urn, name in groups.items() if urn in needed]
         prefix = WRITERS[r["type"]]
         assert mine, f"{r['name']} writes to a log group the stack does not make before it"
         assert any(n.startswith(prefix) for n in mine), (r["name"], mine)
-
-
-def closure(urns: dict[str, dict[str, Any]], urn: str) -> set[str]:
-    """Every resource a destroy deletes after `urn`: its dependencies, its ancestors and theirs,
-    transitively."""
-    seen: set[str] = set()
-    todo = [urn]
-    while todo:
-        u = todo.pop()
-        r = urns.get(u)
-        if r is None:
-            continue
-        # A destroy deletes a child before its parent, and the parent before what it depends on.
-        parent = [r["parent"]] if r.get("parent") else []
-        for d in [*r.get("dependencies", []), *r.get("propertyDependencies", {}).values(), *parent]:
-            for x in d if isinstance(d, list) else [d]:
-                if x not in seen:
-                    seen.add(x)
-                    todo.append(x)
-    return seen
