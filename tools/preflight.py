@@ -14,7 +14,11 @@ scale-down drains it), and (Capacity Blocks) ends when `endsAt` says, with the s
 and after the block's start; a Capacity Block group is at desired size 0
 before its Kubernetes version changes; the identity running Pulumi is not listed again in
 `adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
-instance family covers the node groups at their maximum size.
+instance family covers the node groups at their maximum size; with an existing VPC, that the VPC
+resolves DNS and gives hostnames, each subnet exists in that VPC and in the AZ it is keyed by with
+the free addresses the plan needs, and its named route tables and security groups are in it; and
+that each named placement group exists, is a cluster group and is in its node group's AZ
+(tools/network_checks.py).
 
 Exit 0 when every check passes, 1 with one line per failing check, 2 on bad config or when AWS
 cannot be asked (no network, no or expired credentials, a denied read): one line, no traceback.
@@ -40,9 +44,11 @@ from pulumi.runtime import settings
 from config.stack import StackConfig
 from facts import instances
 from infra.context import StackContext, aws_provider
-from tools.account import Account, AccountError, Boto3Account
+from tools.account import Account, AccountError
+from tools.account_boto3 import Boto3Account
 from tools.account_invokes import ProviderAccount
 from tools.cli import add_stack_arguments, load_stack_config
+from tools.network_checks import check_placement_groups, check_vpc
 from tools.reservations import Finding, check_reservations
 
 # Service Quotas codes of "Running On-Demand <family> instances" (vCPUs), service code ec2:
@@ -182,7 +188,9 @@ def run_checks(
     return [
         *check_offerings(account, cfg),
         *check_efa(account, cfg),
+        *check_vpc(account, cfg),
         *check_reservations(account, cfg, now, margin_hours),
+        *check_placement_groups(account, cfg),
         *check_capacity_block_upgrades(account, cfg),
         *check_admin_entries(account, cfg),
         *check_quotas(account, cfg),

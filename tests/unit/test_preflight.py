@@ -18,7 +18,7 @@ import config
 from tests.conftest import API_PATH, BASE, MINIMAL
 from tests.unit.preflight_sources import NOW, reservation
 from tools import preflight
-from tools.account import Boto3Account
+from tools.account_boto3 import Boto3Account
 
 
 def cfg_of(**ng: Any) -> config.StackConfig:
