@@ -154,3 +154,10 @@ def test_the_addons_own_exporters_reach_every_accelerated_type_of_the_catalog():
     # The chart's default toleration (no key, operator Exists) tolerates every taint.
     assert facts["defaults"]["tolerations"] == [{"operator": "Exists"}]
     assert "dcgmExporter" not in json.loads(cw_addon(stack_plan("p4de-nemo"))["inputs"]["configurationValues"])
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_every_log_group_the_stack_makes_has_a_retention(stack: str):
+    """Siblings: the control-plane, flow-log, FSx, image-build, runner and add-on groups alike."""
+    groups = resources(stack_plan(stack), LOG_GROUP)
+    assert groups and [g["inputs"]["name"] for g in groups if not g["inputs"].get("retentionInDays")] == []
