@@ -16,11 +16,10 @@ import pulumi.runtime.config as runtime_config
 from pydantic import ValidationError
 
 from config import checks
-from config.messages import messages
+from config.messages import error_lines
 from config.secrets import plain_secret_env
 from config.stack import StackConfig
 from config.stackfile import from_stack_values, namespace_problems, secret_keys
-from config.workloads import RECIPES
 
 __all__ = ["SECRET_KEYS", "ConfigError", "StackConfig", "from_stack_values", "load", "parse", "parse_stack_values"]
 
@@ -78,7 +77,7 @@ def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None, foun
     try:
         cfg = StackConfig.model_validate(dict(raw))
     except ValidationError as e:
-        problems.extend(messages(e, StackConfig, RECIPES))
+        problems.extend(error_lines(e, StackConfig))
     for rule in checks.RAW_RULES:
         problems.extend(p for p in rule(raw) if p not in problems)
     if cfg is not None:

@@ -1,14 +1,23 @@
-"""Pydantic validation errors -> one `key.path: message` line per problem, as the stack file spells it."""
+"""Pydantic validation errors -> one `key.path: message` line per problem, as the stack file spells it.
+
+A line never names a Python class (a model's, a union member's): where pydantic would, it says
+the shape the key expects instead (`expected a map with name, instanceType, ...`). The
+location pydantic reports is walked against the models' annotations, so a union member's tag
+(a recipe, a class name) never shows up as a key either.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import datetime as dt
+import types
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic.alias_generators import to_camel
 
 from config.base import KeyProblem, did_you_mean
+from config.intents import intent
 
 # Error kinds whose message is clearer with the value that was given.
 _SHOW_INPUT = (
@@ -18,27 +27,34 @@ _SHOW_INPUT = (
     "bool_type",
     "float_type",
     "string_type",
-    "list_type",
-    "dict_type",
-    "model_type",
-    "model_attributes_type",
     "int_from_float",
     "finite_number",
     "datetime_type",
     "datetime_parsing",
     "datetime_from_date_parsing",
 )
+# Error kinds about the kind of value (a map where a list belongs, ...): answered with the shape.
+_SHAPE_KINDS = (
+    "model_type",
+    "model_attributes_type",
+    "dict_type",
+    "list_type",
+    "dataclass_type",
+    "is_instance_of",
+    "union_tag_invalid",
+)
 VALUE_CHARS = 60
 """Longest excerpt of a given value a message quotes."""
+_SCALARS = {str: "text", bool: "true or false", int: "a whole number", float: "a number", SecretStr: "text"}
 
 
 def shown(value: Any) -> str:
     """`repr` of a value, cut to VALUE_CHARS characters (a message stays one short line)."""
-    text = repr(value) if not isinstance(value, (dict, list)) else _shape(value)
+    text = repr(value) if not isinstance(value, (dict, list)) else _size(value)
     return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
 
 
-def _shape(value: dict[Any, Any] | list[Any]) -> str:
+def _size(value: dict[Any, Any] | list[Any]) -> str:
     # Never repr a whole structure (it may be huge): say what it is.
     return f"a map of {len(value)} keys" if isinstance(value, dict) else f"a list of {len(value)} items"
 
@@ -58,40 +74,147 @@ def _type_hint(kind: str, value: Any) -> str:
     return ""
 
 
-def _fields_of(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
-    """camelCase key -> nested model class (or None) for a model's fields."""
-    out: dict[str, type[BaseModel] | None] = {}
-    for name, info in model.model_fields.items():
-        key = info.alias or name
-        ann = info.annotation
-        nested = None
-        for cand in (ann, *getattr(ann, "__args__", ())):
-            if isinstance(cand, type) and issubclass(cand, BaseModel):
-                nested = cand
-        out[key] = nested
+# --------------------------------------------------------------------------- annotations
+
+
+def _discriminator(ann: Any) -> str | None:
+    """The discriminator key of `Annotated[A | B, Field(discriminator=...)]`, else None."""
+    if get_origin(ann) is Annotated:
+        for meta in get_args(ann)[1:]:
+            found = getattr(meta, "discriminator", None)
+            if isinstance(found, str):
+                return found
+    return None
+
+
+def _bare(ann: Any) -> Any:
+    """`ann` without `Annotated[...]` and without `| None`."""
+    while True:
+        if get_origin(ann) is Annotated:
+            ann = get_args(ann)[0]
+            continue
+        members = _members(ann)
+        if members is not None and len(members) == 1:
+            ann = members[0]
+            continue
+        return ann
+
+
+def _members(ann: Any) -> list[Any] | None:
+    """The non-None members of a union, or None when `ann` is no union."""
+    if get_origin(ann) in (Union, types.UnionType):
+        return [a for a in get_args(ann) if a is not type(None)]
+    return None
+
+
+def _is_model(ann: Any) -> bool:
+    return isinstance(ann, type) and issubclass(ann, BaseModel)
+
+
+def _tag_values(model: type[BaseModel], key: str) -> tuple[str, ...]:
+    """The values of a discriminator field (`recipe: Literal["bert-neuron"]`)."""
+    return tuple(str(v) for v in get_args(field_annotation(model, key)))
+
+
+def _by_tag(ann: Any) -> dict[str, Any]:
+    """Union member by the tag pydantic puts in an error's location: the discriminator value, or
+    (a smart union) the member's name. Empty for anything but a union of two or more members."""
+    key = _discriminator(ann)
+    members = _members(_bare_annotated(ann)) or []
+    out: dict[str, Any] = {}
+    for member in members if len(members) > 1 else []:
+        if key and _is_model(member):
+            out.update(dict.fromkeys(_tag_values(member, key), member))
+        out[getattr(member, "__name__", str(member))] = member
     return out
 
 
-def _is_map_field(model: type[BaseModel], key: str) -> bool:
+def _bare_annotated(ann: Any) -> Any:
+    return get_args(ann)[0] if get_origin(ann) is Annotated else ann
+
+
+def field_annotation(model: type[BaseModel], key: Any) -> Any:
+    """The annotation of the field a stack file calls `key` (None: no such field)."""
     for name, info in model.model_fields.items():
         if (info.alias or name) == key:
-            return getattr(info.annotation, "__origin__", None) is dict
-    return False
+            return info.annotation
+    return None
 
 
-def _model_at(path: tuple[Any, ...], root: type[BaseModel]) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = root
-    skip_key = False
-    for part in path:
-        if model is None:
-            return None
-        if isinstance(part, int) or skip_key:
-            # A list index, or the user's key of a map of models (registry.repositories.<key>).
-            skip_key = False
+def resolve(loc: Iterable[Any], root: Any) -> tuple[tuple[Any, ...], Any]:
+    """The stack-file path of an error location, and the annotation found there (None when
+    the path leaves the models): union tags are dropped, keys and indexes kept."""
+    path: list[Any] = []
+    ann: Any = root
+    for part in loc:
+        if ann is None:
+            path.append(part)
             continue
-        skip_key = _is_map_field(model, part)
-        model = _fields_of(model).get(part)
-    return model
+        tags = _by_tag(ann)
+        if part in tags:
+            ann = tags[part]
+            continue
+        bare = _bare(ann)
+        origin = get_origin(bare)
+        path.append(part)
+        if _is_model(bare):
+            ann = field_annotation(bare, part)
+        elif origin is list and isinstance(part, int):
+            ann = get_args(bare)[0]
+        elif origin is dict:
+            ann = get_args(bare)[1]
+        else:
+            ann = None
+    return tuple(path), ann
+
+
+def keys_of(model: type[BaseModel]) -> list[str]:
+    """The stack-file keys of a model, in declaration order."""
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _model_shape(model: type[BaseModel]) -> str:
+    required = [info.alias or n for n, info in model.model_fields.items() if info.is_required()]
+    optional = [k for k in keys_of(model) if k not in required]
+    if required:
+        more = f" and optionally {', '.join(optional)}" if optional else ""
+        return f"a map with {', '.join(required)}{more}"
+    return f"a map with any of {', '.join(optional)}"
+
+
+def _union_tags(ann: Any) -> tuple[str | None, list[str]]:
+    """The discriminator key of a discriminated union and its tags, in order (None, []: no such union)."""
+    key = _discriminator(ann)
+    members = _members(_bare_annotated(ann)) or []
+    if not key or len(members) < 2:
+        return None, []
+    return key, [t for m in members if _is_model(m) for t in _tag_values(m, key)]
+
+
+def expected(ann: Any, depth: int = 0) -> str:
+    """The shape a key of type `ann` takes, in the stack file's words (no class names)."""
+    key, tags = _union_tags(ann)
+    if key:
+        return f"a map with {key} (one of: {', '.join(tags)}) and that {key}'s keys"
+    bare = _bare(ann)
+    origin = get_origin(bare)
+    if _is_model(bare):
+        return _model_shape(bare) if depth < 2 else "a map"
+    if origin is list:
+        return f"a list, each item {expected(get_args(bare)[0], depth + 1)}"
+    if origin is dict:
+        return f"a map of name: value entries, each value {expected(get_args(bare)[1], depth + 1)}"
+    if origin is Literal:
+        return f"one of: {', '.join(str(v) for v in get_args(bare))}"
+    if bare is dt.datetime:
+        return "a date and time such as 2027-03-01T11:30:00Z"
+    members = _members(bare)
+    if members:
+        return " or ".join(expected(m, depth + 1) for m in members)
+    return _SCALARS.get(bare, "a value")
+
+
+# --------------------------------------------------------------------------- lines
 
 
 def format_path(loc: Iterable[Any]) -> str:
@@ -108,50 +231,63 @@ def format_path(loc: Iterable[Any]) -> str:
     return out
 
 
-def messages(err: ValidationError, root: type[BaseModel], recipes: Mapping[str, type[BaseModel]]) -> list[str]:
-    """One line per error of validating `root`; `recipes` are the models of the `workloads`
-    union, whose tag pydantic puts in the location but the stack file does not have."""
-    lines: list[str] = []
-    for e in err.errors():
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = e["msg"]
-        kind = e["type"]
-        parent_path: tuple[Any, ...] = loc[:-1]
-        model: type[BaseModel] = root
-        tag = loc[2] if loc[:1] == ("workloads",) and len(loc) >= 3 else None
-        if isinstance(tag, str) and tag in recipes:
-            model, parent_path, loc = recipes[tag], loc[3:-1], (*loc[:2], *loc[3:])
-        if kind in ("union_tag_invalid", "union_tag_not_found"):
-            loc = (*loc, "recipe")
-            msg = f"{shown(e['input'].get('recipe'))} is not a recipe; valid: {', '.join(recipes)}"
-            if kind == "union_tag_not_found":
-                msg = f"required key is missing; valid: {', '.join(recipes)}"
-        if kind == "value_error":
-            msg = msg.removeprefix("Value error, ")
-            exc = (e.get("ctx") or {}).get("error")
-            if isinstance(exc, KeyProblem):
-                loc = (*loc, exc.key)
-                msg = msg.removeprefix(f"{exc.key}: ")
-        elif kind == "extra_forbidden":
-            parent = _model_at(parent_path, model)
-            valid = sorted(_fields_of(parent)) if parent else []
-            key = str(loc[-1])
-            hint = (
-                f" (did you mean {to_camel(key)!r}? keys are camelCase)"
-                if to_camel(key) in valid and to_camel(key) != key
-                else did_you_mean(key, valid)
-            )
-            msg = f"unknown key{hint}; valid keys here: {', '.join(valid)}"
-        elif kind == "missing":
-            msg = "required key is missing"
-        elif kind == "literal_error":
-            msg = (
-                f"{shown(e['input'])} is not allowed; "
-                + msg[0].lower()
-                + msg[1:]
-                + _type_hint("string_type", e["input"])
-            )
-        elif kind in _SHOW_INPUT:
-            msg = f"{msg} (got {shown(e['input'])}){_type_hint(kind, e['input'])}"
-        lines.append(f"{format_path(loc)}: {msg}")
-    return lines
+REGION_REQUIRED = (
+    "required: the AWS region the stack deploys to (the AWS provider reads aws:region); set it with"
+    " `pulumi config set aws:region <region>` (e.g. us-west-2), or write the line `aws:region: us-west-2`"
+    " under `config:` in the stack file"
+)
+
+
+def _unknown_key(parent: Any, key: str) -> str:
+    model = _bare(parent)
+    valid = keys_of(model) if _is_model(model) else []
+    camel = to_camel(key)
+    if camel in valid and camel != key:
+        hint = f" (did you mean {camel!r}? keys are camelCase)"
+    else:
+        meant = intent(model, key) if _is_model(model) else None
+        if meant:
+            return f"unknown key: {meant}"
+        hint = did_you_mean(key, valid)
+    return f"unknown key{hint}; valid keys here: {', '.join(valid)}"
+
+
+def _line(e: Any, root: type[BaseModel]) -> str:
+    raw_loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    kind, msg, given = e["type"], e["msg"], e.get("input")
+    loc, ann = resolve(raw_loc, root)
+    if loc == ("region",) and (kind == "missing" or given is None):
+        return f"aws:region: {REGION_REQUIRED}"
+    key, tags = _union_tags(ann)
+    if kind in ("union_tag_invalid", "union_tag_not_found") and key:
+        tag = given.get(key) if isinstance(given, dict) else given
+        said = "required key is missing" if kind == "union_tag_not_found" else f"{shown(tag)} is not a {key}"
+        return f"{format_path((*loc, key))}: {said}; valid: {', '.join(tags)}"
+    if kind == "value_error":
+        msg = msg.removeprefix("Value error, ")
+        exc = (e.get("ctx") or {}).get("error")
+        if isinstance(exc, KeyProblem):
+            loc = (*loc, exc.key)
+            msg = msg.removeprefix(f"{exc.key}: ")
+    elif kind == "extra_forbidden":
+        _, parent = resolve(raw_loc[:-1], root)
+        msg = _unknown_key(parent, str(loc[-1]))
+    elif kind == "missing":
+        msg = "required key is missing"
+        if ann is not None and _is_model(_bare(ann)):
+            msg += f"; it takes {expected(ann)}"
+    elif kind == "literal_error":
+        msg = f"{shown(given)} is not allowed; " + msg[0].lower() + msg[1:] + _type_hint("string_type", given)
+    elif kind in _SHAPE_KINDS and ann is not None:
+        # An error at a union member's tag is about the whole union: say every member's shape.
+        _, parent = resolve(raw_loc[:-1], root) if raw_loc else ((), None)
+        whole = parent if parent is not None and raw_loc[-1] in _by_tag(parent) else ann
+        msg = f"expected {expected(whole)} (got {shown(given)})"
+    elif kind in _SHOW_INPUT:
+        msg = f"{msg} (got {shown(given)}){_type_hint(kind, given)}"
+    return f"{format_path(loc)}: {msg}"
+
+
+def error_lines(err: ValidationError, root: type[BaseModel]) -> list[str]:
+    """One line per error of validating `root`, named by the stack file's key path."""
+    return list(dict.fromkeys(_line(e, root) for e in err.errors()))

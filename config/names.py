@@ -17,7 +17,7 @@ from config.secrets import plain_secret
 from config.stackfile import SECRET
 from config.workloads import WorkloadConfig
 from facts import kubernetes
-from facts.names import training_job_name
+from facts.names import DEFAULT_QUEUE, training_job_name
 from facts.regions import availability_zones
 
 # --------------------------------------------------------------------------- raw values
@@ -143,6 +143,14 @@ def run_objects(workloads: Mapping[str, WorkloadConfig]) -> list[str]:
 
 
 def team_name(name: str) -> list[str]:
+    if name == DEFAULT_QUEUE:
+        # The stack without teams keeps its one volume and claim under this key (infra.storage):
+        # a team of this name would take over that volume, bound to the old `training` claim, and
+        # its own claim would never bind (the volume is Released, kept by its Retain policy).
+        return [
+            f"teams.{name}: {DEFAULT_QUEUE!r} names the queue and the shared volume of a stack without teams;"
+            " choose another team name"
+        ]
     if len(name) <= 40 and matches(DNS_LABEL_RE, name):
         return []
     return [f"teams.{name}: the team name must be 1-40 lowercase letters, digits and hyphens"]

@@ -214,7 +214,12 @@ def _one_line(e: BaseException) -> str:
 
 
 def engine_value(v: Any) -> str:
-    """A config value as the Pulumi engine hands it to the program: text, objects as JSON."""
+    """A config value as the Pulumi engine hands it to the program: text, objects as JSON. A
+    YAML null is the empty string: the CLI decodes a config value into a Go string first
+    (pulumi/pulumi sdk/go/common/resource/config/value.go, unmarshalValue), and yaml.v3 leaves
+    a string empty for null."""
+    if v is None:
+        return ""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (dict, list)):
@@ -227,13 +232,33 @@ def secret_keys(values: Mapping[str, Any]) -> list[str]:
     return [k for k, v in values.items() if v == SECRET]
 
 
+def shadows_aws(full_key: str) -> bool:
+    """A key of this program's namespace (or a bare key, which Pulumi puts there) named like an
+    AWS provider setting: `llm-training-eks:region` looks like the region but the provider reads
+    only `aws:region`, so the two could disagree unnoticed."""
+    ns, _, key = full_key.rpartition(":")
+    return ns in ("", PROJECT) and key in AWS_CONFIG_KEYS
+
+
+def _shadow_problem(full_key: str) -> str:
+    key = full_key.rpartition(":")[2]
+    return (
+        f"{full_key}: {key!r} is an AWS provider setting, read only as aws:{key}, never from this namespace:"
+        f" remove it (`pulumi config rm {full_key}`) and set aws:{key} instead"
+        f" (`pulumi config set aws:{key} <value>`)"
+    )
+
+
 def namespace_problems(values: Mapping[str, Any]) -> list[str]:
-    """Keys the program would silently ignore: a namespace that looks like ours but is not
-    (`llm-trainig-eks:workloads` drops the whole section), and `aws:` keys pulumi-aws does
-    not have (`aws:regoin`)."""
+    """Keys the program would silently ignore or misread: a namespace that looks like ours but is
+    not (`llm-trainig-eks:workloads` drops the whole section), `aws:` keys pulumi-aws does not
+    have (`aws:regoin`), and keys of ours named like the AWS provider's (`shadows_aws`)."""
     problems = []
     for full_key in values:
         ns, sep, key = full_key.rpartition(":")
+        if shadows_aws(full_key):
+            problems.append(_shadow_problem(full_key))
+            continue
         if not sep or ns == PROJECT:
             continue
         if ns == "aws":
@@ -259,7 +284,8 @@ def from_stack_values(values: Mapping[str, Any]) -> dict[str, Any]:
     reaches the program as "2.5", `protectStatefulResources: true` as "true"); both give the
     same result, because native top-level scalars are first turned into the engine's text.
     Keys of other namespaces (aws:, kubernetes:, pulumi:) are not ours and are left alone
-    (`namespace_problems` reports the ones that look like typos of ours).
+    (`namespace_problems` reports the ones that look like typos of ours); so are keys of ours
+    named like an AWS provider setting (`llm-training-eks:region`: only `aws:region` counts).
     """
     raw: dict[str, Any] = {}
     for full_key, value in values.items():
@@ -268,7 +294,7 @@ def from_stack_values(values: Mapping[str, Any]) -> dict[str, Any]:
             value = engine_value(value)
         if full_key == "aws:region":
             raw["region"] = value
-        elif ns in ("", PROJECT):
+        elif ns in ("", PROJECT) and not shadows_aws(full_key):
             if isinstance(value, str) and value[:1] in ("{", "[") and len(value) <= MAX_ENGINE_VALUE:
                 with contextlib.suppress(json.JSONDecodeError, RecursionError):
                     value = json.loads(value)

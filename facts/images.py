@@ -2,7 +2,7 @@
 
 A folder is named after its ECR repository (`<cluster>/<name>`), holds one Dockerfile and
 whatever it copies, and is built by the stack (infra/images.py, an AWS CodeBuild project per
-image) or by hand (README, "Build the images"). The tag is derived from the folder's content,
+image) or by hand (docs/training.md, "Build the images"). The tag is derived from the folder's content,
 so a changed Dockerfile is a new, immutable tag and an unchanged one is never rebuilt.
 """
 

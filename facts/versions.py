@@ -56,7 +56,7 @@ def xla_training_families(sdk: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SdkRow:
-    """One row of the README's version table."""
+    """One row of the version table in docs/training.md."""
 
     sdk: str
     pytorch: str

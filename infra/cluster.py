@@ -77,6 +77,14 @@ def node_launch_template_args(
     }
 
 
+def principal_key(arn: str) -> str:
+    """A name for an IAM principal that no other principal has: account, kind and name (IAM
+    names are unique per account and kind, whatever their path)."""
+    parts = arn.split(":", 5)
+    kind, _, path_and_name = parts[5].partition("/")
+    return f"{parts[4]}-{kind}-{path_and_name.rsplit('/', 1)[-1]}"
+
+
 def kubernetes_provider(name: str, kubeconfig: pulumi.Input[str], opts: pulumi.ResourceOptions) -> k8s.Provider:
     """The Kubernetes provider of every in-cluster resource: server-side apply (the MPIJob CRD is
     too big for client-side apply's annotation)."""
@@ -144,6 +152,7 @@ class Cluster(pulumi.ComponentResource):
         # Every Kubernetes object goes through this provider, so it waits for the deployer's path
         # to the private endpoint.
         self.api_access_rules = self._api_access()
+        self.admin_entries = self._admin_access()
         self.provider = (
             kubernetes_provider(
                 f"{name}-k8s", self.kubeconfig, pulumi.ResourceOptions(parent=self, depends_on=self.api_access_rules)
@@ -194,6 +203,39 @@ class Cluster(pulumi.ComponentResource):
             for source, label, peer in sources
         ]
 
+    def _admin_access(self) -> list[aws.eks.AccessEntry]:
+        """Cluster admin for each of `adminPrincipalArns`: an access entry and its policy
+        association, named by the principal. EKS takes one entry per principal (a second
+        CreateAccessEntry fails with 409 ResourceInUseException), so an entry keyed by list
+        position would be replaced by another principal's, create-before-delete, whenever an
+        admin above it is removed or the list reordered. pulumi-eks made these entries itself,
+        keyed `admin-<position>`; the alias to that URN keeps a stack's existing entries (taken
+        over by position, so the list must not change in the update that brings this in)."""
+        entries = []
+        for i, arn in enumerate(self._config.admin_principal_arns):
+            key, legacy = f"{self._name}-admin-{principal_key(arn)}", f"{self._name}-eks-admin-{i}"
+            entry = aws.eks.AccessEntry(
+                key,
+                cluster_name=self.name,
+                principal_arn=arn,
+                opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=legacy, parent=self.eks)]),
+            )
+            legacy_entry_urn = pulumi.resource.create_urn(legacy, "aws:eks/accessEntry:AccessEntry", parent=self.eks)
+            aws.eks.AccessPolicyAssociation(
+                f"{key}-cluster-admin",
+                cluster_name=self.name,
+                principal_arn=arn,
+                policy_arn=CLUSTER_ADMIN_POLICY,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                opts=pulumi.ResourceOptions(
+                    parent=entry,
+                    depends_on=[entry],
+                    aliases=[pulumi.Alias(name=f"{legacy}-cluster-admin", parent=legacy_entry_urn)],
+                ),
+            )
+            entries.append(entry)
+        return entries
+
     def _control_plane_role_parts(self) -> list[pulumi.Resource]:
         """Our own control-plane role (pulumi-eks would make one without the key): EKS needs to
         use the secrets key for envelope encryption, and only this key."""
@@ -221,18 +263,6 @@ class Cluster(pulumi.ComponentResource):
 
     def _control_plane(self, ctx: StackContext, network: Network, depends_on: list[pulumi.Resource]) -> eks.Cluster:
         c = self._config
-        access_entries = {
-            f"admin-{i}": eks.AccessEntryArgs(
-                principal_arn=arn,
-                access_policies={
-                    "cluster-admin": eks.AccessPolicyAssociationArgs(
-                        policy_arn=CLUSTER_ADMIN_POLICY,
-                        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                    )
-                },
-            )
-            for i, arn in enumerate(c.admin_principal_arns)
-        }
         public = bool(c.public_access_cidrs)
         anywhere = public and c.allow_public_access_from_anywhere and covers_internet(c.public_access_cidrs)
         return eks.Cluster(
@@ -250,7 +280,6 @@ class Cluster(pulumi.ComponentResource):
             encryption_config_key_arn=self.secrets_key.arn,
             service_role=self._service_role,
             authentication_mode=eks.AuthenticationMode.API,
-            access_entries=access_entries or None,
             create_oidc_provider=True,
             skip_default_node_group=True,
             skip_default_security_groups=True,

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import pulumi
 from pulumi.runtime.sync_await import _sync_await
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from config import ConfigError
 from config.checks import GroupView
@@ -38,6 +38,23 @@ AWS_LAYER_OUTPUT = "awsLayer"
 PLATFORM_OUTPUT = "platform"
 KUBECONFIG_OUTPUT = "kubeconfig"
 """The secret kubeconfig: exported by the aws layer, passed on by the cluster layer."""
+
+
+def with_declared_numbers(model: type[BaseModel], value: Any) -> Any:
+    """`value` (an output read through a stack reference) with each whole double turned into an
+    int where `model` declares an int field: the engine carries every number as a protobuf
+    double (`2` arrives as `2.0`), and the config models are strict. A fraction stays a float
+    and the model refuses it."""
+    if not isinstance(value, Mapping):
+        return value
+    out = dict(value)
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        v = out.get(key)
+        declared = {info.annotation, *get_args(info.annotation)}
+        if isinstance(v, float) and v.is_integer() and int in declared:
+            out[key] = int(v)
+    return out
 
 
 class ContractError(ConfigError):
@@ -262,7 +279,7 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
     teams = {}
     for name, value in (r.get("teams", dict) or {}).items():
         try:
-            teams[name] = TeamConfig.model_validate(value)
+            teams[name] = TeamConfig.model_validate(with_declared_numbers(TeamConfig, value))
         except ValidationError as e:
             r.problem(f"teams.{name}", str(e.errors()[0]["msg"]))
     platform = Platform(

@@ -304,5 +304,12 @@ class SharedVolume(pulumi.ComponentResource):
                 volume_name=pv.metadata.name,
                 resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size}),
             ),
-            opts=self._opts,
+            # The request is the capacity when the claim is made, and never follows it: a static
+            # volume's claim cannot grow (the PersistentVolumeClaimResize admission plugin refuses a
+            # larger request unless the StorageClass allows expansion; a claim of "" has none), so
+            # growing the file system would fail the update here. The volume's capacity follows the
+            # file system; a request below it binds, and the mount sees the whole file system.
+            opts=pulumi.ResourceOptions.merge(
+                self._opts, pulumi.ResourceOptions(ignore_changes=["spec.resources.requests.storage"])
+            ),
         )

@@ -162,7 +162,8 @@ def _first_line(text: str) -> str:
 
 
 PREFLIGHT_DENIED = (
-    "allow it (README, Preflight, lists the read actions) or skip the preflight with LLM_TRAINING_EKS_PREFLIGHT=false"
+    "allow it (docs/guardrails.md, Preflight, lists the read actions) or skip the preflight with"
+    " LLM_TRAINING_EKS_PREFLIGHT=false"
 )
 
 

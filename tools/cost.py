@@ -42,7 +42,7 @@ MONTHLY_GB_UNITS = frozenset({"GB-Mo"})
 MAX_ITEMS = 500
 """Products read per lookup at most (five pages of 100): a filter that matches more is ambiguous."""
 TABLE = f"the price table of {table.PRICES_AS_OF} (facts/prices.py)"
-DENIED_HINT = "allow it (README, Cost) for live prices"
+DENIED_HINT = "allow it (docs/guardrails.md, Cost) for live prices"
 
 
 @dataclass(frozen=True)

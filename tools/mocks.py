@@ -148,6 +148,13 @@ class Registration:
     retain_on_delete: bool
     provider: str
     inputs: dict[str, Any] = field(default_factory=dict)
+    aliases: list[str] = field(default_factory=list)
+    """URNs this resource was known by (`aliases`): the engine takes a state entry under one of
+    them as this resource's, not as a resource to delete."""
+    delete_before_replace: bool | None = None
+    """The resource's own `deleteBeforeReplace` option; None when it leaves the order to the provider."""
+    ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
 
 
 class DuplicateUrnError(Exception):
@@ -190,6 +197,12 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 retain_on_delete=bool(request.retainOnDelete),
                 provider=request.provider,
                 inputs=inputs,
+                aliases=self._alias_urns(request),
+                delete_before_replace=(
+                    bool(request.deleteBeforeReplace) if request.deleteBeforeReplaceDefined else None
+                ),
+                ignore_changes=list(request.ignoreChanges),
+                replace_on_changes=list(request.replaceOnChanges),
             )
         response = super().RegisterResource(request)
         if request.type == "eks:index:Cluster":
@@ -217,6 +230,19 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             inputs={k: v for k, v in rpc.deserialize_properties(request.properties).items() if v is not None},
         )
         return super().ReadResource(request)
+
+    def _alias_urns(self, request: Any) -> list[str]:
+        """The URNs of a registration's aliases, as the engine computes them from alias specs (a
+        spec leaves out what stays the same: name, type, parent)."""
+        urns = list(request.aliasURNs)
+        for alias in request.aliases:
+            if alias.urn:
+                urns.append(alias.urn)
+                continue
+            spec = alias.spec
+            parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+            urns.append(self.make_urn(parent, spec.type or request.type, spec.name or request.name))
+        return sorted(set(urns))
 
     def _refuse_duplicate(self, urn: str) -> None:
         if urn in self.registrations or urn in self.resources:

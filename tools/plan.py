@@ -8,8 +8,9 @@ the planned resources. Exit 0 on success, 2 on invalid config (one line per prob
 stderr, naming the key), 1 on a mandatory policy violation (one line per violation on
 stderr, after the plan) or any other failure. The JSON format is one object:
 `{"stack", "resources": [{"urn", "type", "name", "custom", "parent", "dependencies",
-"protect", "retainOnDelete", "provider", "inputs"}], "outputs", "cost", "policy"}` (`provider`:
-the URN of the provider a custom resource uses).
+"protect", "retainOnDelete", "aliases", "deleteBeforeReplace", "ignoreChanges", "provider", "inputs"}],
+"outputs", "cost", "policy"}` (`provider`: the URN of the provider a custom resource uses;
+`aliases`: the URNs the resource was known by).
 
 A layered stack (`layer: cluster` or `runs`) reads its lower stack's outputs: from the offline
 plan of `Pulumi.<lower stack>.yaml` beside it (planned first, recursively), or from
@@ -162,6 +163,9 @@ def planned_resources(monitor: mocks.RecordingMonitor) -> list[dict[str, Any]]:
             "dependencies": r.dependencies,
             "protect": r.protect,
             "retainOnDelete": r.retain_on_delete,
+            "aliases": r.aliases,
+            "deleteBeforeReplace": r.delete_before_replace,
+            "ignoreChanges": r.ignore_changes,
             "provider": r.provider.rsplit("::", 1)[0] if r.provider else None,
             "inputs": _plain(r.inputs),
         }

@@ -14,14 +14,21 @@ scale-down drains it), and (Capacity Blocks) ends when `endsAt` says, with the s
 and after the block's start; a Capacity Block group is at desired size 0
 before its Kubernetes version changes; the identity running Pulumi is not listed again in
 `adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
-instance family covers the node groups at their maximum size; with an existing VPC, that the VPC
-resolves DNS and gives hostnames, each subnet exists in that VPC and in the AZ it is keyed by with
-the free addresses the plan needs, and its named route tables and security groups are in it; and
-that each named placement group exists, is a cluster group and is in its node group's AZ
+instance family covers the node groups at their desired size, with a warning (and the request that
+fixes it) when it does not reach their maximum size (tools/quotas.py); with an existing VPC, that the
+VPC resolves DNS and gives hostnames, each subnet exists in that VPC and in the AZ it is keyed by
+with the free addresses the plan needs, and its named route tables and security groups are in it;
+and that each named placement group exists, is a cluster group and is in its node group's AZ
 (tools/network_checks.py).
 
-Exit 0 when every check passes, 1 with one line per failing check, 2 on bad config or when AWS
-cannot be asked (no network, no or expired credentials, a denied read): one line, no traceback.
+A deployed stack's day-2 edits are held against what is deployed: `cluster.kubernetesVersion`
+moves one minor version at a time, forward (the system node group's version, which follows the
+control plane).
+
+Exit 0 when every check passes (warnings included, printed to stderr as `WARN` lines), 1 with one
+line per failing check, 2 on bad config (a day-2 edit the deployed stack cannot take included) or
+when AWS cannot be asked (no network, no or expired credentials, a denied read): one line, no
+traceback.
 The command line asks with boto3 (`--profile`, default the environment's, as the stack's AWS
 provider; the region is the stack's `aws:region`). The same checks run at the start of a real
 `pulumi preview`/`up` (`gate`, from `__main__.py`) through the stack's own AWS provider
@@ -33,7 +40,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,24 +49,21 @@ from pulumi.runtime import settings
 
 from config.stack import StackConfig
 from facts import instances
+from facts.names import SYSTEM_NODE_GROUP
+from facts.quotas import QUOTA_CODES
 from infra.context import StackContext, aws_provider
 from tools.account import Account, AccountError
 from tools.account_boto3 import Boto3Account
 from tools.account_invokes import ProviderAccount
 from tools.cli import add_stack_arguments, load_stack_config
 from tools.network_checks import check_placement_groups, check_vpc
+from tools.quotas import check_quotas
 from tools.reservations import Finding, check_reservations
 
-# Service Quotas codes of "Running On-Demand <family> instances" (vCPUs), service code ec2:
-# L-1216C47A Standard (A, C, D, H, I, M, R, T, Z) (AWS CLI user guide, service-quotas
-# examples); L-417A185B P; L-2C3B7624 Trn (names as ListServiceQuotas returns them).
-QUOTA_CODES = {
-    "standard": ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
-    "p": ("L-417A185B", "Running On-Demand P instances"),
-    "trn": ("L-2C3B7624", "Running On-Demand Trn instances"),
-}
+DAY2 = "day2"
+"""Findings of this kind refuse a config edit the deployed stack cannot take in place (exit 2)."""
 
-__all__ = ["Finding", "check_reservations", "gate", "main", "run_checks"]
+__all__ = ["QUOTA_CODES", "Finding", "check_quotas", "check_reservations", "gate", "main", "run_checks"]
 
 
 def check_offerings(account: Account, cfg: StackConfig) -> list[Finding]:
@@ -119,6 +122,37 @@ def check_capacity_block_upgrades(account: Account, cfg: StackConfig) -> list[Fi
     return out
 
 
+def _minor(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor.split(".")[0] or 0)
+
+
+def check_version_step(account: Account, cfg: StackConfig) -> list[Finding]:
+    """EKS updates a cluster one minor version at a time, never back (EKS user guide,
+    update-cluster; tests/upstream/aws-eks-update-cluster-2024-12.yaml). The deployed version is
+    the system node group's: it follows the control plane in every update of this program, and
+    UpdateClusterVersion needs every managed group at the cluster's version before it moves."""
+    subject = "cluster.kubernetesVersion"
+    found = account.node_group(cfg.cluster.name, SYSTEM_NODE_GROUP)
+    if found is None:
+        return [Finding(DAY2, subject, True, "not deployed yet")]
+    deployed, wanted = _minor(found.version), _minor(cfg.cluster.kubernetes_version)
+    step = (wanted[0] - deployed[0]) * 100 + wanted[1] - deployed[1]
+    if 0 <= step <= 1:
+        return [Finding(DAY2, subject, True, f"{found.version} -> {cfg.cluster.kubernetes_version}")]
+    if step < 0:
+        message = (
+            f"{cfg.cluster.kubernetes_version} is below the deployed {found.version}; EKS never downgrades a cluster"
+        )
+    else:
+        nxt = f"{deployed[0]}.{deployed[1] + 1}"
+        message = (
+            f"{cfg.cluster.kubernetes_version} is {step} minor versions past the deployed {found.version}; EKS updates"
+            f" one minor version at a time: set {nxt} and `pulumi up`, then the next one"
+        )
+    return [Finding(DAY2, subject, False, message)]
+
+
 def check_admin_entries(account: Account, cfg: StackConfig) -> list[Finding]:
     """pulumi-eks creates the cluster with bootstrapClusterCreatorAdminPermissions, so the
     identity running `pulumi up` already has an access entry; listing it again in
@@ -144,41 +178,6 @@ def check_admin_entries(account: Account, cfg: StackConfig) -> list[Finding]:
     return [Finding("admins", subject, True, f"the deployer ({arn}) is not listed again")]
 
 
-def quota_family(instance_type: str) -> str:
-    family = instance_type.split(".", 1)[0]
-    if family.startswith("trn"):
-        return "trn"
-    if family.startswith("p"):
-        return "p"
-    return "standard"
-
-
-def check_quotas(account: Account, cfg: StackConfig) -> list[Finding]:
-    """The On-Demand vCPU quota of each family covers the node groups at maximum size.
-    ODCR instances count against it; Capacity Blocks and spot do not."""
-    need: dict[str, int] = defaultdict(int)
-    s = cfg.system_node_group
-    need[quota_family(s.instance_type)] += instances.get(s.instance_type).vcpus * s.max
-    for ng in cfg.node_groups:
-        if ng.capacity.type in ("on-demand", "reservation"):
-            need[quota_family(ng.instance_type)] += ng.instance.vcpus * ng.max
-    out = []
-    for family, vcpus in sorted(need.items()):
-        code, name = QUOTA_CODES[family]
-        value = account.quota(code)
-        subject = f"{code} ({name})"
-        if value >= vcpus:
-            out.append(Finding("quota", subject, True, f"{value:g} vCPUs >= {vcpus} needed"))
-            continue
-        message = (
-            f"{value:g} vCPUs < {vcpus} needed at maximum size: request an increase "
-            f"(aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-            f"--desired-value {vcpus})"
-        )
-        out.append(Finding("quota", subject, False, message))
-    return out
-
-
 def run_checks(
     account: Account, cfg: StackConfig, *, margin_hours: float | None = None, now: dt.datetime | None = None
 ) -> list[Finding]:
@@ -192,6 +191,7 @@ def run_checks(
         *check_reservations(account, cfg, now, margin_hours),
         *check_placement_groups(account, cfg),
         *check_capacity_block_upgrades(account, cfg),
+        *check_version_step(account, cfg),
         *check_admin_entries(account, cfg),
         *check_quotas(account, cfg),
     ]
@@ -204,8 +204,9 @@ def under_mocks() -> bool:
 
 def gate(cfg: StackConfig, account: Account | None = None) -> None:
     """Run preflight inside a real `pulumi preview`/`up`, through the stack's own AWS provider:
-    log each failing check (or the one reason AWS could not be asked) as a Pulumi error and stop
-    with RunError before any other resource is declared."""
+    log each warning as a Pulumi warning, each failing check (or the one reason AWS could not be
+    asked) as a Pulumi error, and stop with RunError on a failure before any other resource is
+    declared."""
     if account is None:
         account = ProviderAccount(aws_provider(StackContext.from_config(cfg)))
     try:
@@ -213,6 +214,9 @@ def gate(cfg: StackConfig, account: Account | None = None) -> None:
     except AccountError as e:
         pulumi.log.error(f"preflight: {e}")
         raise pulumi.RunError("preflight could not ask AWS; nothing was created") from None
+    for f in findings:
+        if f.warning:
+            pulumi.log.warn(f"preflight: {f.line()}")
     failing = [f for f in findings if not f.ok]
     for f in failing:
         pulumi.log.error(f.line())
@@ -266,11 +270,14 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         print(f"error: {e}", file=stderr)
         return 2
     for f in findings:
-        if f.ok:
+        if f.ok and not f.warning:
             print(f.line(), file=stdout)
-    failing = [f for f in findings if not f.ok]
-    for f in failing:
+    # Warnings and failures go to stderr, so they show when stdout is piped or silenced.
+    for f in [f for f in findings if f.warning] + [f for f in findings if not f.ok]:
         print(f.line(), file=stderr)
+    failing = [f for f in findings if not f.ok]
+    if any(f.check == DAY2 for f in failing):
+        return 2  # the config asks for an edit the deployed stack cannot take: bad input
     return 1 if failing else 0
 
 

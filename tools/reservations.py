@@ -42,15 +42,19 @@ GONE = frozenset({"expired", "cancelled", "failed", "payment-failed", "unsupport
 
 @dataclass(frozen=True)
 class Finding:
-    """The outcome of one check; a failing one says what to do."""
+    """The outcome of one check; a failing one says what to do. A warning passes (`ok`) but says
+    what will fail later and how to prevent it."""
 
     check: str
     subject: str
     ok: bool
     message: str
+    warning: bool = False
 
     def line(self) -> str:
-        return f"{'ok' if self.ok else 'FAIL'} {self.check} {self.subject}: {self.message}"
+        """`ok`, `WARN` or `FAIL`, the check, its subject and the message, on one line."""
+        status = "FAIL" if not self.ok else "WARN" if self.warning else "ok"
+        return f"{status} {self.check} {self.subject}: {self.message}"
 
 
 def iso(v: Any) -> str:

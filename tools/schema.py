@@ -2,7 +2,7 @@
 
     python -m tools.schema [--write]      (make schema)
 
-Editors complete and check a stack file against it (README, "Editor completion"): the keys of
+Editors complete and check a stack file against it (docs/configuration.md, "Editor completion"): the keys of
 every section, their types, defaults, allowed values and descriptions, as `config/` defines
 them. The schema only helps while typing; `config.parse` stays the judge (cross-section rules,
 AWS's own patterns). Generated, committed as schema/stack-config.schema.json, and held current

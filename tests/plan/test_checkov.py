@@ -1,6 +1,6 @@
 """checkov's Kubernetes checks over every object of every example stack and every pod they make
 (the MPIJobs' launcher and worker pods as mpi-operator creates them): every failure is one the
-README lists as deliberate for training, with its reason, and every listed one still happens.
+docs/security.md lists as deliberate for training, with its reason, and every listed one still happens.
 
 checkov runs from its own virtualenv (`make checkov`, requirements-checkov.txt): its pins clash
 with requirements.txt. Without it this test skips with one line; `make test` installs it.
@@ -24,19 +24,20 @@ from tools import plan as plan_mod
 
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 PINNED = re.search(r"^checkov==(\S+)$", (ROOT / "requirements-checkov.txt").read_text(), re.M)
-SECTION = "### Checks skipped deliberately for training"
+SECTION = "## Checks skipped deliberately for training"
+PAGE = ROOT / "docs" / "security.md"
 
 
 def readme_exceptions() -> dict[str, set[str]]:
-    """Check ID -> the pods (by role) the README says fail it on purpose."""
-    text = (ROOT / "README.md").read_text()
+    """Check ID -> the pods (by role) docs/security.md says fail it on purpose."""
+    text = PAGE.read_text()
     body = text.split(SECTION, 1)[1].split("\n#", 1)[0]
     out: dict[str, set[str]] = {}
     for line in body.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         m = re.fullmatch(r"`(CKV2?_K8S_\d+)`", cells[0]) if len(cells) == 3 else None
         if m:
-            assert cells[2], f"{m.group(1)}: the README row needs its reason"
+            assert cells[2], f"{m.group(1)}: the docs row needs its reason"
             out[m.group(1)] = {role.strip() for role in cells[1].split(",")}
     return out
 
@@ -91,6 +92,6 @@ def test_checkov_finds_only_the_failures_the_readme_lists(tmp_path: Path) -> Non
         for check, roles in found.items()
         for role in roles - allowed.get(check, set())
     )
-    assert not unexpected, "checkov failures the README does not list as deliberate:\n" + "\n".join(unexpected)
+    assert not unexpected, "checkov failures docs/security.md does not list as deliberate:\n" + "\n".join(unexpected)
     stale = sorted(f"{check} {role}" for check, roles in allowed.items() for role in roles - found.get(check, set()))
-    assert not stale, "README rows for failures checkov no longer finds:\n" + "\n".join(stale)
+    assert not stale, "docs/security.md rows for failures checkov no longer finds:\n" + "\n".join(stale)

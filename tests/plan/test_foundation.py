@@ -135,12 +135,17 @@ def test_public_endpoint_only_for_listed_cidrs_and_admins_get_access_entries() -
             }
         },
     )
-    (eks,) = resources(run_plan(values), "eks:index:Cluster")
+    plan = run_plan(values)
+    (eks,) = resources(plan, "eks:index:Cluster")
     i = eks["inputs"]
     assert i["endpointPublicAccess"] is True and i["publicAccessCidrs"] == ["203.0.113.0/24"]
-    (entry,) = i["accessEntries"].values()
-    assert entry["principalArn"] == "arn:aws:iam::123456789012:role/platform-admin"
-    assert entry["accessPolicies"]["cluster-admin"]["policyArn"].endswith("AmazonEKSClusterAdminPolicy")
+    # The project's own entries, keyed by principal (not pulumi-eks's, keyed by position).
+    assert "accessEntries" not in i
+    (entry,) = resources(plan, "aws:eks/accessEntry:AccessEntry")
+    (assoc,) = resources(plan, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    assert entry["inputs"]["principalArn"] == "arn:aws:iam::123456789012:role/platform-admin"
+    assert entry["name"] == "cluster-admin-123456789012-role-platform-admin"
+    assert assoc["inputs"]["policyArn"].endswith("AmazonEKSClusterAdminPolicy")
 
 
 def test_world_open_endpoint_only_on_purpose() -> None:

@@ -4,7 +4,9 @@ touch only the layer they belong to.
 
 trn1-llama2 (all-in-one) and trn1-llama2-aws / -cluster / -runs (layered) describe the same
 environment; the layered aws stack adds the in-VPC CI runner, which is also its path to the API
-(the all-in-one stack opens the public endpoint to one address instead).
+(the all-in-one stack opens the public endpoint to one address instead). trn1-shared and its
+three layers are an environment with teams: the runs layer reads the teams through the cluster
+layer's `platform` output.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from tools import plan as plan_mod
 
 ALL = "trn1-llama2"
 LAYERED = {"aws": "trn1-llama2-aws", "cluster": "trn1-llama2-cluster", "runs": "trn1-llama2-runs"}
+ENVIRONMENTS = {env: {layer: f"{env}-{layer}" for layer in LAYERED} for env in (ALL, "trn1-shared")}
+"""Each all-in-one example stack that has a layered twin, with its three layers."""
 READS = "pulumi:pulumi:StackReference"
 TRAINING_RUN = component_type("workloads", "TrainingRun")
 
@@ -72,10 +76,11 @@ def layer_of() -> dict[tuple[str, str], str]:
 # --------------------------------------------------------------------------- the split
 
 
-def test_the_three_layers_declare_exactly_the_all_in_one_stack() -> None:
-    whole = by_key(ALL)
+@pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
+def test_the_three_layers_declare_exactly_the_all_in_one_stack(env: str) -> None:
+    whole, layered = by_key(env), ENVIRONMENTS[env]
     split: dict[tuple[str, str], dict[str, Any]] = {}
-    for stack in LAYERED.values():
+    for stack in layered.values():
         split.update({k: r for k, r in by_key(stack).items() if r["type"] != READS})
     runner = {k for k, r in split.items() if "ci-runner" in r["urn"]}
     assert runner, "the layered aws stack declares the in-VPC CI runner"
@@ -90,18 +95,20 @@ def test_the_three_layers_declare_exactly_the_all_in_one_stack() -> None:
         k
         for k in whole
         if component_type("infra", "ImageBuilds") not in whole[k]["urn"]  # they name the repositories built
-        if without_api_path(normalized(whole[k]["inputs"], ALL))
-        != without_api_path(normalized(split[k]["inputs"], next(s for s in LAYERED.values() if k in by_key(s))))
+        if without_api_path(normalized(whole[k]["inputs"], env))
+        != without_api_path(normalized(split[k]["inputs"], next(s for s in layered.values() if k in by_key(s))))
     ]
     assert not differ, f"inputs differ between the all-in-one and the layered stacks: {differ}"
 
 
-def test_each_layer_reads_its_lower_stack_and_only_that() -> None:
-    reads = {layer: [r for r in stack_plan(s)["resources"] if r["type"] == READS] for layer, s in LAYERED.items()}
+@pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
+def test_each_layer_reads_its_lower_stack_and_only_that(env: str) -> None:
+    layered = ENVIRONMENTS[env]
+    reads = {layer: [r for r in stack_plan(s)["resources"] if r["type"] == READS] for layer, s in layered.items()}
     assert reads["aws"] == []
     for layer, lower in (("cluster", "aws"), ("runs", "cluster")):
         (ref,) = reads[layer]
-        assert ref["inputs"]["name"] == f"organization/{PROJECT}/{LAYERED[lower]}"
+        assert ref["inputs"]["name"] == f"organization/{PROJECT}/{layered[lower]}"
 
 
 def test_the_aws_layer_never_needs_the_kubernetes_api() -> None:
@@ -264,6 +271,27 @@ def test_the_lower_outputs_can_come_from_a_recorded_file(tmp_path: Path) -> None
     assert plan is not None and _changed(stack_plan(LAYERED["runs"]), plan) == set()
     outputs = stack_plan(LAYERED["cluster"])["outputs"]
     assert outputs[layers.KUBECONFIG_OUTPUT] == SECRET, "recorded like `pulumi stack output --json` prints secrets"
+
+
+def test_the_runs_layer_reads_its_cluster_layers_teams(tmp_path: Path) -> None:
+    """Numbers cross a stack reference as doubles (the engine's protobuf Value: a team's `nodes:
+    2` arrives as 2.0); the runs layer reads them as the contract declares them, from the
+    offline plan of the cluster stack and from a recorded `pulumi stack output --json` alike."""
+    cluster, runs = ENVIRONMENTS["trn1-shared"]["cluster"], ENVIRONMENTS["trn1-shared"]["runs"]
+    teams = stack_plan(cluster)["outputs"][layers.PLATFORM_OUTPUT]["teams"]
+    assert teams["research"] == {"nodeGroup": "trn1", "nodes": 2, "borrowingLimitNodes": 2, "priority": 10}
+    recorded = tmp_path / "cluster-outputs.json"
+    recorded.write_text(json.dumps(stack_plan(cluster)["outputs"]))
+    for extra in ((), ("--lower-outputs", str(recorded))):
+        code, plan, err = _plan_file(ROOT / f"Pulumi.{runs}.yaml", *extra)
+        assert code == 0, err
+        assert plan is not None and _changed(stack_plan(runs), plan) == set()
+    # A fraction is no whole number of nodes: still refused, naming the key.
+    broken = copy.deepcopy(stack_plan(cluster)["outputs"])
+    broken[layers.PLATFORM_OUTPUT]["teams"]["research"]["nodes"] = 2.5
+    recorded.write_text(json.dumps(broken))
+    code, _, err = _plan_file(ROOT / f"Pulumi.{runs}.yaml", "--lower-outputs", str(recorded))
+    assert code == 2 and "platform.teams.research: Input should be a valid integer" in err, err
 
 
 def test_a_broken_seam_stops_the_upper_layer_with_exit_2(tmp_path: Path) -> None:

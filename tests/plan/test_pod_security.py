@@ -120,7 +120,7 @@ def test_the_operator_leaves_the_pod_security_settings_as_the_template_has_them(
 
 def test_read_only_root_file_systems_where_the_process_is_known() -> None:
     """CKV_K8S_22: the image check, TensorBoard and the directory step run read-only (with an
-    emptyDir on /tmp where they write); the README lists the others and why."""
+    emptyDir on /tmp where they write); docs/security.md lists the others and why."""
     for _, pod in all_pods():
         read_only = all(c["securityContext"]["readOnlyRootFilesystem"] for c in pod.spec["containers"])
         assert read_only == (pod.role in {"image check", "TensorBoard", "directory step"}), pod.name
@@ -238,7 +238,7 @@ def test_the_vpc_cni_enforces_network_policies() -> None:
                 assert json.loads(r["inputs"]["configurationValues"]) == eks["configuration_values"], stack
 
 
-def test_readme_lists_the_root_and_capability_exceptions() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_security_docs_list_the_root_and_capability_exceptions() -> None:
+    page = (ROOT / "docs" / "security.md").read_text()
     for capability in security.WORKER_CAPABILITIES:
-        assert capability in readme, capability
+        assert capability in page, capability

@@ -1,6 +1,6 @@
 """Delivery: the workflows and the layers agree, and every `pulumi` command line exists.
 
-- Every `pulumi ...` command in the workflows and the README uses only flags the pinned CLI
+- Every `pulumi ...` command in the workflows, the README and docs/ uses only flags the pinned CLI
   defines (tests/upstream/pulumi-cli-3.259.0.yaml, read from its cobra commands), and every
   action input exists at the pinned action commit.
 - Pull requests save an update plan per stack with the policy pack; the deploy applies
@@ -101,9 +101,9 @@ def scripts() -> Iterator[tuple[str, str]]:
         for name, _job, step in _steps(_load(path)):
             if "run" in step:
                 yield f"{path.name}:{name}", step["run"]
-    readme = (ROOT / "README.md").read_text()
-    for i, block in enumerate(re.findall(r"```sh\n(.*?)```", readme, re.S)):
-        yield f"README.md sh block {i}", block
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for i, block in enumerate(re.findall(r"```sh\n(.*?)```", page.read_text(), re.S)):
+            yield f"{page.relative_to(ROOT)} sh block {i}", block
 
 
 def test_the_flag_checker_catches_what_does_not_exist() -> None:

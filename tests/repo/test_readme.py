@@ -1,5 +1,6 @@
-"""README.md stays true: its config reference matches the config models, and its
-architecture diagram matches the offline plan of the dev stack."""
+"""README.md and docs/ stay true: the configuration reference (docs/configuration.md) matches the
+config models, the README's architecture diagram matches the offline plan of the dev stack, and
+the deploy walkthroughs keep their order."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from tests.conftest import ROOT, stack_plan
 from tools import diagram
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+CONFIG_PAGE = DOCS / "configuration.md"
 REFERENCE = "Configuration reference"
 
 
@@ -81,7 +84,7 @@ def model_keys(model: type[BaseModel] = config.StackConfig, prefix: str = "") ->
 
 def reference_section(text: str) -> str:
     m = re.search(rf"^## {REFERENCE}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    assert m, f"README.md has no '## {REFERENCE}' section"
+    assert m, f"docs/configuration.md has no '## {REFERENCE}' section"
     return m.group(1)
 
 
@@ -132,17 +135,17 @@ def test_walker_sees_nested_models_lists_and_unions() -> None:
 
 def test_every_config_key_is_documented_and_nothing_else() -> None:
     leaves, containers = model_keys()
-    documented = set(reference_rows(README.read_text()))
+    documented = set(reference_rows(CONFIG_PAGE.read_text()))
     missing = sorted(leaves - documented)
     extra = sorted(documented - leaves - containers)
     assert not missing and not extra, (
-        f"README '{REFERENCE}' is out of date with the config models (config/).\n"
+        f"docs/configuration.md '{REFERENCE}' is out of date with the config models (config/).\n"
         f"  missing (add a row): {missing}\n  not in the models (remove or fix): {extra}"
     )
 
 
 def test_every_row_has_type_default_and_meaning() -> None:
-    for key, cells in reference_rows(README.read_text()).items():
+    for key, cells in reference_rows(CONFIG_PAGE.read_text()).items():
         assert len(cells) == 4 and all(cells[1:]), f"{key}: needs type, default and meaning: {cells}"
 
 
@@ -170,7 +173,7 @@ def _field(path: str) -> Any:
 
 def test_documented_scalar_defaults_and_types_match_the_models() -> None:
     leaves, _ = model_keys()
-    for key, cells in reference_rows(README.read_text()).items():
+    for key, cells in reference_rows(CONFIG_PAGE.read_text()).items():
         if key not in leaves or key == "aws:region":
             continue
         info = _field(key)
@@ -188,7 +191,7 @@ def test_documented_scalar_defaults_and_types_match_the_models() -> None:
         if isinstance(default, bool):
             assert f"`{str(default).lower()}`" in cells[2], f"{key}: default is {default}"
         elif isinstance(default, (int, str)) and default != "":
-            assert f"`{default}`" in cells[2], f"{key}: default is {default!r}, README says {cells[2]}"
+            assert f"`{default}`" in cells[2], f"{key}: default is {default!r}, docs/configuration.md says {cells[2]}"
 
 
 def test_the_row_parser_reads_two_keys_in_one_row() -> None:
@@ -223,8 +226,8 @@ def test_readme_names_the_commands(command: str) -> None:
 
 
 def test_real_deploy_commands_are_in_order() -> None:
-    text = README.read_text()
-    section = text[text.index("### Quick start: one stack from your machine") :]
+    text = (DOCS / "deploy.md").read_text()
+    section = text[text.index("## Quick start: one stack from your machine") :]
     order = [
         "make venv",
         "pulumi login",
@@ -241,9 +244,9 @@ def test_real_deploy_commands_are_in_order() -> None:
 
 
 def test_the_layered_walkthrough_goes_from_an_empty_account_up_the_layers() -> None:
-    text = README.read_text()
-    section = text[text.index("### From an empty account to a running training run") :]
-    section = section[: section.index("### Day 2")]
+    text = (DOCS / "layered-and-ci.md").read_text()
+    section = text[text.index("## From an empty account to a running training run") :]
+    section = section[: section.index("## Day 2")]
     rows = [line for line in section.splitlines() if re.match(r"^\| \d ", line)]
     assert [int(r.split("|")[1]) for r in rows] == list(range(1, len(rows) + 1))
     where = {int(r.split("|")[1]): r.split("|")[3] for r in rows}
@@ -252,6 +255,11 @@ def test_the_layered_walkthrough_goes_from_an_empty_account_up_the_layers() -> N
     assert "GitHub-hosted" in where[first["aws"]]
     assert "in-VPC" in where[first["cluster"]] and "in-VPC" in where[first["runs"]]
     assert not any("inside the VPC" in w and "runner" not in w for w in where.values())
+    # One pull request per layer, each after the layer below is deployed; images are built by the
+    # aws layer (CodeBuild), so no step pushes one by hand.
+    prs = [n for n, r in enumerate(rows, 1) if "Pull request" in r]
+    assert prs == [first["aws"], first["cluster"], first["runs"]], prs
+    assert not any("Push the" in r or "docker push" in r for r in rows)
 
 
 LAYER_ORDER = ("aws", "cluster", "runs")

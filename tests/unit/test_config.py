@@ -83,7 +83,7 @@ BAD_CONFIGS = [
     ("nodegroups-not-a-list", lambda v: v.update({NG: {"name": "trn1"}}), "nodeGroups:", "list"),
     ("root-volume-too-small", _set_ng(rootVolumeSizeGiB=20), "nodeGroups[0].rootVolumeSizeGiB:", "greater than"),
     ("placement-group-not-bool", _set_ng(placementGroup="maybe"), "nodeGroups[0].placementGroup:", "boolean"),
-    ("missing-region", lambda v: v.pop("aws:region"), "aws:region:", "string"),
+    ("missing-region", lambda v: v.pop("aws:region"), "aws:region:", "required"),
     ("bad-region", lambda v: v.update({"aws:region": "mars-1"}), "aws:region:", "region"),
     (
         "public-endpoint-anywhere",

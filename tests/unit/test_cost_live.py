@@ -161,7 +161,7 @@ def test_each_fallback_is_said_with_its_items_and_why(tmp_path: Path):
     result, lines = run(path, tools_cost.PriceListPrices(client, REGION))
     stub.assert_no_pending_responses()
     system = cfg.system_node_group.instance_type
-    denied = "the AWS identity may not call pricing:GetProducts (AccessDeniedException): allow it (README, Cost) for live prices"
+    denied = "the AWS identity may not call pricing:GetProducts (AccessDeniedException): allow it (docs/guardrails.md, Cost) for live prices"
     assert [(f["items"], f["priced"]) for f in result["priceFallbacks"]] == [
         (["eks-control-plane"], "the EKS control plane (standard support) in us-west-2"),
         (["node-group/system"], f"EC2 {system} Linux on-demand in us-west-2"),

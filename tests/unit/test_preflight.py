@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 import config
+from tests import upstream
 from tests.conftest import API_PATH, BASE, MINIMAL
 from tests.unit.preflight_sources import NOW, reservation
 from tools import preflight
@@ -172,10 +173,6 @@ def test_quota_ignores_capacity_blocks():
 # --------------------------------------------------------------------------- all together and the CLI
 
 
-EKS = None
-"""No Capacity Block group in these stacks: the EKS client is never called."""
-
-
 def sts_client(arn: str = "arn:aws:sts::123456789012:assumed-role/deployer/ci-session") -> Any:
     """STS answering GetCallerIdentity once (Stubber, the real response shape)."""
     sts = boto3.client("sts", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
@@ -199,7 +196,12 @@ def test_all_good_exit_0(tmp_path: Path):
     stack.write_text(json.dumps({"config": {**BASE, **MINIMAL}}))
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 1024})
     session = Session(
-        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": sts_client()}
+        **{
+            "ec2": boto3.client("ec2", region_name="us-west-2"),
+            "service-quotas": sq,
+            "eks": boto3.client("eks", region_name="us-west-2"),
+            "sts": sts_client(),
+        }
     )
     out, err = io.StringIO(), io.StringIO()
     assert preflight.main(["--config-file", str(stack)], stdout=out, stderr=err, session=session) == 0
@@ -214,7 +216,12 @@ def test_failing_check_exit_1_one_line_each(tmp_path: Path):
     stack.write_text(json.dumps({"config": {**BASE, "llm-training-eks:nodeGroups": [group]}}))
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
     session = Session(
-        **{"ec2": boto3.client("ec2", region_name="us-west-2"), "service-quotas": sq, "eks": EKS, "sts": sts_client()}
+        **{
+            "ec2": boto3.client("ec2", region_name="us-west-2"),
+            "service-quotas": sq,
+            "eks": boto3.client("eks", region_name="us-west-2"),
+            "sts": sts_client(),
+        }
     )
     err = io.StringIO()
     assert preflight.main(["--config-file", str(stack)], stdout=io.StringIO(), stderr=err, session=session) == 1
@@ -334,3 +341,46 @@ def test_the_deployer_is_not_listed_as_admin_again(admins: list[str], ok: bool):
     cfg = config.parse({"region": "us-west-2", "cluster": {**API_PATH, "adminPrincipalArns": admins}})
     (finding,) = preflight.check_admin_entries(account(sts=sts_client()), cfg)
     assert finding.ok is ok
+
+
+def _eks_system_group(version: str | None) -> Any:
+    eks = boto3.client("eks", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(eks)
+    if version is None:
+        stub.add_client_error("describe_nodegroup", "ResourceNotFoundException")
+    else:
+        group = {"nodegroupName": "system", "version": version, "scalingConfig": {"desiredSize": 2}}
+        stub.add_response(
+            "describe_nodegroup", {"nodegroup": group}, {"clusterName": "llm-training", "nodegroupName": "system"}
+        )
+    stub.activate()
+    return eks
+
+
+@pytest.mark.parametrize(
+    ("deployed", "wanted", "ok"),
+    [
+        (None, "1.36", True),
+        ("1.35", "1.35", True),
+        ("1.35", "1.36", True),
+        ("1.34", "1.36", False),
+        ("1.36", "1.35", False),
+    ],
+)
+def test_kubernetes_version_moves_one_minor_at_a_time(deployed: str | None, wanted: str, ok: bool):
+    """Issue 20 item 24: 1.34 -> 1.36 is refused, naming the key and the next step (EKS user guide,
+    update-cluster: one minor version at a time)."""
+    facts = upstream.facts("aws-eks-update-cluster-2024-12")
+    # A 1.36 stack names the add-on versions facts/eks_addons.py records none of for 1.36.
+    named = {
+        "vpcCni": "v1.22.4-eksbuild.3",
+        "podIdentityAgent": "v1.3.10-eksbuild.3",
+        "nodeMonitoringAgent": "v1.6.4-eksbuild.1",
+    }
+    addons = {"eksAddonVersions": named} if wanted == "1.36" else {}
+    cfg = config.parse({"region": "us-west-2", "cluster": {**API_PATH, "kubernetesVersion": wanted}, "addons": addons})
+    (finding,) = preflight.check_version_step(account(eks=_eks_system_group(deployed)), cfg)
+    assert finding.ok is ok and finding.subject == "cluster.kubernetesVersion"
+    if deployed == "1.34" and not ok:
+        assert facts["minor_steps_per_update"] == 1
+        assert "set 1.35 and `pulumi up`, then the next one" in finding.message

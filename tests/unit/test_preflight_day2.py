@@ -292,6 +292,8 @@ def test_the_gate_asks_through_the_provider_the_stack_then_uses():
         ),
         TOKENS["caller"]: wire(aws.GetCallerIdentityResult, arn="arn:aws:iam::123456789012:user/deployer", id="x"),
         TOKENS["quota"]: lambda args: wire(aws.servicequotas.GetServiceQuotaResult, value=4096.0, id=args["quotaCode"]),
+        # Not deployed yet: no cluster, so no deployed Kubernetes version to step from.
+        TOKENS["clusters"]: wire(aws.eks.GetClustersResult, id="us-west-2", names=[]),
     }
     mocks = InvokeMocks(answers)
 

@@ -189,7 +189,8 @@ GO_ERRORS = {
         " error StatusCode: 403, RequestID: 6b2a6b6e, api error UnauthorizedOperation: You are not authorized to"
         " perform this operation.",
         "preflight: the AWS identity may not call ec2:DescribeInstanceTypeOfferings (UnauthorizedOperation): allow"
-        " it (README, Preflight, lists the read actions) or skip the preflight with LLM_TRAINING_EKS_PREFLIGHT=false",
+        " it (docs/guardrails.md, Preflight, lists the read actions) or skip the preflight with"
+        " LLM_TRAINING_EKS_PREFLIGHT=false",
     ),
     "no network": (
         "reading EC2 Instance Type Offerings: operation error EC2: DescribeInstanceTypeOfferings, exceeded maximum"

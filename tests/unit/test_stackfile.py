@@ -146,3 +146,20 @@ def test_top_level_scalars_read_as_the_engine_hands_them() -> None:
     engine = {k: stackfile.engine_value(v) for k, v in native.items()}
     assert config.parse_stack_values(native) == config.parse_stack_values(engine)
     assert stackfile.from_stack_values({"llm-training-eks:lowerStack": 2.5})["lowerStack"] == "2.5"
+
+
+def test_a_null_value_reaches_the_program_as_empty_text() -> None:
+    """`lowerStack: null` is "" to the engine (a Go string left empty by yaml.v3), not "None":
+    the runs layer is then refused for a missing lower stack, whichever way the file is read
+    (found by the config fuzzer: 'retype lowerStack')."""
+    assert stackfile.engine_value(None) == ""
+    values = {
+        "aws:region": "us-west-2",
+        "llm-training-eks:layer": "runs",
+        "llm-training-eks:lowerStack": None,
+    }
+    engine = {k: stackfile.engine_value(v) for k, v in values.items()}
+    for view in (values, engine):
+        with pytest.raises(config.ConfigError) as e:
+            config.parse_stack_values(view)
+        assert any(p.startswith("lowerStack: required for the runs layer") for p in e.value.problems)

@@ -16,7 +16,7 @@ def steps(workload_name: str, run: CustomWorkload, ctx: Context) -> list[Step]:
     if run.working_dir:
         command = f"cd {shlex.quote(run.working_dir)} && {command}"
     # The command must save to $CHECKPOINT_DIR every $CHECKPOINT_EVERY_STEPS steps and resume
-    # from the latest checkpoint there when it starts (README: Bring your own model).
+    # from the latest checkpoint there when it starts (docs/training.md: Bring your own model).
     per_node = f"export NODE_RANK=$OMPI_COMM_WORLD_RANK; mkdir -p $RUN_DIR $CHECKPOINT_DIR; {command}"
     phases = f'echo "== training"\n$MPIRUN bash -c {shlex.quote(per_node)}\n'
     image = image_check(workload_name, ctx, run)

@@ -1,0 +1,58 @@
+"""Day 2 on the shared file system: growing it is an update in place all the way to the claims
+(item 20 of issue 20)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests import upstream
+from tests.conftest import run_plan, stack_plan, stack_values
+from tests.plan import day2
+
+STACK = "trn1-shared"
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+PVC, PV = "kubernetes:core/v1:PersistentVolumeClaim", "kubernetes:core/v1:PersistentVolume"
+
+
+def with_storage(**storage: Any) -> dict[str, Any]:
+    values = copy.deepcopy(stack_values(STACK))
+    values["llm-training-eks:storage"] = {**values.get("llm-training-eks:storage", {}), **storage}
+    return run_plan(values, STACK)
+
+
+def test_growing_the_file_system_patches_no_claims_request() -> None:
+    """1200 -> 2400 GiB: FSx grows in place; each team's volume shows the new capacity; no claim's
+    storage request changes, which the API server would refuse for a static volume's claim."""
+    before, after = stack_plan(STACK), with_storage(storageCapacityGib=2400)
+    update = day2.diff(before, after)
+    # Components (a run's checkpoint plan follows the new throughput) are no cloud resources.
+    touched = {u: s for u, s in update.touched().items() if not s.type.startswith("llm-training-eks:")}
+    assert {s.type for s in touched.values()} == {FSX, PV}, {u: s.op for u, s in touched.items()}
+    assert all(s.op == "update" for s in touched.values())
+    (fs,) = [s for s in touched.values() if s.type == FSX]
+    assert fs.changed == ("storageCapacity",)
+    claims = [r for r in after["resources"] if r["type"] == PVC]
+    assert claims and all(r["ignoreChanges"] == ["spec.resources.requests.storage"] for r in claims)
+    refused = upstream.facts("kubernetes-pvc-resize-admission")["refuses_growth_of"]
+    assert all(r["inputs"]["spec"]["storageClassName"] == "" for r in claims), refused
+
+
+def test_a_new_stack_requests_what_its_file_system_holds() -> None:
+    plan = with_storage(storageCapacityGib=4800)
+    claims = [r for r in plan["resources"] if r["type"] == PVC]
+    assert {r["inputs"]["spec"]["resources"]["requests"]["storage"] for r in claims} == {"4800Gi"}
+
+
+def test_a_team_named_default_is_refused(tmp_path: Any) -> None:
+    """Issue 20 item 22: a first team `default` would take over the volume of the stack without
+    teams (its URN and name), still bound to the old `training` claim: the team's claim would
+    never bind. Refused, naming the key."""
+    from tests.conftest import plan_exit
+
+    values = copy.deepcopy(stack_values(STACK))
+    values["llm-training-eks:teams"] = {"default": {"nodeGroup": "trn1", "nodes": 4, "priority": 10}}
+    for run in values["llm-training-eks:workloads"].values():
+        run["team"] = "default"
+    code, err = plan_exit(values, tmp_path)
+    assert code == 2 and err.startswith("teams.default: 'default' names the queue and the shared volume"), err
