@@ -125,14 +125,9 @@ def items_from_config(cfg: StackConfig, prices: Prices) -> list[CostItem]:
     return items
 
 
-# Neuron performance sample (aws-neuron-sdk trn1_trn1n_nlp_data.csv, Neuron 2.13.1): Llama2-7B,
-# TP=8, global batch 256, 16 trn1.32xlarge nodes: 49.75 sequences/s. Scaled linearly per node,
-# it estimates a 7B step where no measured `stepSeconds` is configured.
-LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16
-
-
 def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | None = None) -> tuple[float | None, str]:
-    """Seconds per step of a run: configured, estimated from a published sample, or unknown.
+    """Seconds per step of a run: configured, estimated from its recipe's published
+    measurement (the recipe's STEP_TIME), or unknown.
 
     `instance_type` is that of the run's node group (default: from the stack's own groups)."""
     run = cfg.workloads[name]
@@ -140,15 +135,9 @@ def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | Non
         return run.step_seconds, "configured"
     if instance_type is None:
         instance_type = own_node_types(cfg).get(run.node_group)
-    model = run.model_shape
-    if (
-        run.recipe == "llama2-neuron"
-        and model is not None
-        and model.preset == "7b"
-        and instance_type in ("trn1.32xlarge", "trn1n.32xlarge")
-    ):
-        per_second = LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE * run.nodes
-        return model.global_batch_size / per_second, "estimated from the Neuron 2.13.1 Llama2-7B sample"
+    estimate = run.estimated_step_time(instance_type) if instance_type is not None else None
+    if estimate is not None:
+        return estimate
     return None, "unknown: set workloads.<name>.stepSeconds"
 
 
