@@ -36,7 +36,7 @@ def test_downloads_copy_files_onto_shared() -> None:
 
 @pytest.mark.parametrize("nodes", [1, 2, 4])
 def test_bert_passes_only_the_scripts_options_and_keeps_the_global_batch(nodes: int) -> None:
-    """Issue 12, defect 12: the tutorial keeps phase 1's global batch at 16384 by dividing the
+    """The tutorial keeps phase 1's global batch at 16384 by dividing the
     gradient accumulation by the node count; the options are the script's own."""
     (train,) = [s.obj for s in built_with("bert-neuron", {"nodes": nodes}) if s.obj["kind"] == "MPIJob"]
     runs = arguments.bert_runs(_launcher(train))
@@ -61,7 +61,7 @@ def test_bert_precompile_is_the_tutorials_short_run_outside_the_checkpoints() ->
 
 
 def test_llama2_precompile_is_upstreams_compile_only_run() -> None:
-    """Issue 12, defect 12: neuronx-nemo-megatron's COMPILE=1 run turns TensorBoard and the
+    """neuronx-nemo-megatron's COMPILE=1 run turns TensorBoard and the
     checkpoint callback off; it runs a few steps in its own log directory, not the run's."""
     facts = upstream.facts("neuronx-nemo-megatron-2.21")["compile_only_run"]
     plan = stack_plan("trn1-llama2")

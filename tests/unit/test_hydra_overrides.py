@@ -45,7 +45,9 @@ def test_every_preset_and_data_mode_composes(recipe: str, extra: dict[str, Any])
 
 
 def test_the_checker_catches_each_kind_of_mistake() -> None:
-    """The rebuilt config refuses what the real one refuses (the defects of issue 12)."""
+    """The rebuilt config refuses what the real one refuses: a key the config lacks, a key
+    upstream has only in a comment without `+`, an exp_manager key only its schema defaults,
+    `+` on a key that exists, and a `???` left unset."""
     nnm, nemo = "neuronx-nemo-megatron-2.21", "nemo-r2.0.0rc1"
     data = "model.data.data_prefix=[1.0,/x]"
     with pytest.raises(ConfigCompositionException):  # not a key of megatron_llama_config
