@@ -4,6 +4,7 @@ Items: node groups (nodes x on-demand price; an ODCR bills at the on-demand rate
 used or not; Capacity Blocks and spot are shown at the on-demand rate as an upper bound),
 the EKS control plane, NAT gateways (none in an existing VPC) and FSx for Lustre (storage x
 throughput tier).
+What the estimate leaves out is listed with it (`NOT_COUNTED`, the cost's `notCounted`).
 Prices come from `Prices`: the AWS Price List API through boto3 (`--live`, needs
 credentials; `tools.cost`) or the dated table in `facts.prices` (the offline plan always
 uses the table, so the plan stays deterministic).
@@ -11,7 +12,7 @@ uses the table, so the plan stays deterministic).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +69,45 @@ class CostItem:
         }
 
 
-def summary(items: Sequence[CostItem], prices: Prices, runs: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """The `cost` object of the plan JSON."""
+NOT_COUNTED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("EBS: each node's encrypted gp3 root volume", ("aws:ec2/launchTemplate:LaunchTemplate",)),
+    ("KMS: the stack's customer-managed keys (a monthly charge per key) and their requests", ("aws:kms/key:Key",)),
+    (
+        "public IPv4: the NAT gateways' Elastic IPs (AWS bills every public IPv4 address by the hour)",
+        ("aws:ec2/eip:Eip",),
+    ),
+    (
+        "CloudWatch: the log groups (control plane, flow logs, FSx, builds) and Container Insights",
+        ("aws:cloudwatch/logGroup:LogGroup",),
+    ),
+    ("backups: FSx for Lustre automatic and final backups", ("aws:fsx/lustreFileSystem:LustreFileSystem",)),
+    ("S3: the buckets' storage, object versions and requests", ("aws:s3/bucket:Bucket",)),
+    (
+        "CodeBuild and ECR: build minutes (image builds, the CI runner) and image storage",
+        ("aws:codebuild/project:Project", "aws:ecr/repository:Repository"),
+    ),
+    (
+        "data transfer: NAT gateway processing per GB, traffic between AZs, internet egress",
+        ("aws:ec2/natGateway:NatGateway", "aws:eks/nodeGroup:NodeGroup"),
+    ),
+)
+"""What is billed besides the estimate (by use or size, or small beside the nodes), each with the
+resource types that bring it: the plan lists those its resources have."""
+
+
+def not_counted(types: Collection[str] | None = None) -> list[str]:
+    """What the estimate leaves out, of a stack declaring resources of `types` (None: all of it)."""
+    return [what for what, brought_by in NOT_COUNTED if types is None or set(brought_by) & set(types)]
+
+
+def summary(
+    items: Sequence[CostItem],
+    prices: Prices,
+    runs: Sequence[dict[str, Any]] = (),
+    types: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The `cost` object of the plan JSON; `types`: the resource types of the stack (for what
+    the estimate leaves out; None: list all of it)."""
     hourly = sum(i.hourly for i in items)
     return {
         "currency": "USD",
@@ -78,6 +116,7 @@ def summary(items: Sequence[CostItem], prices: Prices, runs: Sequence[dict[str, 
         "items": [i.as_dict() for i in items],
         "totalHourly": round(hourly, 4),
         "totalMonthly": round(hourly * table.HOURS_PER_MONTH, 2),
+        "notCounted": not_counted(types),
         "trainingRuns": list(runs),
     }
 
