@@ -28,7 +28,8 @@ PATH = re.compile(rf"(?<![\w./:-])((?:{'|'.join(re.escape(d) for d in PROJECT_DI
 DOC = re.compile(r"(?<![\w./-])([A-Z][A-Z_-]*\.md)\b")
 """A page named alone (`README.md`): at the root or beside the file that names it."""
 ISSUE = re.compile(r"\bissue \d+\b", re.IGNORECASE)
-SKIPPED_DIRS = {".git", ".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__", "golden", "node_modules"}
+SKIPPED_DIRS = {".git", ".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__", "golden", "docs-pending"}
+"""Not the project's own text: tools' caches, rendered goldens, the hand-over notes for the lead."""
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".sh", ""}
 NOT_PROJECT_FILES = {("tests/repo/test_delivery.py", "tests/unit/test_x.py")}
 """A made-up changed file a test routes (it must not exist)."""
