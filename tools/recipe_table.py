@@ -1,6 +1,6 @@
 """The recipe table of the docs, rendered from the recipe registry (config/workloads/).
 
-    python -m tools.recipe_table [--write] [FILE]      (FILE: README.md by default)
+    python -m tools.recipe_table [--write] [FILE]      (FILE: docs/training.md by default)
 
 Each row is what the recipe states of itself (its DOCS, REPOSITORY and STEPS): what it follows
 upstream, its image (a built image's folder derived from its repository), and what runs: its
@@ -60,7 +60,9 @@ def replaced(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.recipe_table", description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", nargs="?", type=Path, default=ROOT / "README.md", help="markdown file with the table")
+    parser.add_argument(
+        "file", nargs="?", type=Path, default=ROOT / "docs" / "training.md", help="the page of the table"
+    )
     parser.add_argument("--write", action="store_true", help="replace the table in FILE")
     args = parser.parse_args(argv)
     if not args.write:

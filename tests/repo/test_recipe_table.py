@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ROOT
 from tools import recipe_table
 
-DOC = ROOT / "README.md"
+DOC = ROOT / "docs" / "training.md"
 """The page that holds the recipe table."""
 
 
