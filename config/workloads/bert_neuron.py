@@ -42,7 +42,7 @@ class BertNeuronWorkload(RunConfig):
         },
         beside=("tensorboard",),
     )
-    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("trn1-bert", "trn1-shared")
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("trn1-bert", "trn1-shared", "trn1-shared-runs")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("dp-bert-hf-pretrain-v2.27.0",),
         "the options passed to dp_bert_large_hf_pretrain_hdf5.py (its argparse) and the tutorial's phase-1 global"
