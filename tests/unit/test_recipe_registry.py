@@ -157,9 +157,14 @@ def test_the_docs_list_beside_the_chain_exactly_the_steps_nothing_waits_for(reci
 
 
 def _constants(path: Path) -> list[ast.Constant]:
-    """String constants of a module, but keys read from a mapping (`r["custom"]`, the plan's flag)."""
+    """String constants of a module, but keys read from a mapping (`r["custom"]`, `r.get("custom")`:
+    the plan's flag of a custom resource)."""
     tree = ast.parse(path.read_text())
-    read = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
+    read = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)} | {
+        id(n.args[0])
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args
+    }
     return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in read]
 
 
