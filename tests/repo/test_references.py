@@ -4,8 +4,8 @@ the code has no tracker; the fact the issue stood for is written out instead).""
 
 from __future__ import annotations
 
-import os
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,11 +39,15 @@ NOT_PROJECT_FILES = {
 
 
 def text_files() -> Iterator[Path]:
-    for folder, dirs, files in os.walk(ROOT):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        for name in sorted(files):
-            if Path(name).suffix in TEXT_SUFFIXES:
-                yield Path(folder) / name
+    """The project's files: tracked or new, never ignored (virtualenvs, caches), as git lists them."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    for name in sorted(listed):
+        path = ROOT / name
+        if path.suffix in TEXT_SUFFIXES and path.is_file() and not SKIPPED_DIRS & set(path.relative_to(ROOT).parts):
+            yield path
 
 
 def cited_lines(path: Path) -> Iterator[tuple[int, str]]:
