@@ -23,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, checks
+from config import ConfigError, checks, throughput
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import RECIPES, Run
@@ -94,11 +94,12 @@ def built_repositories(cfg: StackConfig) -> list[str]:
     """The repositories whose image the stack builds (in AWS CodeBuild, from images/). An
     all-in-one stack builds those of its runs that name neither an image nor a tag: nothing is
     built that no run uses. An aws-layer stack does not know the runs: it builds the image of
-    every repository of its registry that has a Dockerfile in images/ and whose recipe's
-    accelerator one of its node groups has (no NeMo image for a Trainium-only environment)."""
+    every repository of its registry that has a Dockerfile in images/ and whose recipe can train
+    with it on one of its node groups (no NeMo image for a Trainium-only environment, no
+    TorchNeuron image for a trn1 one)."""
     if cfg.layer == "aws":
-        accelerators = {ng.instance.accelerator for ng in cfg.node_groups}
-        usable = {r.REPOSITORY for r in RECIPES.values() if r.REPOSITORY and r.ACCELERATOR in accelerators}
+        instances = [ng.instance for ng in cfg.node_groups]
+        usable = {r.REPOSITORY for r in RECIPES.values() if any(r.built_image_trains_on(i) for i in instances)}
         return sorted(r for r in cfg.registry.repositories if r in usable)
     return sorted(
         {r.REPOSITORY for r in cfg.workloads.values() if r.REPOSITORY and r.image is None and r.image_tag is None}
@@ -216,16 +217,20 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     return ClusterLayer(addons, queues, volume, platform)
 
 
-def checkpoint_plans(
+def run_plans(
     workloads: Mapping[str, Run], storage: StorageConfig, cfg: StackConfig, node_types: Mapping[str, str]
 ) -> dict[str, dict[str, object]]:
-    """Each run's checkpoint size, write time and share of training time (for the plan);
-    `node_types` is the instance type of each node group."""
-    plans = {}
+    """Each run's plan facts: its checkpoint size, write time and share of training time, and its
+    modeled throughput (step time, tokens/s, MFU, support status, compile time); `node_types` is
+    the instance type of each node group."""
+    plans: dict[str, dict[str, object]] = {}
     for name, run in workloads.items():
-        plan = run.checkpoint_plan(storage, cost.estimated_step_seconds(cfg, name, node_types.get(run.node_group))[0])
-        if plan is not None:
-            plans[name] = plan.as_dict()
+        instance_type = node_types.get(run.node_group)
+        step, basis = cost.estimated_step_seconds(cfg, name, instance_type)
+        plans[name] = {"throughput": throughput.plan(run, instance_type or "", step, basis)}
+        checkpoints = run.checkpoint_plan(storage, step)
+        if checkpoints is not None:
+            plans[name]["checkpoints"] = checkpoints.as_dict()
     return plans
 
 
@@ -243,9 +248,7 @@ def build(cfg: StackConfig) -> Outputs:
     infra = build_infrastructure(cfg)
     platform = infra.k8s.platform
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    deploy.deploy(
-        cfg.workloads, cfg.hugging_face_token, platform, checkpoint_plans(cfg.workloads, cfg.storage, cfg, types)
-    )
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, platform, run_plans(cfg.workloads, cfg.storage, cfg, types))
     return _aws_outputs(cfg, infra.aws)
 
 
@@ -313,13 +316,14 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
+        *checks.checkpoint_share_fits(cfg.workloads, platform.storage, groups),
         *checks.run_teams(cfg.workloads, platform.teams),
     ]
     if problems:
         raise ConfigError(problems)
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    plans = checkpoint_plans(cfg.workloads, platform.storage, cfg, types)
+    plans = run_plans(cfg.workloads, platform.storage, cfg, types)
     deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
     return {
         "runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())},

@@ -11,6 +11,7 @@ an all-in-one stack, and from the lower layer's outputs in a layered one (`stack
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from config.aws import tag_problems
 from config.base import did_you_mean
-from config.checkpoints import GIB, STORAGE_SHARE
+from config.checkpoints import GIB, MAX_WRITE_SHARE, STORAGE_SHARE, write_mb_per_second
 from config.layers import layer_problems
 from config.names import (
     node_group_azs_in_vpc,
@@ -155,8 +156,11 @@ def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
             " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family"
         ]
     family = ng.instance.family
+    wrong_family = versions.family_problems(family, framework=run.NEURON_FRAMEWORK)
+    if wrong_family:
+        return [f"{key}.nodeGroup: {p}" for p in wrong_family]
     return [
-        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image)
+        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, framework=run.NEURON_FRAMEWORK, image=run.image)
     ]
 
 
@@ -204,6 +208,30 @@ def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageCon
         f" {STORAGE_SHARE:.0%} of {storage.storage_capacity_gib} GiB; grow the file system (a multiple"
         " of 2400 GiB) or keep fewer (workloads.<name>.training.checkpointsToKeep)"
     ]
+
+
+def checkpoint_share_fits(workloads: Mapping[str, WorkloadConfig], storage: StorageConfig, groups: Groups) -> list[str]:
+    """A run whose checkpoints would take more than 2% of its training time (each written at the
+    file system's throughput, steps of its configured or estimated time) is refused, naming the
+    interval that would fit. Without a step time the share is unknown and nothing is refused."""
+    problems = []
+    for name, run in sorted(workloads.items()):
+        ng = groups.get(run.node_group)
+        estimate = run.estimated_step_time(ng.instance.name) if ng is not None else None
+        step = run.step_seconds or (estimate[0] if estimate else None)
+        plan = run.checkpoint_plan(storage, step)
+        share = plan.write_share if plan is not None else None
+        if plan is None or share is None or share <= MAX_WRITE_SHARE or step is None:
+            continue
+        # w / (w + n * s) <= share  <=>  n >= w * (1 - share) / (share * s)
+        fits = math.ceil(plan.write_seconds * (1 - MAX_WRITE_SHARE) / (MAX_WRITE_SHARE * step))
+        problems.append(
+            f"workloads.{name}.{run.checkpoint_interval_key}: a checkpoint every {plan.interval_steps} steps spends"
+            f" {share:.1%} of training time writing ({plan.size_bytes / 1e9:,.0f} GB in ~{plan.write_seconds:,.0f} s"
+            f" at the file system's {write_mb_per_second(storage):,.0f} MB/s; steps of {step:g} s); at most"
+            f" {MAX_WRITE_SHARE:.0%} is allowed: use {fits} or more, or raise storage.throughputPerTib"
+        )
+    return problems
 
 
 # --------------------------------------------------------------------------- teams
@@ -349,6 +377,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *images_exist(cfg.workloads, cfg.registry.repositories),
             *runs_problems(cfg.workloads, groups),
             *checkpoints_fit(cfg.workloads, cfg.storage),
+            *checkpoint_share_fits(cfg.workloads, cfg.storage, groups),
             *team_problems(cfg.teams, groups),
             *run_teams(cfg.workloads, cfg.teams),
             *system_name_reserved(cfg),

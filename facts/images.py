@@ -111,6 +111,24 @@ IMAGES: dict[str, Image] = {
             60,
             "the Neuron training DLC plus apt packages and a git clone: nothing compiles; 128 GB of disk",
         ),
+        Image(
+            "neuronx-distributed",
+            "2.28.0",
+            "aws-neuron/neuronx-distributed v2.28.0 examples/training/llama (Llama 3 8B, TP + ZeRO-1)",
+            "BUILD_GENERAL1_MEDIUM",
+            60,
+            "the Neuron training DLC plus a git clone and pure-Python wheels (transformers, datasets): nothing"
+            " compiles; 128 GB of disk",
+        ),
+        Image(
+            "torchtitan",
+            "2.33.0",
+            "aws-neuron/torchtitan-neuron (TorchTitan Neuron 0.2.2+neuron.1) on TorchNeuron 2.14.3.0",
+            "BUILD_GENERAL1_LARGE",
+            90,
+            "Ubuntu 26.04 plus the Neuron runtime packages, the EFA installer, PyTorch 2.14 and TorchNeuron wheels"
+            " (several GB) and the fork's requirements, some built from source (8 vCPUs)",
+        ),
     )
 }
 """Repository -> the image built for it."""

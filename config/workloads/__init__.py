@@ -10,7 +10,7 @@ workloads/manifests/. Checks that need the node groups or the storage (unknown n
 accelerator mismatch, node count, ranks and parallelism, Neuron SDK versus instance family,
 checkpoint space) run after parsing, in config/checks.py, so each can name its key.
 
-To add a recipe: docs-pending/i18-recipes.md (the checklist), and the tests it names.
+To add a recipe: docs/contributing.md ("Add a recipe"), and the tests it names.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from config.workloads.bert_neuron import BertNeuronWorkload
 from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
+from config.workloads.llama3_nxd import Llama3NxdWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
+from config.workloads.torchtitan_neuron import TorchTitanNeuronWorkload
 
 __all__ = [
     "RECIPES",
@@ -33,14 +35,24 @@ __all__ = [
     "CustomWorkload",
     "DdpCpuWorkload",
     "Llama2NeuronWorkload",
+    "Llama3NxdWorkload",
     "MegatronRun",
     "NemoGpuWorkload",
     "Run",
     "RunConfig",
+    "TorchTitanNeuronWorkload",
     "WorkloadConfig",
 ]
 
-Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload | DdpCpuWorkload
+Run = (
+    Llama2NeuronWorkload
+    | NemoGpuWorkload
+    | BertNeuronWorkload
+    | CustomWorkload
+    | DdpCpuWorkload
+    | Llama3NxdWorkload
+    | TorchTitanNeuronWorkload
+)
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
 """Recipe name -> its config model."""

@@ -7,11 +7,11 @@ from typing import ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
-from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan
+from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan, transformer_flops_per_token
 from config.run_env import ProcessEnv
 from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
-from config.workloads.recipe import Arguments, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
+from config.workloads.recipe import Arguments, ExampleStacks, FirstStep, PublishedStepTime, RecipeDocs, StepTime
 from facts import images, instances, versions
 
 
@@ -33,8 +33,9 @@ class RunConfig(ProcessEnv):
     STEPS: ClassVar[tuple[str, ...]]
     HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = None
     """Why the recipe needs the stack's Hugging Face token; None: it does not."""
-    NEMO_MEGATRON: ClassVar[bool] = False
-    """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
+    NEURON_FRAMEWORK: ClassVar[versions.Framework | None] = None
+    """How the recipe trains on Neuron (its SDK and instance family are checked against it,
+    facts/versions.py); None: any framework its SDK has (bring-your-own code)."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
     CHECKPOINTS: ClassVar[CheckpointModel]
@@ -47,6 +48,8 @@ class RunConfig(ProcessEnv):
     """The example stacks that run it."""
     ARGUMENTS: ClassVar[Arguments]
     """The upstream facts its script arguments are held against, or why they are not."""
+    FIRST_STEP: ClassVar[FirstStep] = FirstStep(None, "none published for this recipe")
+    """What it does before its first step that has a published time (its graph compilation)."""
 
     node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
     nodes: int = Field(ge=1, description="Nodes of the run, one worker pod each; at most the node group's `maxSize`.")
@@ -127,6 +130,20 @@ class RunConfig(ProcessEnv):
             raise KeyProblem("image", f"required for recipe {self.RECIPE} (there is no default repository)")
         return self
 
+    @classmethod
+    def built_image_trains_on(cls, instance: instances.InstanceType) -> bool:
+        """Whether the image the stack builds for the recipe can train on an instance type: the
+        recipe's accelerator, and on Neuron its framework and the image's SDK on the family."""
+        built = images.IMAGES.get(cls.REPOSITORY or "")
+        if built is None or cls.ACCELERATOR != instance.accelerator:
+            return False
+        if instance.accelerator != "neuron" or built.neuron_sdk is None:
+            return True
+        framework, family = cls.NEURON_FRAMEWORK, instance.family
+        return not versions.family_problems(family, framework=framework) + versions.problems(
+            built.neuron_sdk, family, framework=framework, image=None
+        )
+
     @property
     def built_image(self) -> images.Image | None:
         """The image this repository builds, when the run uses the recipe's repository."""
@@ -161,9 +178,25 @@ class RunConfig(ProcessEnv):
         return None
 
     @property
+    def tokens_per_step(self) -> int | None:
+        """Tokens an optimizer step trains on (global batch x sequence length); None: unknown."""
+        return None
+
+    @property
+    def model_flops_per_token(self) -> float | None:
+        """Model FLOPs per trained token, forward and backward (for the plan's MFU); None: unknown."""
+        return None
+
+    @property
     def checkpoint_interval(self) -> int | None:
         """Steps between checkpoints (None: not counted in steps)."""
         raise NotImplementedError
+
+    @property
+    def checkpoint_interval_key(self) -> str | None:
+        """The run key that sets checkpoint_interval (for the refusal of a run whose checkpoints take
+        more than 2% of its training time); None: not counted in steps."""
+        return None
 
     @property
     def checkpoints_kept(self) -> int:
@@ -216,6 +249,19 @@ class MegatronRun(RunConfig):
     @property
     def checkpoint_interval(self) -> int:
         return self.training.checkpoint_every_steps
+
+    @property
+    def checkpoint_interval_key(self) -> str:
+        return "training.checkpointEverySteps"
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.model.global_batch_size * self.model.seq_length
+
+    @property
+    def model_flops_per_token(self) -> float:
+        m = self.model
+        return transformer_flops_per_token(llama_parameters(m), m.num_layers, m.hidden_size, m.seq_length)
 
     @property
     def checkpoints_kept(self) -> int:

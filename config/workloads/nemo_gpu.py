@@ -10,7 +10,15 @@ from pydantic import Field, field_validator
 from config.checkpoints import CheckpointModel, CheckpointSize
 from config.training import NemoTokenizerConfig
 from config.workloads.base import MegatronRun
-from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, UnknownStepTime
+from config.workloads.recipe import (
+    Arguments,
+    ExampleStacks,
+    HeldAgainst,
+    RecipeDocs,
+    StepTime,
+    Support,
+    UnknownStepTime,
+)
 from facts import instances
 
 
@@ -40,6 +48,12 @@ class NemoGpuWorkload(MegatronRun):
             "tensorboard": "TensorBoard",
         },
         beside=("tensorboard",),
+        support=Support(
+            "p4de, p5, p5e, p5en",
+            "NeMo 2.0.0rc1 (NGC nemo:24.07), EFA installer 1.37.0, aws-ofi-nccl 1.13.2",
+            "seed",
+            "the NeMo 24.07 tutorial the project was seeded from, kept as it was",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p4de-nemo",)
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(

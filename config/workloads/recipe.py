@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,32 @@ StepTime = PublishedStepTime | UnknownStepTime
 
 
 @dataclass(frozen=True)
+class FirstStep:
+    """What a run does before its first training step that the recipe can put a time on: the
+    framework's graph compilation, from a published figure, or unknown."""
+
+    compile_seconds: float | None
+    """Published compile time of the recipe's model (None: none is published)."""
+    source: str
+    """Where the figure is published, or why there is none."""
+
+
+Status = Literal["current", "beta", "maintenance", "end of support", "seed"]
+
+
+@dataclass(frozen=True)
+class Support:
+    """The recipe's row of the support table: the hardware it runs on, its software versions,
+    and its support status upstream (current, beta, maintenance, end of support)."""
+
+    hardware: str
+    software: str
+    status: Status
+    why: str
+    """What the status rests on (the upstream announcement or release note)."""
+
+
+@dataclass(frozen=True)
 class RecipeDocs:
     """The recipe's row of the recipe table (tools/recipe_table.py renders the table from these)."""
 
@@ -50,6 +76,8 @@ class RecipeDocs:
     beside: tuple[str, ...] = ()
     """Steps that run beside the others (TensorBoard, a shell pod): nothing waits for them and
     they wait for nothing; the table lists them after the chain."""
+    support: Support | None = None
+    """Its row of the support table (every recipe states one: tests/unit/test_recipe_registry.py)."""
 
 
 @dataclass(frozen=True)

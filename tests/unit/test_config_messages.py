@@ -146,7 +146,8 @@ SHAPES = [
         "discriminated union",
         {"workloads": {"x": "a"}},
         "model_attributes_type",
-        "workloads.x: expected a map with recipe (one of: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu)",
+        "workloads.x: expected a map with recipe (one of: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu,"
+        " llama3-nxd, torchtitan-neuron)",
     ),
     (
         "missing discriminator",

@@ -18,6 +18,9 @@ NODE_GROUPS = {
     "neuron": {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"},
     "nvidia": {"name": "gpu", "instanceType": "p5.48xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"},
 }
+TRN2 = {"name": "trn2", "instanceType": "trn2.48xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
+GROUP_OF = {"torchtitan-neuron": TRN2}
+"""Recipes whose instance family is not their accelerator's default (TorchNeuron: trn2/trn3 only)."""
 # Every optional step on, so the builder must emit all of the recipe's STEPS.
 FULL: dict[str, dict[str, Any]] = {
     "llama2-neuron": {"tensorboard": True, "shell": True},
@@ -25,12 +28,14 @@ FULL: dict[str, dict[str, Any]] = {
     "bert-neuron": {"tensorboard": True},
     "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
     "ddp-cpu": {"interruptOnceAtStep": 100},
+    "llama3-nxd": {"tensorboard": True},
+    "torchtitan-neuron": {"tensorboard": True},
 }
 
 
 def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config.StackConfig, RunConfig]:
     model = RECIPES[recipe]
-    ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
+    ng = GROUP_OF.get(recipe) or NODE_GROUPS[model.ACCELERATOR or "neuron"]
     group = SYSTEM_NODE_GROUP if model.RUNS_ON_CPU else ng["name"]
     if recipe not in FULL:
         pytest.fail(f"FULL (tests/unit/test_recipes.py) has no {recipe}: add the run keys that turn its every step on")

@@ -134,11 +134,110 @@ def horovod_cpu_programs(objs: Objects) -> int:
     return checked
 
 
+def _runs_of(text: str, program: str) -> list[list[str]]:
+    """The words after `program` on each line of a script (or of a script nested in it) that runs it."""
+    found = []
+    for line in text.splitlines():
+        if program not in line:
+            continue
+        words = shlex.split(line)
+        inner = [w for w in words if program in w and w != program]
+        if program in words:
+            found.append(words[words.index(program) + 1 :])
+        for nested in inner:
+            found += _runs_of(nested, program)
+    return found
+
+
+def _options(words: list[str]) -> dict[str, str | None]:
+    """`--opt=value` and bare `--flag` words -> option -> value (None: a flag)."""
+    return {w.split("=", 1)[0]: (w.split("=", 1)[1] if "=" in w else None) for w in words if w.startswith("--")}
+
+
+def _all_scripts(objs: Objects) -> list[str]:
+    return [script(c) for _, c in containers(objs)]
+
+
+NXD = "neuronx-distributed-v2.28.0"
+
+
+def nxd_commands(objs: Objects) -> int:
+    """Every run of the NxD example's scripts passes only options their argparse defines, with a
+    value exactly where the option takes one; the converter gets one --convert_* and no bool-typed
+    option set to anything but True (argparse's type=bool makes any non-empty string True)."""
+    facts = upstream.facts(NXD)
+    checked = 0
+    for text in _all_scripts(objs):
+        for words in _runs_of(text, facts["script"]):
+            opts = _options(words)
+            assert set(opts) <= set(facts["options"]), sorted(set(opts) - set(facts["options"]))
+            flags = {o for o, v in opts.items() if v is None}
+            assert flags == flags & set(facts["flags_without_value"]), flags - set(facts["flags_without_value"])
+            assert opts["--model_path"].rsplit("/", 1)[-1] in facts["config_dirs"].values(), opts["--model_path"]
+            checked += 1
+        for words in _runs_of(text, "get_dataset.py"):
+            assert set(_options(words)) <= set(facts["data"]["get_dataset"]["options"]), words
+            checked += 1
+        conv = facts["converter"]
+        for words in _runs_of(text, conv["script"]):
+            opts = _options(words)
+            assert set(opts) <= set(conv["options"]) and set(conv["required"]) <= set(opts), sorted(opts)
+            assert len(set(opts) & set(conv["exactly_one_of"])) == 1, sorted(opts)
+            assert all(opts[o] == "True" for o in set(opts) & set(conv["bool_typed"])), opts
+            checked += 1
+    return checked
+
+
+def huggingface_hub_0_27_1(objs: Objects) -> int:
+    """Every `huggingface-cli download` passes only options of huggingface-hub 0.27.1's command."""
+    allowed = set(upstream.facts("huggingface-hub-0.27.1")["download_options"])
+    runs = [w for text in _all_scripts(objs) for w in _runs_of(text, "huggingface-cli") if w[:1] == ["download"]]
+    for words in runs:
+        assert set(_options(words)) <= allowed, sorted(set(_options(words)) - allowed)
+    return len(runs)
+
+
+TORCHTITAN = "torchtitan-config-cli"
+
+
+def torchtitan_commands(objs: Objects) -> int:
+    """Every `-m torchtitan.train` names a config function (--module, --config) and passes only
+    `--section.field` flags that are command-line fields at both ends of the upstream range the
+    fork can be based on, bool ones without a value; download_hf_assets.py gets only its options
+    and asset kinds."""
+    facts = upstream.facts(TORCHTITAN)
+    ends = [facts["lower"]["sections"], facts["upper"]["sections"]]
+    checked = 0
+    for text in _all_scripts(objs):
+        for words in _runs_of(text, "torchtitan.train"):
+            opts = _options(words)
+            assert set(facts["entry_flags"]) <= set(opts), sorted(opts)
+            for flag, value in opts.items():
+                if flag in facts["entry_flags"]:
+                    continue
+                section, _, name = flag[2:].rpartition(".")
+                for sections in ends:
+                    assert name in sections.get(section, []), f"{flag}: not a command-line field at both ends"
+                assert (value is None) == (flag[2:] in facts["bool_flags"]), flag
+            checked += 1
+        hf = facts["download_hf_assets"]
+        for words in _runs_of(text, hf["script"]):
+            assert set(_options(words)) <= set(hf["options"]), words
+            kinds = words[words.index("--assets") + 1 :]
+            kinds = kinds[: next((i for i, w in enumerate(kinds) if w.startswith("--")), len(kinds))]
+            assert set(kinds) <= set(hf["assets"]), kinds
+            checked += 1
+    return checked
+
+
 CHECKS: dict[str, Check] = {
     "neuronx-nemo-megatron-2.21": hydra("neuronx-nemo-megatron-2.21"),
     "nemo-r2.0.0rc1": hydra("nemo-r2.0.0rc1"),
     BERT: bert_options,
     "huggingface-hub-0.22.2": huggingface_downloads,
     "horovod-cpu-0.28.1": horovod_cpu_programs,
+    NXD: nxd_commands,
+    "huggingface-hub-0.27.1": huggingface_hub_0_27_1,
+    TORCHTITAN: torchtitan_commands,
 }
 """Upstream facts file -> the check of rendered objects against it."""
