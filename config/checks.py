@@ -77,8 +77,10 @@ RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, 
 
 
 def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]:
-    """Recipes that download gated files need the token."""
-    if not name or run.HUGGING_FACE_TOKEN_FOR is None or cfg.hugging_face_token is not None:
+    """Recipes that download gated files need the token: an empty one (a `null` in the stack file,
+    which the Pulumi engine passes as "") is none."""
+    token = cfg.hugging_face_token
+    if not name or run.HUGGING_FACE_TOKEN_FOR is None or (token is not None and token.get_secret_value()):
         return []
     return [
         f"huggingFaceToken: required by workloads.{name} ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"

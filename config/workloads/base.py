@@ -135,7 +135,7 @@ class RunConfig(ProcessEnv):
         """Whether the image the stack builds for the recipe can train on an instance type: the
         recipe's accelerator, and on Neuron its framework and the image's SDK on the family."""
         built = images.IMAGES.get(cls.REPOSITORY or "")
-        if built is None or cls.ACCELERATOR != instance.accelerator:
+        if built is None or instance.accelerator != cls.ACCELERATOR:
             return False
         if instance.accelerator != "neuron" or built.neuron_sdk is None:
             return True

@@ -135,16 +135,17 @@ def horovod_cpu_programs(objs: Objects) -> int:
 
 
 def _runs_of(text: str, program: str) -> list[list[str]]:
-    """The words after `program` on each line of a script (or of a script nested in it) that runs it."""
+    """The words after `program` (by name or path) on each line of a script, or of a script nested
+    in it (`bash -c '...'`), that runs it."""
     found = []
     for line in text.splitlines():
         if program not in line:
             continue
         words = shlex.split(line)
-        inner = [w for w in words if program in w and w != program]
-        if program in words:
-            found.append(words[words.index(program) + 1 :])
-        for nested in inner:
+        at = [i for i, w in enumerate(words) if w == program or w.endswith("/" + program)]
+        if at:
+            found.append(words[at[0] + 1 :])
+        for nested in (w for w in words if program in w and any(c.isspace() for c in w)):
             found += _runs_of(nested, program)
     return found
 
