@@ -24,7 +24,7 @@ from workloads.manifests.mpijob import POLL_ENV, WAIT_ENV
 # --nproc_per_node or a wrong local rank shows; one on 3 nodes (node ranks across 3 hosts),
 # which saves a third of the torch start-ups the harness pays for.
 RANKS_PER_NODE = {2: 2, 3: 1}
-CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+\.pt|.*step=\d+.*)$")
+CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+(\.pt)?|step_\d+|.*step=\d+.*)$")
 RULES = upstream.facts("training-resume-rules")
 # What a resumed run logs: the frameworks' lines (upstream), and ddp-cpu's own script's
 # (workloads/manifests/ddp_cpu_train.py, which runs here for real).
@@ -46,13 +46,17 @@ STANDIN_FACTS = {
         "shards": 16,
     },
     "huggingface": upstream.facts("huggingface-hub-0.22.2"),
+    "nxd": upstream.facts("neuronx-distributed-v2.28.0"),
+    "torchtitan": upstream.facts("torchtitan-config-cli"),
 }
+HUB_OF = {"nxd": upstream.facts("huggingface-hub-0.27.1")}
+"""The huggingface-hub an image pins, where it is not neuronx-nemo-megatron's 0.22.2."""
 
 
 def checkpoint_step(name: str) -> int:
-    """The step of a checkpoint named the way NeMo (`step=N`), the BERT script (`ckpt_N.pt`) or
-    ddp-cpu's script (`step-0000000N.pt`) names it."""
-    m = re.search(r"step=(\d+)", name) or re.search(r"^(?:ckpt_|step-)(\d+)\.pt$", name)
+    """The step of a checkpoint named the way NeMo (`step=N`), the BERT script (`ckpt_N.pt`),
+    ddp-cpu's script (`step-0000000N.pt`), NxD (`step_N/`) or TorchTitan (`step-N/`) names it."""
+    m = re.search(r"step=(\d+)", name) or re.search(r"^(?:ckpt_|step-|step_)(\d+)(?:\.pt)?$", name)
     if not m:
         raise ValueError(f"not a checkpoint name: {name}")
     return int(m.group(1))
@@ -95,6 +99,7 @@ class WorkloadRun:
         container = plans.containers(obj)
         framework = describe(container["image"]).framework
         facts = {**STANDIN_FACTS, "framework": framework, "rules": RULES.get(framework, {})}
+        facts["huggingface"] = HUB_OF.get(framework, facts["huggingface"])
         facts["renderedNprocPerNode"] = container_env(container).get("NPROC_PER_NODE")
         if framework != "ddp-cpu":  # an accelerated node group
             instance = instances.get(plans.instance_type(self.stack, self.workload))

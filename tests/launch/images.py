@@ -49,6 +49,11 @@ STANDIN_FILES = {
     "preprocess_data_for_megatron.py": "preprocess_data_for_megatron.py",
     "megatron_gpt_pretraining.py": "megatron_gpt_pretraining.py",
     "dp_bert_large_hf_pretrain_hdf5.py": "dp_bert_large_hf_pretrain_hdf5.py",
+    "tp_zero1_llama_hf_pretrain.py": "tp_zero1_llama_hf_pretrain.py",
+    "get_dataset.py": "get_dataset.py",
+    "convert_checkpoints.py": "convert_checkpoints.py",
+    "download_hf_assets.py": "download_hf_assets.py",
+    "train.py": "torchtitan_train.py",  # torchtitan/train.py of the checkout: `python -m torchtitan.train`
 }
 PYTHON_TOOLS = ("python", "python3", "torchrun")  # this machine's PyTorch (CPU), behind wrappers
 # What the NVIDIA container toolkit mounts into a GPU pod from the host driver.
@@ -60,6 +65,8 @@ FRAMEWORKS = {
     "nemo": "nemo",
     "bert-neuronx": "bert",
     "horovod-cpu": "ddp-cpu",
+    "neuronx-distributed": "nxd",
+    "torchtitan": "torchtitan",
 }
 # Public images a recipe runs unbuilt, and the fact file that describes each.
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}

@@ -31,12 +31,22 @@ SHORT = {
     # The real script: a step takes about 5 ms (2 ranks here), so a kill after the first
     # checkpoint needs a run of some hundreds of steps to land before its end (about a second).
     "ddp-cpu": {"steps": 240, "checkpointEverySteps": 60},
+    # A step time long enough that a checkpoint every 4 steps stays under 2% of training time (the
+    # config refuses more): the short run is not a real schedule.
+    "llama3-nxd": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}, "stepSeconds": 4000.0},
+    "torchtitan-neuron": {"training": {"maxSteps": 12, "checkpointEverySteps": 4}},
 }
 # A run that stops itself once (ddp-cpu's interruptOnceAtStep) stops halfway, as dev's does.
 INTERRUPT_AT = 120
 # A global batch every data-parallel size here divides: Megatron recipes (TP 8 or 4) on 64 or
 # 96 NeuronCores / 16 or 24 GPUs; BERT on 2, 3 or 4 nodes of 32 NeuronCores x batch 16.
-GLOBAL_BATCH = {"llama2-neuron": ("model", 192), "nemo-gpu": ("model", 192), "bert-neuron": ("training", 49152)}
+GLOBAL_BATCH = {
+    "llama2-neuron": ("model", 192),
+    "nemo-gpu": ("model", 192),
+    "bert-neuron": ("training", 49152),
+    "llama3-nxd": ("model", 192),  # DP = nodes (TP 32)
+    "torchtitan-neuron": ("model", 96),  # DP = 16 x nodes (TP 4 of 64 ranks a node)
+}
 BERT_STEPS_PER_SHARD = 4
 
 

@@ -228,8 +228,13 @@ def steps(workload_name: str, run: Llama3NxdWorkload, ctx: Context) -> list[Step
     """Image check -> shared directories -> Secret, tokenizer and dataset Jobs -> the training
     MPIJob, plus TensorBoard."""
     paths = _Data.of(workload_name, run, ctx)
-    cache = f"{ctx.shared_mount}/{workload_name}/neuron-cache"
-    env = {**NXD_ENV, "NEURON_CC_FLAGS": f"--model-type transformer --cache_dir={cache}"}
+    # The compile cache on /shared, as every Neuron recipe here has it (upstream's script names
+    # it with --cache_dir in NEURON_CC_FLAGS; torch-neuronx reads NEURON_COMPILE_CACHE_URL too).
+    env = {
+        **NXD_ENV,
+        "NEURON_CC_FLAGS": "--model-type transformer",
+        "NEURON_COMPILE_CACHE_URL": f"{ctx.shared_mount}/{workload_name}/neuron-cache",
+    }
     image = image_check(workload_name, ctx, run)
     dirs = shared_dirs(workload_name, ctx, after=(image.name,))
     return [

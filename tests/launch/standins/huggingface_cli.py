@@ -1,5 +1,6 @@
-"""Stand-in for `huggingface-cli download` of huggingface-hub 0.22.2 (the image's, under
-neuronx-nemo-megatron's `<0.23` pin; tests/upstream/huggingface-hub-0.22.2.yaml): its options,
+"""Stand-in for `huggingface-cli download` of the image's huggingface-hub (0.22.2 under
+neuronx-nemo-megatron's `<0.23` pin, tests/upstream/huggingface-hub-0.22.2.yaml; 0.27.1 in
+images/neuronx-distributed, which copies files whatever --local-dir-use-symlinks says): its options,
 a gated `meta-llama/` repository refusing a request without a token, and `--local-dir` with
 `--local-dir-use-symlinks auto` (the default) leaving files over 5 MB as symlinks into the
 pod's own cache (HF_HOME, default ~/.cache/huggingface), real files with `False`. Files: the
@@ -22,7 +23,7 @@ d = sub.add_parser("download")
 d.add_argument("repo_id")
 d.add_argument("filenames", nargs="*")
 for option in facts["download_options"]:
-    if option == "--quiet":
+    if option == "--quiet" or option in facts.get("flags_without_value", []):
         d.add_argument(option, action="store_true")
     elif option in ("--include", "--exclude"):
         d.add_argument(option, nargs="*")
@@ -41,8 +42,11 @@ if a.repo_id.startswith("meta-llama/") and not token:
 if a.repo_type == "dataset":
     names = [n for n in ("part-00000.jsonl", "part-00001.jsonl") if fnmatch.fnmatch(n, (a.include or ["*"])[0])]
     big = True  # corpus shards are hundreds of MB
-else:
+elif a.filenames:
     names, big = a.filenames, False  # tokenizer files are under 5 MB
+else:  # a model repository's files that --include matches
+    files = ("tokenizer.json", "tokenizer_config.json", "config.json", "model.safetensors")
+    names, big = [n for n in files if any(fnmatch.fnmatch(n, pat) for pat in (a.include or ["*"]))], False
 symlinks = a.local_dir_use_symlinks or facts["local_dir_use_symlinks_default"]
 hub = os.environ.get("HF_HUB_CACHE", facts["cache_env"]["HF_HUB_CACHE"].format(HF_HOME=home))
 cache = Path(hub) / a.repo_id.replace("/", "--")
