@@ -23,7 +23,8 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, checkpoints, checks
+from config import ConfigError, amis, checkpoints, checks
+from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import Run
@@ -114,15 +115,22 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     cluster = Cluster(
         "cluster", cfg.cluster, cfg.system_node_group, ctx, network, with_kubernetes_provider=kubernetes, opts=on_aws
     )
+    # Every accelerated group on a pinned AMI release whose driver fits the images run on it
+    # (config.amis; config_problems refused the stack when none fits).
+    releases = {ng.name: _release_version(cfg, ng) for ng in cfg.node_groups}
     node_groups = {
-        ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, opts=on_aws)
+        ng.name: AcceleratedNodeGroup(
+            f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, releases[ng.name], opts=on_aws
+        )
         for ng in cfg.node_groups
     }
     lustre_client_rules = storage.allow_clients(
         {"cluster": cluster.security_group_id, **{name: ng.security_group_id for name, ng in node_groups.items()}}
     )
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
-    facts = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups}
+    facts = {
+        ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng), releases[ng.name]) for ng in cfg.node_groups
+    }
     addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws)
     addons.declare_aws(cluster, list(facts.values()), storage.file_system.arn)
     runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
@@ -145,6 +153,13 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     )
     images = ImageBuilds("images", {r: registry.urls[r] for r in built_repositories(cfg)}, ctx, opts=on_aws)
     return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
+
+
+def _release_version(cfg: StackConfig, ng: NodeGroupConfig) -> str:
+    release = amis.pinned_release(cfg, ng)
+    if release is None:  # config_problems reports it; a program built without that check stops here
+        raise ConfigError(amis.release_problems(cfg))
+    return release.release_version
 
 
 def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons | None = None) -> ClusterLayer:
@@ -303,6 +318,9 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
         *checks.run_teams(cfg.workloads, platform.teams),
+        *amis.layered_run_problems(
+            cfg.workloads, {name: (g.instance, g.release_version) for name, g in platform.node_groups.items()}
+        ),
     ]
     if problems:
         raise ConfigError(problems)

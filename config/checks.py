@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from config.amis import release_problems
 from config.aws import tag_problems
 from config.base import did_you_mean
 from config.checkpoints import GIB, STORAGE_SHARE, plan
@@ -333,5 +334,6 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *team_problems(cfg.teams, groups),
             *run_teams(cfg.workloads, cfg.teams),
             *system_name_reserved(cfg),
+            *release_problems(cfg),
         ]
-    return [*local, *system_name_reserved(cfg)]
+    return [*local, *system_name_reserved(cfg), *(release_problems(cfg) if cfg.layer == "aws" else [])]

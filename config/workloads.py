@@ -18,7 +18,7 @@ from config.training import (
     TrainingConfig,
     parallelism_problems,
 )
-from facts import images, instances, versions
+from facts import images, instances, needs, versions
 from facts.names import SYSTEM_NODE_GROUP
 
 # `workloads` is a map of named runs. Each run names its recipe; the recipe picks the model
@@ -138,6 +138,11 @@ class RunConfig(ProcessEnv):
         return (built.neuron_sdk if built else None), "image"
 
     @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        """The Hub files its training program reads (staged on /shared before it runs)."""
+        return ()
+
+    @property
     def model_shape(self) -> ModelConfig | None:
         """The transformer shape and parallelism, for recipes that train a Megatron model."""
         return None
@@ -225,7 +230,7 @@ class NemoGpuWorkload(MegatronRun):
     RECIPE: ClassVar[str] = "nemo-gpu"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "nvidia"
     REPOSITORY: ClassVar[str | None] = "nemo"
-    STEPS: ClassVar[tuple[str, ...]] = ("image", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "hub", "train", "tensorboard")
 
     recipe: Literal["nemo-gpu"] = Field(description="nemo-gpu")
     data_prefix: str | None = Field(
@@ -240,6 +245,10 @@ class NemoGpuWorkload(MegatronRun):
     repo_dir: str = Field("/opt/NeMo", description="The NeMo checkout in the image (examples/ is under it).")
     overrides: dict[str, str] = Field(default_factory=dict, description="Extra Hydra overrides (key: value).")
     tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        return tuple(r for r in [self.tokenizer.hub_repo] if r)
 
     @field_validator("data_prefix")
     @classmethod
@@ -292,7 +301,7 @@ class BertNeuronWorkload(RunConfig):
     RECIPE: ClassVar[str] = "bert-neuron"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
     REPOSITORY: ClassVar[str | None] = "bert-neuronx"
-    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "dataset", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "hub", "dataset", "train", "tensorboard")
 
     recipe: Literal["bert-neuron"] = Field(description="bert-neuron")
     training: BertTrainingConfig = Field(default_factory=BertTrainingConfig, description="Steps and schedule.")
@@ -302,6 +311,10 @@ class BertNeuronWorkload(RunConfig):
         description="The aws-neuron-samples checkout in the image (the BERT example is under it).",
     )
     tensorboard: bool = Field(True, description="TensorBoard over /shared/<workload>.")
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        return needs.PROGRAMS["dp_bert_large_hf_pretrain_hdf5.py"].hub
 
     @property
     def optimizer_steps(self) -> int:
@@ -371,10 +384,8 @@ class DdpCpuWorkload(RunConfig):
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         hc = self.health_check
-        unused = [
-            n for n, v in (("messageSize", hc.message_size), ("minBusBandwidthGbps", hc.min_bus_bandwidth_gbps)) if v
-        ]
-        problems = [f"{key}.healthCheck.{n}: the CPU gate runs no collective test; leave it out" for n in unused]
+        pairs = (("messageSize", hc.message_size), ("minBusBandwidthGbps", hc.min_bus_bandwidth_gbps))
+        problems = [f"{key}.healthCheck.{n}: the CPU gate runs no collective test; leave it out" for n, v in pairs if v]
         if self.processes_per_node > instance.cpu_worker_vcpus:
             problems.append(
                 f"{key}.processesPerNode: {self.processes_per_node} is more than the {instance.cpu_worker_vcpus} vCPUs"

@@ -8,14 +8,56 @@ so a changed Dockerfile is a new, immutable tag and an unchanged one is never re
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from facts.drivers import runtime_of_sdk
+
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
 TAG_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class OpenMpi:
+    """Where an image's Open MPI lives, and whether its mpirun passes its own prefix to the
+    daemons it starts on the other hosts (configure --enable-orterun-prefix-by-default)."""
+
+    prefix: str
+    prefix_by_default: bool
+
+    @property
+    def mpirun(self) -> str:
+        """mpirun by absolute path: Open MPI's implicit `--prefix <prefix>`, so `orted` is started
+        from <prefix>/bin on every host whatever sshd's PATH is there (orterun(1), "Remote
+        Execution"). Right whether or not the build is prefix-by-default."""
+        return f"{self.prefix}/bin/mpirun"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What an image brings that the node and the launch must fit: its Open MPI, its Neuron
+    runtime library (against the node's Neuron driver), its CUDA major (against the NVIDIA
+    driver). None: not known (an image this project does not describe)."""
+
+    open_mpi: OpenMpi | None = None
+    neuron_runtime: str | None = None
+    cuda_major: str | None = None
+
+
+NEURON_DLC_2_22 = Runtime(OpenMpi("/usr/local", prefix_by_default=True), neuron_runtime="2.24.53.0")
+"""The pytorch-training-neuronx 2.5.1 DLC of SDK 2.22.0 (aws-neuron/deep-learning-containers
+2.22.0, docker/pytorch/training/2.5.1/Dockerfile.neuronx): Open MPI 4.1.5 built with
+--enable-orterun-prefix-by-default into /usr/local, first on the image's PATH (it also has apt's
+openmpi-bin and the EFA installer's /opt/amazon/openmpi, not called); aws-neuronx-runtime-lib
+2.24.53.0 (tests/upstream/neuron-dlc-pytorch-training.yaml)."""
+NEMO_EFA = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="12")
+"""images/nemo: the EFA installer's Open MPI in /opt/amazon/openmpi, which AWS's own images start
+by absolute path (awsome-distributed-training: nccl-tests.yaml, the NeMo kubernetes Dockerfile's
+mpirun.real wrapper); NGC nemo:24.07 is a CUDA 12 container."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +70,8 @@ class Image:
     """The Neuron SDK the image carries (None: not a Neuron image)."""
     upstream: str
     """What the image packages, at which version (for the README and the plan)."""
+    runtime: Runtime = Runtime()
+    """Its Open MPI, Neuron runtime library or CUDA (from its base image)."""
 
     @property
     def folder(self) -> Path:
@@ -61,9 +105,11 @@ def content_tag(folder: Path) -> str:
 IMAGES: dict[str, Image] = {
     i.repository: i
     for i in (
-        Image("neuronx-nemo-megatron", "2.22.0", "aws-neuron/neuronx-nemo-megatron 0.8.0 (2.21_release)"),
-        Image("nemo", None, "NVIDIA NeMo 2.0.0rc1 (NGC nemo:24.07) with EFA, aws-ofi-nccl and nccl-tests"),
-        Image("bert-neuronx", "2.22.0", "aws-neuron/aws-neuron-samples v2.27.0 dp_bert_hf_pretrain"),
+        Image(
+            "neuronx-nemo-megatron", "2.22.0", "aws-neuron/neuronx-nemo-megatron 0.8.0 (2.21_release)", NEURON_DLC_2_22
+        ),
+        Image("nemo", None, "NVIDIA NeMo 2.0.0rc1 (NGC nemo:24.07) with EFA, aws-ofi-nccl and nccl-tests", NEMO_EFA),
+        Image("bert-neuronx", "2.22.0", "aws-neuron/aws-neuron-samples v2.27.0 dp_bert_hf_pretrain", NEURON_DLC_2_22),
     )
 }
 """Repository -> the image built for it."""
@@ -76,3 +122,17 @@ at 1d217b59): Ubuntu 20.04, PyTorch 1.12.1 (torchrun, gloo) for Python 3.8 (`pyt
 4.1.4 under /usr/local (mpirun and orted on sshd's default PATH) and OpenSSH's sshd. Its CI
 pushes `horovod/horovod-cpu:<version>` to Docker Hub on the release tag
 (tests/upstream/horovod-cpu-0.28.1.yaml)."""
+PUBLIC_CPU_RUNTIME = Runtime(OpenMpi("/usr/local", prefix_by_default=False))
+"""Horovod's CPU image: Open MPI 4.1.4 under /usr/local (its configure flags are not recorded, so
+not assumed prefix-by-default; mpirun by absolute path works either way)."""
+
+
+def runtime_of(image: str | None, built: Image | None, sdk: str | None, *, sdk_stated: bool) -> Runtime:
+    """What a run's image brings: the built image's or the public CPU image's facts; for an image
+    named in full, only the Neuron runtime library of the SDK its tag names (or `sdk_stated`)."""
+    if image == PUBLIC_CPU_IMAGE:
+        return PUBLIC_CPU_RUNTIME
+    runtime = built.runtime if built else Runtime()
+    if sdk and (sdk_stated or built is None):
+        runtime = dataclasses.replace(runtime, neuron_runtime=runtime_of_sdk(sdk))
+    return runtime
