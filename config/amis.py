@@ -49,10 +49,12 @@ class ImageOnGroup:
             return drivers.nvidia_driver_range(rt.cuda_major)
         return None
 
-    def describe(self) -> str:
+    def what(self) -> str:
         rt = self.runtime
-        what = f"Neuron runtime {rt.neuron_runtime}" if rt.neuron_runtime else f"CUDA {rt.cuda_major}"
-        return f"{self.key} ({what})"
+        return f"Neuron runtime {rt.neuron_runtime}" if rt.neuron_runtime else f"CUDA {rt.cuda_major}"
+
+    def describe(self) -> str:
+        return f"{self.key} ({self.what()})"
 
 
 def images_on_group(cfg: StackConfig, ng: NodeGroupConfig) -> list[ImageOnGroup]:
@@ -160,10 +162,10 @@ def layered_run_problems(
         image = ImageOnGroup(f"workloads.{name}.{'neuronSdk' if run.neuron_sdk else 'image'}", image_runtime(run))
         for _, needed in unfit(release, _as_group(run.node_group, instance), [image]):
             problems.append(
-                f"{image.key}: {image.describe()} needs {KINDS[instance.accelerator]} driver {needed}, but node group"
-                f" {run.node_group!r} runs AMI release {release_version} (driver {driver_of(release, instance)}),"
-                " pinned by the aws layer (nodeGroups[].releaseVersion); use an image that fits it, or pin a"
-                " release that fits both there"
+                f"{image.key}: the image's {image.what()} needs {KINDS[instance.accelerator]} driver {needed}, but"
+                f" node group {run.node_group!r} runs AMI release {release_version}"
+                f" (driver {driver_of(release, instance)}), pinned by the aws layer (nodeGroups[].releaseVersion);"
+                " use an image that fits it, or pin a release that fits both there"
             )
     return problems
 

@@ -139,10 +139,11 @@ PROGRAMS: dict[str, Program] = {
         Program("nccom-test", "nccom-test-2.29.1", accelerator=True),
         Program("all_reduce_perf", "awsome-distributed-training-efa", accelerator=True),
         Program("mpirun", "open-mpi-orterun", remote_daemons=True),
-        Program("torchrun", "nemo-r2.0.0rc1", binds=(Port(env="MASTER_PORT"),)),
+        # The rendezvous on the first node: train_setup.sh sets MASTER_PORT (41000).
+        Program("torchrun", "neuronx-nemo-megatron-2.21", binds=(Port(env="MASTER_PORT"),)),
         Program("huggingface-cli", "huggingface-hub-0.24.5", endpoints=(HUB,)),
         Program("aws", "dp-bert-hf-pretrain-v2.27.0", endpoints=(S3,)),
-        Program("tensorboard", "neuronx-nemo-megatron-2.21", binds=(Port(6006),)),
+        # The operator's root worker command: sshd -De on its default port (22; 2222 is the non-root variant's).
         Program("/usr/sbin/sshd", "mpi-operator-v0.8.0-pods", binds=(Port(22),)),
         Program("ddp_cpu_train.py", "horovod-cpu-0.28.1"),
     )

@@ -160,7 +160,8 @@ def test_a_runs_layer_image_is_held_to_the_aws_layers_release() -> None:
     assert ami_rules.layered_run_problems(runs, {"trn1": (instance, "1.35.6-20260625")}) == []
     (problem,) = ami_rules.layered_run_problems(runs, {"trn1": (instance, "1.35.6-20260714")})
     assert problem.startswith(
-        "workloads.bert.image: workloads.bert.image (Neuron runtime 2.24.53.0) needs Neuron driver < 2.29"
+        "workloads.bert.image: the image's Neuron runtime 2.24.53.0 needs Neuron driver < 2.29, but node group 'trn1'"
+        " runs AMI release 1.35.6-20260714 (driver 2.29.0.0)"
     )
 
 
