@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic.alias_generators import to_camel
 
+from config.amis import release_problems
 from config.aws import tag_problems
 from config.base import did_you_mean
 from config.checkpoints import GIB, STORAGE_SHARE
@@ -352,5 +353,6 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *team_problems(cfg.teams, groups),
             *run_teams(cfg.workloads, cfg.teams),
             *system_name_reserved(cfg),
+            *release_problems(cfg),
         ]
-    return [*local, *system_name_reserved(cfg)]
+    return [*local, *system_name_reserved(cfg), *(release_problems(cfg) if cfg.layer == "aws" else [])]
