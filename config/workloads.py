@@ -27,7 +27,7 @@ from facts.names import SYSTEM_NODE_GROUP
 # images/<repository>/, the steps it plans); its builder is one file in workloads/manifests/.
 # Checks that need the node groups or the storage (unknown node group, accelerator mismatch,
 # node count, ranks and parallelism, Neuron SDK versus instance family, checkpoint space)
-# run after parsing, in config/checks.py, so each can name its key.
+# run after parsing, in config/checks/, so each can name its key.
 
 
 class RunConfig(ProcessEnv):
