@@ -11,9 +11,11 @@ an all-in-one stack, and from the lower layer's outputs in a layered one (`stack
 
 from __future__ import annotations
 
-from config.checks.access import api_path, tag_rules
+from config.checks.access import api_path, tag_keys_distinct, tag_rules
 from config.checks.addons import eks_addon_versions_known
+from config.checks.capacity import capacity_problems
 from config.checks.groups import Groups, GroupView, groups_of
+from config.checks.network import network_problems
 from config.checks.runs import checkpoints_fit, images_exist, run_names, runs_problems
 from config.checks.teams import run_teams, system_name_reserved, team_problems
 from config.layers import layer_problems
@@ -42,8 +44,16 @@ def config_problems(cfg: StackConfig) -> list[str]:
     An all-in-one stack checks runs and teams against its own node groups; a layered stack
     checks what it holds alone here, and the rest against its lower layer's outputs.
     """
-    local = [*api_path(cfg), *tag_rules(cfg), *run_names(cfg), *(p for name in cfg.teams for p in team_name(name))]
-    local += eks_addon_versions_known(cfg)
+    local = [
+        *api_path(cfg),
+        *tag_rules(cfg),
+        *tag_keys_distinct(cfg),
+        *run_names(cfg),
+        *(p for name in cfg.teams for p in team_name(name)),
+        *capacity_problems(cfg),
+        *network_problems(cfg),
+        *eks_addon_versions_known(cfg),
+    ]
     if cfg.layer == "all":
         groups = groups_of(cfg)
         return [

@@ -37,3 +37,20 @@ def tag_rules(cfg: StackConfig) -> list[str]:
     # A value stored encrypted is only a placeholder offline; the real value is checked at deploy.
     tags = {k: v for k, v in cfg.tags.items() if v != SECRET}
     return tag_problems(tags, reserved=("Name", CLUSTER_TAG))
+
+
+def tag_keys_distinct(cfg: StackConfig) -> list[str]:
+    """`tags` reach the IAM roles too, and IAM treats tag keys case-insensitively: two keys that
+    differ only in case (among themselves or with the `Name` and cluster tags the stack adds) make
+    CreateRole fail ("InvalidInput: Duplicate tag keys found. Please note that Tag keys are case
+    insensitive"; IAM user guide, id_tags, case sensitivity)."""
+    seen: dict[str, str] = {k.lower(): k for k in ("Name", CLUSTER_TAG)}
+    problems = []
+    for key in cfg.tags:
+        other = seen.setdefault(key.lower(), key)
+        if other != key:
+            problems.append(
+                f"tags.{key}: differs from {other!r} only in case, and IAM takes tag keys case-insensitively"
+                " (it refuses the role with both): keep one spelling"
+            )
+    return problems

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from facts import instances
 from facts.names import SYSTEM_NODE_GROUP
@@ -39,3 +40,8 @@ def groups_of(cfg: StackConfig) -> dict[str, GroupView]:
         },
         SYSTEM_NODE_GROUP: GroupView(SYSTEM_NODE_GROUP, s.instance, s.desired_size, s.max, "systemNodeGroup.maxSize"),
     }
+
+
+def size_key(i: int, ng: NodeGroupConfig) -> str:
+    """The key that sets node group i's maxSize: its own, or desiredSize, which it follows when not set."""
+    return f"nodeGroups[{i}].{'maxSize' if ng.max_size is not None else 'desiredSize'}"

@@ -10,17 +10,34 @@ from config.checks.groups import Groups, GroupView
 from config.names import plain_secrets, run_name, run_objects
 from config.stack import StackConfig
 from config.storage import StorageConfig
+from config.training import size_bytes
 from config.workloads import RunConfig, WorkloadConfig
 from facts import versions
+from facts.limits import NCCL_TESTS_BUFFERS, NCCL_TESTS_RESERVED_BYTES
+from facts.names import PLATFORM_ENV
 
 
 def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]:
-    """Recipes that download gated files need the token."""
-    if not name or run.HUGGING_FACE_TOKEN_FOR is None or cfg.hugging_face_token is not None:
+    """Recipes that download gated files need the token (an empty one downloads nothing gated)."""
+    token = cfg.hugging_face_token
+    if not name or run.HUGGING_FACE_TOKEN_FOR is None or (token is not None and token.get_secret_value().strip()):
         return []
+    said = "is empty" if token is not None else "required"
     return [
-        f"huggingFaceToken: required by workloads.{name} ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
+        f"huggingFaceToken: {said}: workloads.{name} needs it ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
         " set it with `pulumi config set --secret huggingFaceToken hf_...`"
+    ]
+
+
+def platform_env(name: str, run: RunConfig) -> list[str]:
+    """A run's `env` and `secretEnv` leave the variables the platform sets alone: they carry the
+    rendezvous, the node count and the checkpoint directory every restart resumes from."""
+    return [
+        f"workloads.{name}.{where}.{var}: the platform sets {var} ({PLATFORM_ENV[var]}); a value here would"
+        " override it and break the run's rendezvous or checkpoints: leave it out, or use another name"
+        for where, names in (("env", run.env), ("secretEnv", run.secret_env))
+        for var in sorted(names)
+        if var in PLATFORM_ENV
     ]
 
 
@@ -96,6 +113,23 @@ def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     ]
 
 
+def health_check_fits(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """nccl-tests allocates three buffers of the message size on every GPU and keeps 1 GiB free;
+    a larger size it shrinks in silence, so the gate would test less than it says, or nothing."""
+    it, hc = ng.instance, run.health_check
+    if it.accelerator != "nvidia" or not hc.enabled or hc.message_size is None:
+        return []
+    room = it.gpu_memory_mib * 2**20 - NCCL_TESTS_RESERVED_BYTES
+    if NCCL_TESTS_BUFFERS * size_bytes(hc.message_size) <= room:
+        return []
+    return [
+        f"{key}.healthCheck.messageSize: {hc.message_size} does not fit: nccl-tests allocates {NCCL_TESTS_BUFFERS}"
+        f" buffers of it on each GPU and keeps 1 GiB free, and a {it.accelerator_name} of {it.name} has"
+        f" {it.gpu_memory_mib // 1024} GiB (it would shrink the size in silence): use at most"
+        f" {room // NCCL_TESTS_BUFFERS // 2**20}M"
+    ]
+
+
 def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> list[str]:
     """Each run against the node groups: a rule whose precondition failed hides the rules after it."""
     problems: list[str] = []
@@ -111,12 +145,17 @@ def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> li
             problems += mismatch
             continue
         problems += versions_fit(key, run, ng) + nodes_fit(key, run, ng) + run.problems_on(key, ng.instance)
+        problems += health_check_fits(key, run, ng)
     return problems
 
 
 def run_names(cfg: StackConfig) -> list[str]:
     """What a run needs of its own stack: a valid name, and the token where its recipe downloads."""
-    named = [p for name, run in cfg.workloads.items() for p in run_name(name) + hugging_face_token(name, run, cfg)]
+    named = [
+        p
+        for name, run in cfg.workloads.items()
+        for p in run_name(name) + hugging_face_token(name, run, cfg) + platform_env(name, run)
+    ]
     return named + run_objects(cfg.workloads) + plain_secrets(cfg.workloads)
 
 

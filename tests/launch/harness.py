@@ -99,7 +99,7 @@ class WorkloadRun:
         if framework != "ddp-cpu":  # an accelerated node group
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
-            facts["busBandwidthGbps"] = 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gbps
+            facts["busBandwidthGBPerSecond"] = 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gb_per_second
         return facts
 
     def checkpoints(self) -> list[Path]:
