@@ -22,9 +22,9 @@ def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]
     token = cfg.hugging_face_token
     if not name or run.HUGGING_FACE_TOKEN_FOR is None or (token is not None and token.get_secret_value().strip()):
         return []
-    said = "is empty" if token is not None else "required"
+    said = "is empty, but required" if token is not None else "required"
     return [
-        f"huggingFaceToken: {said}: workloads.{name} needs it ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
+        f"huggingFaceToken: {said} by workloads.{name} ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
         " set it with `pulumi config set --secret huggingFaceToken hf_...`"
     ]
 

@@ -279,7 +279,7 @@ def test_tag_keys_differ_in_more_than_case() -> None:
 def test_an_empty_hugging_face_token_is_no_token() -> None:
     values = copy.deepcopy(stack_values("trn1-llama2"))
     values[NS + "huggingFaceToken"] = ""
-    refused(values, "huggingFaceToken", "is empty")
+    refused(values, "huggingFaceToken", "is empty, but required by workloads.llama2")
 
 
 def test_a_tiny_step_time_plans_with_a_cost() -> None:
