@@ -306,6 +306,8 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     inputs = layers.parse_aws_layer(values, ref.require_output(KUBECONFIG_OUTPUT), cfg.lower_stack)
     problems = checks.team_problems(cfg.teams, layers.group_views(inputs.run_groups, cfg.lower_stack))
+    accelerated = sum(1 for g in inputs.run_groups.values() if g.accelerated)
+    problems += checks.flavors_fit(cfg.teams, accelerated, where="teams")
     if inputs.region != cfg.region:
         problems.insert(0, f"aws:region: {cfg.region}, but the aws layer ({cfg.lower_stack}) is in {inputs.region}")
     if problems:

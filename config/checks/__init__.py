@@ -15,7 +15,7 @@ from config.checks.access import api_path, tag_keys_distinct, tag_rules
 from config.checks.addons import eks_addon_versions_known
 from config.checks.capacity import capacity_problems
 from config.checks.groups import Groups, GroupView, groups_of
-from config.checks.network import network_problems
+from config.checks.network import flavors_fit, network_problems
 from config.checks.runs import checkpoints_fit, images_exist, run_names, runs_problems
 from config.checks.teams import run_teams, system_name_reserved, team_problems
 from config.layers import layer_problems
@@ -28,6 +28,7 @@ __all__ = [
     "Groups",
     "checkpoints_fit",
     "config_problems",
+    "flavors_fit",
     "groups_of",
     "images_exist",
     "run_teams",

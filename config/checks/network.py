@@ -3,6 +3,8 @@ their rule quota, Kueue's queue within its flavor limit."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from config.checks.groups import size_key
 from config.stack import StackConfig
 from facts.limits import EKS_CLUSTER_SG_INBOUND, KUEUE_MAX_FLAVORS, SECURITY_GROUP_RULES, SUBNET_RESERVED_ADDRESSES
@@ -64,15 +66,16 @@ def created_vpc_fits(cfg: StackConfig) -> list[str]:
     return problems
 
 
-def flavors_fit(cfg: StackConfig) -> list[str]:
-    """Without teams one `default` ClusterQueue lists every node group as a flavor of one
-    resource group (infra.queues), and Kueue takes at most 64 of them."""
-    flavors = len(cfg.node_groups) + 1  # the system node group is one more
-    if cfg.teams or cfg.layer not in ("all", "cluster") or flavors <= KUEUE_MAX_FLAVORS:
+def flavors_fit(teams: Collection[str], accelerated: int, where: str = "nodeGroups") -> list[str]:
+    """Without teams one `default` ClusterQueue lists every accelerated node group as a flavor of
+    one resource group, and the system group (infra.queues), and Kueue takes at most 64 of them.
+    `where`: the key to name (an all-in-one stack's `nodeGroups`; a cluster layer's `teams`,
+    whose node groups are the aws layer's)."""
+    if teams or accelerated + 1 <= KUEUE_MAX_FLAVORS:
         return []
     return [
-        f"nodeGroups: {len(cfg.node_groups)} accelerated node groups and the system group make {flavors} Kueue flavors"
-        f" in the default queue, and Kueue takes at most {KUEUE_MAX_FLAVORS} per resource group: use at most"
+        f"{where}: {accelerated} accelerated node groups and the system group make {accelerated + 1} Kueue flavors in"
+        f" the default queue, and Kueue takes at most {KUEUE_MAX_FLAVORS} per resource group: use at most"
         f" {KUEUE_MAX_FLAVORS - 1} node groups, or define teams (each team's queue lists only its own group)"
     ]
 
@@ -99,4 +102,5 @@ def cluster_security_group_rules(cfg: StackConfig) -> list[str]:
 
 def network_problems(cfg: StackConfig) -> list[str]:
     """Every rule of this module."""
-    return [*created_vpc_fits(cfg), *flavors_fit(cfg), *cluster_security_group_rules(cfg)]
+    own = flavors_fit(cfg.teams, len(cfg.node_groups)) if cfg.layer == "all" else []
+    return [*created_vpc_fits(cfg), *own, *cluster_security_group_rules(cfg)]

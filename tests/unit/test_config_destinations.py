@@ -219,9 +219,12 @@ def test_scratch_storage_refuses_what_it_would_not_apply(setting: str, value: An
     refused({**MINIMAL, NS + "storage": storage}, f"storage.{setting}", "not applied")
 
 
-def test_a_bandwidth_floor_with_the_check_off_is_refused() -> None:
-    run = {**BERT, "healthCheck": {"enabled": False, "minBusBandwidthGBPerSecond": 20}}
-    refused({**MINIMAL, NS + "workloads": {"b": run}}, "workloads.b.healthCheck.minBusBandwidthGBPerSecond")
+@pytest.mark.parametrize("setting", [{"messageSize": "2G"}, {"minBusBandwidthGBPerSecond": 20}])
+def test_health_check_settings_with_the_check_off_are_refused(setting: dict[str, Any]) -> None:
+    """workloads/manifests/healthcheck.py runs no test when enabled is false: its size and floor
+    would be dropped in silence."""
+    run = {**BERT, "healthCheck": {"enabled": False, **setting}}
+    refused({**MINIMAL, NS + "workloads": {"b": run}}, f"workloads.b.healthCheck.{next(iter(setting))}", "not applied")
 
 
 @pytest.mark.parametrize("var", ["CHECKPOINT_DIR", "MASTER_ADDR", "NNODES"])
