@@ -19,7 +19,7 @@ from config.workloads.recipe import (
     Support,
     UnknownStepTime,
 )
-from facts import instances, versions
+from facts import instances, needs, versions
 
 BERT_LARGE_PARAMETERS = 335_000_000
 """BERT-large with its pretraining heads (Devlin et al. 2019: 340M; bert-large-uncased: 335M)."""
@@ -31,7 +31,7 @@ class BertNeuronWorkload(RunConfig):
     RECIPE: ClassVar[str] = "bert-neuron"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
     REPOSITORY: ClassVar[str | None] = "bert-neuronx"
-    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "dataset", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "hub", "dataset", "train", "tensorboard")
     NEURON_FRAMEWORK: ClassVar[versions.Framework | None] = "pytorch-xla"
     CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
         10, "the model in bf16 (model.to(torch.bfloat16)) and AdamW_FP32OptimParams's two fp32 moments: 2 + 8"
@@ -45,6 +45,7 @@ class BertNeuronWorkload(RunConfig):
         steps={
             "image": "image check Job",
             "dirs": "directory Job",
+            "hub": "Hub Job (`bert-large-uncased` onto `/shared/hf-hub`, the ranks run offline)",
             "dataset": "dataset Job (tokenized WikiCorpus shards onto `/shared`)",
             "train": "training MPIJob (health gate, precompile, training)",
             "tensorboard": "TensorBoard",
@@ -72,6 +73,10 @@ class BertNeuronWorkload(RunConfig):
         description="The aws-neuron-samples checkout in the image (the BERT example is under it).",
     )
     tensorboard: bool = Field(True, description="TensorBoard over /shared/<workload>.")
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        return needs.PROGRAMS["dp_bert_large_hf_pretrain_hdf5.py"].hub
 
     @property
     def optimizer_steps(self) -> int:
