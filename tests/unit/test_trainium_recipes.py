@@ -150,4 +150,4 @@ def test_an_empty_hugging_face_token_is_none(stack: str, tmp_path: Path) -> None
     values = copy.deepcopy(stack_values(stack))
     values[NS + "huggingFaceToken"] = ""
     code, err = plan_exit(values, tmp_path)
-    assert code == 2 and "huggingFaceToken: required by workloads." in err, err
+    assert code == 2 and "huggingFaceToken: is empty, but required by workloads." in err, err
