@@ -14,9 +14,11 @@ for the public image of CPU runs from its upstream facts (tests/upstream/horovod
   (its facts). This machine's Open MPI binaries stand in, copied there: a `mpirun` found on
   PATH starts its remote `orted` through sshd's default PATH, an absolute one (Open MPI's
   implicit --prefix) from its own bin/;
-- what its base image brings that the node must fit: the DLC's Neuron runtime library, the NGC
-  container's CUDA major (tests/upstream/nvidia-cuda-compatibility.yaml); and which
-  huggingface-hub its Python has (neuronx-nemo-megatron's pin: 0.22.2; the others 0.24.5).
+- what its base image brings that the node must fit: the DLC's Neuron runtime library (SDK 2.22.0's;
+  SDK 2.28.0's from tests/upstream/neuron-sdk-2.28-2.33.yaml), or the one its Dockerfile installs
+  (`ARG NEURON_RUNTIME_VERSION`, images/torchtitan), the NGC container's CUDA major
+  (tests/upstream/nvidia-cuda-compatibility.yaml); and which huggingface-hub its Python has
+  (neuronx-nemo-megatron's pin: 0.22.2; neuronx-distributed's 0.27.1; the others 0.24.5).
 
 Only that: an image's ssh_config, sshd_config and loader cache (`/etc/ld.so.conf.d`) are not
 modelled, so the rendered commands are held to work on an image that has its ENV and files
@@ -86,6 +88,11 @@ FRAMEWORKS = {
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
 DLC = upstream.facts("neuron-dlc-pytorch-training")
 DLC_BASES = {base: DLC[f"{sdk}_pytorch_2.5.1"] for sdk, base in DLC["images"].items() if f"{sdk}_pytorch_2.5.1" in DLC}
+_DLC_2_28 = upstream.facts("neuron-sdk-2.28-2.33")["dlc_2_28_0_training"]
+DLC_BASES[_DLC_2_28["image"]] = {  # the SDK 2.28.0 DLC of images/neuronx-distributed, in the same shape
+    "open_mpi": _DLC_2_28["open_mpi"],
+    "apt_neuron": [f"aws-neuronx-runtime-lib {_DLC_2_28['runtime_lib']}"],
+}
 NGC_CUDA_MAJOR = upstream.facts("nvidia-cuda-compatibility")["ngc_24_containers_cuda_major"]
 # This machine's Open MPI (Debian openmpi-bin), and the names an image without it must not show.
 SYSTEM_MPI = {"orterun": "/usr/bin/orterun", "orted": "/usr/bin/orted"}
@@ -163,6 +170,7 @@ def describe(reference: str) -> Image:
     base = re.search(r"^ARG BASE=(\S+)", text, re.M)
     dlc = DLC_BASES.get(base.group(1) if base else "")
     opal = re.search(r"^ENV OPAL_PREFIX=(\S+)", text, re.M)
+    runtime = re.search(r"^ARG NEURON_RUNTIME_VERSION=(\S+)", text, re.M)  # an image that installs it
     return Image(
         reference,
         name,
@@ -173,7 +181,7 @@ def describe(reference: str) -> Image:
         open_mpi=dlc["open_mpi"]["prefix"] if dlc else (opal.group(1) if opal else None),
         prefix_by_default=bool(dlc and dlc["open_mpi"]["prefix_by_default"]),
         system_mpi=bool(dlc),  # the DLC installs apt's openmpi-bin too
-        neuron_runtime=_runtime_lib(dlc) if dlc else None,
+        neuron_runtime=_runtime_lib(dlc) if dlc else (runtime.group(1) if runtime else None),
         cuda_major=NGC_CUDA_MAJOR if base and base.group(1).startswith("nvcr.io/nvidia/") else None,
     )
 

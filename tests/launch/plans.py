@@ -29,14 +29,18 @@ PREFIX = "llm-training-eks:"
 # Short training, the same shape of schedule: 12 steps, a checkpoint every 4 (Megatron recipes:
 # checkpointEverySteps; BERT: one checkpoint per dataset shard, a shard being 4 steps here).
 SHORT = {
-    "llama2-neuron": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}, "precompileSteps": 2},
+    "llama2-neuron": {
+        "training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1},
+        "precompileSteps": 2,
+        "stepSeconds": 4000.0,  # as llama3-nxd's below: its published step time is known
+    },
     "nemo-gpu": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}},
     "bert-neuron": {"training": {"maxSteps": 12, "warmupSteps": 1, "precompileSteps": 2, "shardsPerCheckpoint": 1}},
     # The real script: a step takes about 5 ms (2 ranks here), so a kill after the first
     # checkpoint needs a run of some hundreds of steps to land before its end (about a second).
     "ddp-cpu": {"steps": 240, "checkpointEverySteps": 60},
-    # A step time long enough that a checkpoint every 4 steps stays under 2% of training time (the
-    # config refuses more): the short run is not a real schedule.
+    # Recipes with a published step time: one long enough that a checkpoint every 4 steps stays
+    # under 2% of training time (the config refuses more); the short run is not a real schedule.
     "llama3-nxd": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}, "stepSeconds": 4000.0},
     "torchtitan-neuron": {"training": {"maxSteps": 12, "checkpointEverySteps": 4}},
 }
