@@ -239,7 +239,7 @@ class TorchTitanNeuronWorkload(RunConfig):
         """TP divides a node's ranks; the global batch is a whole number of micro batches of the
         data-parallel ranks (TorchTitan refuses it at start otherwise)."""
         if instance.family not in versions.TORCHNEURON_FAMILIES:
-            return []  # config/checks.py versions_fit names the node group
+            return []  # config/checks/runs.py versions_fit names the node group
         m, per_node = self.model, instance.ranks_per_node
         if per_node % m.tensor_parallel:
             return [f"{key}.model.tensorParallel: {m.tensor_parallel} does not divide the {per_node} ranks of a node"]
