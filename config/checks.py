@@ -27,6 +27,7 @@ from config.names import (
     team_name,
     vpc_azs_in_region,
 )
+from config.placement import RULES as PLACEMENT_RULES
 from config.stack import StackConfig
 from config.stackfile import SECRET
 from config.storage import StorageConfig
@@ -67,7 +68,7 @@ def groups_of(cfg: StackConfig) -> dict[str, GroupView]:
     }
 
 
-RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems)
+RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems, *PLACEMENT_RULES)
 
 
 # --------------------------------------------------------------------------- training runs

@@ -19,7 +19,17 @@ from infra.charts import (
     tolerations_for,
 )
 from infra.platform import NodeGroupFacts
-from tests.conftest import API_PATH, BASE, MINIMAL, plan_exit, resources, run_plan, stack_plan, stack_values
+from tests.conftest import (
+    API_PATH,
+    BASE,
+    MINIMAL,
+    placed_values,
+    plan_exit,
+    resources,
+    run_plan,
+    stack_plan,
+    stack_values,
+)
 from tools import mocks
 from tools.plan import kubernetes_objects
 
@@ -31,6 +41,7 @@ MIXED = {
         {"name": "trn", "instanceType": "trn1.32xlarge", "desiredSize": 1, "availabilityZone": "us-east-2a"},
         {"name": "gpu", "instanceType": "p5.48xlarge", "desiredSize": 1, "availabilityZone": "us-east-2a"},
     ],
+    **placed_values("us-east-2a"),
 }
 
 

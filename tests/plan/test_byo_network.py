@@ -14,7 +14,7 @@ from config.stackfile import read_stack_file
 from facts import instances
 from infra.network import EKS_INTERFACE_ADDRESSES, addresses_needed
 from tests import upstream
-from tests.conftest import API_PATH, ROOT, plan_exit, resources, run_plan, stack_plan, stack_values
+from tests.conftest import API_PATH, ROOT, placed_values, plan_exit, resources, run_plan, stack_plan, stack_values
 from tools import plan as plan_mod
 
 NETWORK_TYPES = (
@@ -118,7 +118,12 @@ def test_addresses_needed_follow_the_vpc_cni_and_the_instance_data() -> None:
 
 def one_group(**group: Any) -> dict[str, Any]:
     ng = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d", **group}
-    return {"aws:region": "us-west-2", "llm-training-eks:cluster": API_PATH, "llm-training-eks:nodeGroups": [ng]}
+    return {
+        "aws:region": "us-west-2",
+        "llm-training-eks:cluster": API_PATH,
+        "llm-training-eks:nodeGroups": [ng],
+        **placed_values("us-west-2d"),
+    }
 
 
 @pytest.mark.parametrize("kind", ["on-demand", "spot"])

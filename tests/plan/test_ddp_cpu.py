@@ -28,7 +28,7 @@ from facts.names import SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
 from infra.queues import cluster_queue, queue_objects, teams_of
 from tests import upstream
-from tests.conftest import API_PATH, ROOT, resources, stack_plan, stack_values
+from tests.conftest import API_PATH, ROOT, placed, resources, stack_plan, stack_values
 from tools import plan as plan_mod
 from workloads.manifests import ddp_cpu
 from workloads.manifests.healthcheck import health_gate
@@ -44,6 +44,7 @@ def parse(run: dict[str, Any], **more: Any) -> config.StackConfig:
         "cluster": API_PATH,
         "nodeGroups": [TRN1],
         "workloads": {"first": {"recipe": "ddp-cpu", "nodes": 2, "runId": "r1", **run}},
+        **placed("us-west-2d"),
         **more,
     }
     return config.parse(values)

@@ -164,7 +164,8 @@ def test_protection_can_be_turned_off_for_throwaway_stacks() -> None:
 
 @pytest.mark.parametrize(("nat", "expected"), [("single", 1), ("per-az", 3)])
 def test_nat_gateways(nat: str, expected: int) -> None:
-    values = dict(MINIMAL, **{"llm-training-eks:network": {"natGateways": nat, "azCount": 3}})
+    azs = ["us-west-2d", "us-west-2a", "us-west-2b"]
+    values = dict(MINIMAL, **{"llm-training-eks:network": {"natGateways": nat, "availabilityZones": azs}})
     plan = run_plan(values)
     assert len(resources(plan, "aws:ec2/natGateway:NatGateway")) == expected
     (endpoint,) = resources(plan, "aws:ec2/vpcEndpoint:VpcEndpoint")
@@ -253,7 +254,7 @@ def test_flow_logs_record_rejected_traffic_with_a_role_scoped_to_its_log_group()
     (policy,) = [r for r in resources(plan, "aws:iam/rolePolicy:RolePolicy") if r["name"] == "network-flow-logs"]
     statement = json.loads(policy["inputs"]["policy"])["Statement"]
     assert all(not r.endswith("*") or r.endswith(":*") for s in statement for r in s["Resource"])
-    off = run_plan({**MINIMAL, "llm-training-eks:network": {"flowLogs": False}})
+    off = run_plan({**MINIMAL, "llm-training-eks:network": {**MINIMAL["llm-training-eks:network"], "flowLogs": False}})
     assert not resources(off, "aws:ec2/flowLog:FlowLog")
 
 

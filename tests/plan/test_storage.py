@@ -151,14 +151,16 @@ def test_fsx_sits_in_the_training_node_groups_subnet(example_stack: str) -> None
 
 def test_sync_deletes_is_opt_in() -> None:
     assert data_repository_events(False) == ["NEW", "CHANGED"]
-    plan = run_plan({**MINIMAL, "llm-training-eks:storage": {"syncDeletes": True}})
+    plan = run_plan(
+        {**MINIMAL, "llm-training-eks:storage": {**MINIMAL["llm-training-eks:storage"], "syncDeletes": True}}
+    )
     s3 = only(plan, DRA)["inputs"]["s3"]
     assert s3["autoExportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
 
 
 def test_scratch_only_when_asked_and_holds_nothing_durable() -> None:
     scratch = {"deploymentType": "SCRATCH_2", "storageCapacityGib": 2400}
-    plan = run_plan({**MINIMAL, "llm-training-eks:storage": scratch})
+    plan = run_plan({**MINIMAL, "llm-training-eks:storage": {**MINIMAL["llm-training-eks:storage"], **scratch}})
     fs = only(plan, FSX)["inputs"]
     assert fs["deploymentType"] == "SCRATCH_2"
     assert "automaticBackupRetentionDays" not in fs

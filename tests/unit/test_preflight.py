@@ -16,7 +16,7 @@ from moto import mock_aws
 
 import config
 from tests import upstream
-from tests.conftest import API_PATH, BASE, MINIMAL
+from tests.conftest import API_PATH, BASE, MINIMAL, placed, placed_values
 from tests.unit.preflight_sources import NOW, reservation
 from tools import preflight
 from tools.account import Boto3Account
@@ -24,7 +24,9 @@ from tools.account import Boto3Account
 
 def cfg_of(**ng: Any) -> config.StackConfig:
     group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2d", **ng}
-    return config.parse({"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [group]})
+    return config.parse(
+        {"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [group], **placed(group["availabilityZone"])}
+    )
 
 
 RESERVED = {"capacity": {"type": "reservation", "reservationId": "cr-0123456789abcdef0"}}
@@ -213,7 +215,9 @@ def test_all_good_exit_0(tmp_path: Path):
 def test_failing_check_exit_1_one_line_each(tmp_path: Path):
     stack = tmp_path / "Pulumi.x.yaml"
     group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2a"}
-    stack.write_text(json.dumps({"config": {**BASE, "llm-training-eks:nodeGroups": [group]}}))
+    stack.write_text(
+        json.dumps({"config": {**BASE, "llm-training-eks:nodeGroups": [group], **placed_values("us-west-2a")}})
+    )
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
     session = Session(
         **{

@@ -15,7 +15,7 @@ import pytest
 import config
 import stack
 from tests import upstream
-from tests.conftest import API_PATH, MINIMAL, resources, run_plan
+from tests.conftest import API_PATH, MINIMAL, placed, resources, run_plan
 from tests.unit.preflight_sources import (
     CR_ID,
     NOW,
@@ -39,7 +39,12 @@ SOURCES = ("boto3", "provider")
 def cfg_of(capacity: dict[str, Any], **group: Any) -> config.StackConfig:
     ng = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2d"}
     return config.parse(
-        {"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [{**ng, **group, "capacity": capacity}]}
+        {
+            "region": "us-west-2",
+            "cluster": API_PATH,
+            "nodeGroups": [{**ng, **group, "capacity": capacity}],
+            **placed("us-west-2d"),
+        }
     )
 
 
