@@ -162,7 +162,7 @@ class NodeRepairConfig(Model):
 class NodeGroupConfig(Model):
     """One accelerated EFA node group: one instance type, one AZ, one subnet."""
 
-    name: str = Field(description="Node group name: lowercase letters, digits, hyphens (1-40).")
+    name: str = Field(description="Node group name: lowercase letters, digits, hyphens (1-36).")
     instance_type: str = Field(description="Accelerated instance type from the instances.")
     desired_size: int = Field(description="Nodes to run.", ge=0)
     min_size: int | None = Field(None, ge=0, description="Default: desiredSize.")
@@ -191,8 +191,9 @@ class NodeGroupConfig(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if len(v) > 40 or not matches(DNS_LABEL_RE, v):
-            raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-40)")
+        # The EKS name is `<name>-` and a 26-character unique suffix, at most 63 (infra.cluster).
+        if len(v) > 36 or not matches(DNS_LABEL_RE, v):
+            raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-36)")
         return v
 
     @field_validator("instance_type")

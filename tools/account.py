@@ -19,6 +19,8 @@ from typing import Any, Protocol
 import boto3
 import botocore.exceptions
 
+from facts.names import NODE_GROUP_LABEL
+
 UPCOMING_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 """Before a Capacity Block starts its available count shows 0; this tag holds how many instances
 it will have (EC2 user guide, capacity-blocks-view)."""
@@ -91,7 +93,9 @@ class Account(Protocol):
         ...
 
     def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
-        """The deployed EKS node group, or None when it (or its cluster) does not exist yet."""
+        """The deployed EKS node group the stack calls `name` (its EKS name is `name`, or, since
+        node groups are replaced create-first, `name-` and a unique suffix with the node-group
+        label `name`: `candidates`), or None when it (or its cluster) does not exist yet."""
         ...
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
@@ -105,6 +109,19 @@ class Account(Protocol):
     def quota(self, code: str) -> float:
         """The value of an EC2 service quota."""
         ...
+
+
+def candidates(name: str, names: Iterable[str]) -> list[str]:
+    """EKS node group names that may be the stack's group `name`: `name` itself (a group deployed
+    before names had a unique suffix), then `name-<suffix>` (infra.cluster.node_group_name_prefix);
+    the node-group label decides among the latter."""
+    names = list(names)
+    return [n for n in names if n == name] + sorted(n for n in names if n.startswith(f"{name}-"))
+
+
+def is_group(eks_name: str, labels: Mapping[str, str] | None, name: str) -> bool:
+    """The EKS group `eks_name` is the stack's group `name` (by its fixed name or its label)."""
+    return eks_name == name or (labels or {}).get(NODE_GROUP_LABEL) == name
 
 
 def _first_line(text: str) -> str:
@@ -278,13 +295,20 @@ class Boto3Account:
         return reservation_from(found[0], _tags(found[0].get("Tags"))) if found else None
 
     def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
-        pages = self._call(
-            "eks", "describe_nodegroup", missing=("ResourceNotFoundException",), clusterName=cluster, nodegroupName=name
-        )
-        if not pages:
+        # Listing first, as the provider's source does: a missing cluster or group is an answer.
+        if cluster not in (n for p in self._call("eks", "list_clusters") for n in p.get("clusters", [])):
             return None
-        group = pages[0]["nodegroup"]
-        return DeployedNodeGroup(str(group.get("version")), int(group.get("scalingConfig", {}).get("desiredSize", 0)))
+        missing = ("ResourceNotFoundException",)
+        listed = self._call("eks", "list_nodegroups", missing=missing, clusterName=cluster)
+        for eks_name in candidates(name, (n for p in listed or [] for n in p.get("nodegroups", []))):
+            pages = self._call(
+                "eks", "describe_nodegroup", missing=missing, clusterName=cluster, nodegroupName=eks_name
+            )
+            group = pages[0]["nodegroup"] if pages else {}
+            if group and is_group(eks_name, group.get("labels"), name):
+                desired = int(group.get("scalingConfig", {}).get("desiredSize", 0))
+                return DeployedNodeGroup(str(group.get("version")), desired)
+        return None
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
         filters = [

@@ -25,7 +25,9 @@ from tools.account import (
     AccountError,
     DeployedNodeGroup,
     Reservation,
+    candidates,
     explain_text,
+    is_group,
 )
 
 # A data source that finds nothing fails with terraform-provider-aws's NotFoundError ("couldn't
@@ -101,13 +103,14 @@ class ProviderAccount:
         if cluster not in (clusters.names or []):
             return None
         groups = self._invoke(aws.eks.get_node_groups, "eks:ListNodegroups", cluster_name=cluster)
-        if name not in (groups.names or []):
-            return None
-        group = self._invoke(
-            aws.eks.get_node_group, "eks:DescribeNodegroup", cluster_name=cluster, node_group_name=name
-        )
-        scaling = (group.scaling_configs or [None])[0]
-        return DeployedNodeGroup(str(group.version), int(scaling.desired_size) if scaling else 0)
+        for eks_name in candidates(name, groups.names or []):
+            group = self._invoke(
+                aws.eks.get_node_group, "eks:DescribeNodegroup", cluster_name=cluster, node_group_name=eks_name
+            )
+            if is_group(eks_name, group.labels, name):
+                scaling = (group.scaling_configs or [None])[0]
+                return DeployedNodeGroup(str(group.version), int(scaling.desired_size) if scaling else 0)
+        return None
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
         found = self._invoke(

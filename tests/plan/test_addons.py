@@ -115,7 +115,7 @@ def test_node_selectors_match_node_group_labels(example_stack: str) -> None:
     labels = [
         r["inputs"]["labels"]
         for r in resources(plan, "aws:eks/nodeGroup:NodeGroup")
-        if r["inputs"]["nodeGroupName"] != "system"
+        if r["inputs"]["labels"]["llm-training-eks/node-group"] != "system"
     ]
     for name, values in releases(plan).items():
         selector = values.get("nodeSelector") or values.get("devicePlugin", {}).get("nodeSelector")

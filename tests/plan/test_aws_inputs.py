@@ -169,7 +169,7 @@ UNCONSTRAINED = {
     "nodeRepairConfig.nodeRepairConfigOverrides[].nodeMonitoringCondition",
     "nodeRepairConfig.nodeRepairConfigOverrides[].nodeUnhealthyReason", "userName", "kubernetesGroups[]", "type",
     "name", "policy", "description", "tags", "finalBackupTags", "preserve", "tags.*", "tagSpecifications[].tags.*", "encryptionConfig.resources[]",
-    "nodeGroupName", "labels", "networkInterfaces[].networkCardIndex", "networkInterfaces[].deviceIndex",
+    "nodeGroupName", "nodeGroupNamePrefix", "labels", "networkInterfaces[].networkCardIndex", "networkInterfaces[].deviceIndex",
     "networkInterfaces[].description", "fromPort", "toPort", "maxAggregationInterval",
     "rules[].applyServerSideEncryptionByDefault.kmsMasterKeyId",
     # Checked by the documented rules below (per volume type; two values in prose).

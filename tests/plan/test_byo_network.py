@@ -54,7 +54,8 @@ def test_everything_lands_in_the_configured_vpc_and_subnets() -> None:
     assert cluster["inputs"]["privateSubnetIds"] == list(private.values())
     assert cluster["inputs"]["publicSubnetIds"] == list(public.values())
     groups = {
-        g["inputs"]["nodeGroupName"]: g["inputs"]["subnetIds"] for g in resources(plan, "aws:eks/nodeGroup:NodeGroup")
+        g["inputs"]["labels"]["llm-training-eks/node-group"]: g["inputs"]["subnetIds"]
+        for g in resources(plan, "aws:eks/nodeGroup:NodeGroup")
     }
     assert groups == {"system": list(private.values()), "p4de": [private["us-east-1c"]]}
     (fs,) = resources(plan, "aws:fsx/lustreFileSystem:LustreFileSystem")

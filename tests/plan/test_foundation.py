@@ -21,7 +21,7 @@ def _cfg(stack: str) -> config.StackConfig:
 
 
 def _accelerated(plan: dict) -> list[dict]:
-    return [r for r in resources(plan, NODE_GROUP) if r["inputs"]["nodeGroupName"] != "system"]
+    return [r for r in resources(plan, NODE_GROUP) if r["inputs"]["labels"]["llm-training-eks/node-group"] != "system"]
 
 
 def _lt_of(plan: dict, ng: dict) -> dict:
@@ -36,7 +36,7 @@ def test_every_accelerated_node_group_has_one_efa_per_card_in_one_subnet_of_its_
     plan = stack_plan(example_stack)
     cfg = _cfg(example_stack)
     subnets = {r["id"]: r for r in resources(plan, "aws:ec2/subnet:Subnet")}
-    groups = {g["inputs"]["nodeGroupName"]: g for g in _accelerated(plan)}
+    groups = {g["inputs"]["labels"]["llm-training-eks/node-group"]: g for g in _accelerated(plan)}
     assert sorted(groups) == sorted(ng.name for ng in cfg.node_groups)
     for ng_cfg in cfg.node_groups:
         ng = groups[ng_cfg.name]
@@ -118,7 +118,9 @@ def test_control_plane_is_private_encrypted_and_audited(example_stack: str) -> N
 
 def test_system_node_group_spans_every_az(example_stack: str) -> None:
     plan = stack_plan(example_stack)
-    (system,) = [r for r in resources(plan, NODE_GROUP) if r["inputs"]["nodeGroupName"] == "system"]
+    (system,) = [
+        r for r in resources(plan, NODE_GROUP) if r["inputs"]["labels"]["llm-training-eks/node-group"] == "system"
+    ]
     assert len(system["inputs"]["subnetIds"]) == len(_cfg(example_stack).availability_zones) >= 2
     lt = _lt_of(plan, system)["inputs"]
     assert lt["metadataOptions"]["httpTokens"] == "required"

@@ -145,7 +145,11 @@ def test_lustre_ports_from_node_security_groups_only(example_stack: str) -> None
 def test_fsx_sits_in_the_training_node_groups_subnet(example_stack: str) -> None:
     plan = stack_plan(example_stack)
     fs = only(plan, FSX)
-    ng = next(r for r in resources(plan, "aws:eks/nodeGroup:NodeGroup") if r["inputs"]["nodeGroupName"] != "system")
+    ng = next(
+        r
+        for r in resources(plan, "aws:eks/nodeGroup:NodeGroup")
+        if r["inputs"]["labels"]["llm-training-eks/node-group"] != "system"
+    )
     assert fs["inputs"]["subnetIds"] == ng["inputs"]["subnetIds"][0]
 
 

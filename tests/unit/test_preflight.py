@@ -311,10 +311,14 @@ def _stubbed(cr: dict[str, Any]) -> Any:
 def _eks_with(version: str | None, desired: int) -> Any:
     eks = boto3.client("eks", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(eks)
+    stub.add_response("list_clusters", {"clusters": ["llm-training"]})
     if version is None:
-        stub.add_client_error("describe_nodegroup", "ResourceNotFoundException")
+        stub.add_response("list_nodegroups", {"nodegroups": []})
     else:
-        group = {"nodegroupName": "trn1", "version": version, "scalingConfig": {"desiredSize": desired}}
+        # A group replaced create-first has a unique suffix and the node-group label.
+        name, labels = "trn1-20261126031500123400000001", {"llm-training-eks/node-group": "trn1"}
+        stub.add_response("list_nodegroups", {"nodegroups": ["system", name]})
+        group = {"nodegroupName": name, "labels": labels, "version": version, "scalingConfig": {"desiredSize": desired}}
         stub.add_response("describe_nodegroup", {"nodegroup": group})
     stub.activate()
     return eks
@@ -350,9 +354,9 @@ def test_the_deployer_is_not_listed_as_admin_again(admins: list[str], ok: bool):
 def _eks_system_group(version: str | None) -> Any:
     eks = boto3.client("eks", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(eks)
-    if version is None:
-        stub.add_client_error("describe_nodegroup", "ResourceNotFoundException")
-    else:
+    stub.add_response("list_clusters", {"clusters": ["llm-training"] if version else []})
+    if version is not None:
+        stub.add_response("list_nodegroups", {"nodegroups": ["system"]}, {"clusterName": "llm-training"})
         group = {"nodegroupName": "system", "version": version, "scalingConfig": {"desiredSize": 2}}
         stub.add_response(
             "describe_nodegroup", {"nodegroup": group}, {"clusterName": "llm-training", "nodegroupName": "system"}

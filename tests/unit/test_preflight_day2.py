@@ -205,12 +205,11 @@ def test_capacity_block_upgrade_reads_the_deployed_group(source: str, deployed: 
     )
     name = cfg.cluster.name
     if source == "boto3":
-        account, (stub,) = boto_account(eks=[])
+        account, (stub,) = boto_account(eks=[("list_clusters", {"clusters": [name] if deployed else []})])
         if deployed:
+            stub.add_response("list_nodegroups", {"nodegroups": ["trn1"]})
             group = {"nodegroupName": "trn1", "version": deployed, "scalingConfig": {"desiredSize": desired}}
             stub.add_response("describe_nodegroup", {"nodegroup": group})
-        else:
-            stub.add_client_error("describe_nodegroup", "ResourceNotFoundException", http_status_code=404)
         (finding,) = preflight.check_capacity_block_upgrades(account, cfg)
     else:
         answers = {
