@@ -27,7 +27,7 @@ from config import ConfigError, checkpoints, checks
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import Run
-from facts.names import STORAGE_CLAIM
+from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner
@@ -153,7 +153,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     provider = inputs.provider or kubernetes_provider("cluster-k8s", inputs.kubeconfig, pulumi.ResourceOptions())
     if addons is None:
         addons = ClusterAddons("addons", cfg.addons, StackContext.from_config(cfg))
-    tenants = tenants_of(cfg.teams)
+    tenants = tenants_of(cfg.teams, bool(cfg.queueing.default_queue))
     addons.declare_kubernetes(
         provider,
         list(inputs.node_groups.values()),
@@ -168,7 +168,8 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
     # quotas may use the system node group too (CPU runs).
     groups = inputs.run_groups
-    queues = TeamQueues("queues", teams_of(cfg.teams, groups), groups, provider, depends_on=[addons.kueue, *namespaces])
+    teams = teams_of(cfg.teams, groups, bool(cfg.queueing.default_queue))
+    queues = TeamQueues("queues", teams, groups, provider, depends_on=[addons.kueue, *namespaces])
     volume = SharedVolume(
         "shared-volume",
         inputs.storage.storage_capacity_gib,
@@ -302,7 +303,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
-        *checks.run_teams(cfg.workloads, platform.teams),
+        *checks.run_teams(cfg.workloads, platform.teams, DEFAULT_QUEUE in platform.queues),
     ]
     if problems:
         raise ConfigError(problems)

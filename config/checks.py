@@ -246,15 +246,22 @@ def team_problems(teams: Mapping[str, TeamConfig], groups: Groups) -> list[str]:
     return problems
 
 
-def run_team(name: str, run: RunConfig, teams: Mapping[str, TeamConfig]) -> list[str]:
-    """A run names a team exactly when teams exist, on the team's node group, within its reach."""
+def run_team(name: str, run: RunConfig, teams: Mapping[str, TeamConfig], default_queue: bool = False) -> list[str]:
+    """A run names a team when teams exist (unless the default queue is kept for runs without
+    one), on the team's node group, within its reach."""
     key = f"workloads.{name}.team"
     if not teams:
         if run.team is None:
             return []
         return [f"{key}: {run.team!r} is not a team (no teams are defined; runs without teams use the default queue)"]
     if run.team is None:
-        return [f"{key}: required when teams are defined; teams: {', '.join(teams)}"]
+        if default_queue:
+            return []
+        return [
+            f"{key}: required when teams are defined and queueing.defaultQueue is not true; teams: {', '.join(teams)}."
+            " A run that ran before the first team keeps running in `training` with queueing.defaultQueue: true;"
+            " naming a team moves it to the team's namespace and directory, where it starts again from step 0"
+        ]
     team = teams.get(run.team)
     if team is None:
         return [f"{key}: unknown team {run.team!r}{did_you_mean(run.team, teams)}; teams: {', '.join(teams)}"]
@@ -271,8 +278,26 @@ def run_team(name: str, run: RunConfig, teams: Mapping[str, TeamConfig]) -> list
     return []
 
 
-def run_teams(workloads: Mapping[str, WorkloadConfig], teams: Mapping[str, TeamConfig]) -> list[str]:
-    return [p for name, run in workloads.items() for p in run_team(name, run, teams)]
+def run_teams(
+    workloads: Mapping[str, WorkloadConfig], teams: Mapping[str, TeamConfig], default_queue: bool = False
+) -> list[str]:
+    return [p for name, run in workloads.items() for p in run_team(name, run, teams, default_queue)]
+
+
+def default_queue_decided(cfg: StackConfig) -> list[str]:
+    """Once teams are defined, the stack says whether the queue of a stack without teams stays:
+    dropped, the `training` namespace goes with every run and claim in it (issue 20 item 22)."""
+    decided = cfg.queueing.default_queue
+    if cfg.teams and decided is None:
+        return [
+            "queueing.defaultQueue: required once teams are defined: true keeps the `default` queue, the `training`"
+            " namespace and its claim (the whole file system) for runs that name no team, so the runs of a stack"
+            " that ran without teams keep running where they are; false has none (a stack with teams from the"
+            " start; on a stack that ran without teams it deletes `training` with every run in it)"
+        ]
+    if decided is not None and not cfg.teams and cfg.layer in ("all", "cluster"):
+        return ["queueing.defaultQueue: only with teams (without teams, the default queue is the only one)"]
+    return []
 
 
 def system_name_reserved(cfg: StackConfig) -> list[str]:
@@ -323,7 +348,13 @@ def config_problems(cfg: StackConfig) -> list[str]:
     An all-in-one stack checks runs and teams against its own node groups; a layered stack
     checks what it holds alone here, and the rest against its lower layer's outputs.
     """
-    local = [*api_path(cfg), *tag_rules(cfg), *run_names(cfg), *(p for name in cfg.teams for p in team_name(name))]
+    local = [
+        *api_path(cfg),
+        *tag_rules(cfg),
+        *run_names(cfg),
+        *(p for name in cfg.teams for p in team_name(name)),
+        *default_queue_decided(cfg),
+    ]
     if cfg.layer == "all":
         groups = groups_of(cfg)
         return [
@@ -332,7 +363,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *runs_problems(cfg.workloads, groups),
             *checkpoints_fit(cfg.workloads, cfg.storage),
             *team_problems(cfg.teams, groups),
-            *run_teams(cfg.workloads, cfg.teams),
+            *run_teams(cfg.workloads, cfg.teams, bool(cfg.queueing.default_queue)),
             *system_name_reserved(cfg),
         ]
     return [*local, *system_name_reserved(cfg)]

@@ -108,7 +108,7 @@ def test_accelerated_recipes_stay_off_the_system_node_group() -> None:
 
 def test_a_team_may_hold_system_quota_for_cpu_runs() -> None:
     teams = {"platform": {"nodeGroup": "system", "nodes": 2, "borrowingLimitNodes": 0}}
-    cfg = parse({"team": "platform"}, teams=teams)
+    cfg = parse({"team": "platform"}, teams=teams, queueing={"defaultQueue": False})
     system = NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones)
     groups = {"system": system}
     (team,) = teams_of(cfg.teams, groups)
