@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import boto3
 import botocore.exceptions
 
-from facts.names import NODE_GROUP_LABEL
+from facts.names import CLUSTER_TAG, NODE_GROUP_LABEL
 
 UPCOMING_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 """Before a Capacity Block starts its available count shows 0; this tag holds how many instances
@@ -77,6 +77,24 @@ class DeployedNodeGroup:
     desired: int
 
 
+@dataclass(frozen=True)
+class DeployedFileSystem:
+    """What FSx reports of the stack's Lustre file system (DescribeFileSystems' FileSystem members)."""
+
+    id: str
+    capacity_gib: int
+    """StorageCapacity."""
+    lustre_version: str
+    """FileSystemTypeVersion."""
+    deployment_type: str
+    """LustreConfiguration.DeploymentType."""
+
+
+def file_system_tags(cluster: str) -> dict[str, str]:
+    """Tags the stack's file system carries (infra.storage: the owned tags and `Name`)."""
+    return {CLUSTER_TAG: cluster, "Name": f"{cluster}-shared"}
+
+
 class Account(Protocol):
     """The reads preflight makes, whatever answers them."""
 
@@ -100,6 +118,10 @@ class Account(Protocol):
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
         """Pending or running instances carrying all `tags` that were launched into the reservation."""
+        ...
+
+    def file_system(self, cluster: str) -> DeployedFileSystem | None:
+        """The stack's Lustre file system (by `file_system_tags`), or None before it exists."""
         ...
 
     def caller_arn(self) -> str:
@@ -318,6 +340,19 @@ class Boto3Account:
         ]
         pages = self._call("ec2", "describe_instances", Filters=filters)
         return sum(len(r.get("Instances", [])) for p in pages for r in p.get("Reservations", []))
+
+    def file_system(self, cluster: str) -> DeployedFileSystem | None:
+        wanted = file_system_tags(cluster).items()
+        for page in self._call("fsx", "describe_file_systems"):
+            for fs in page.get("FileSystems", []):
+                if fs.get("FileSystemType") == "LUSTRE" and wanted <= _tags(fs.get("Tags")).items():
+                    return DeployedFileSystem(
+                        id=str(fs.get("FileSystemId")),
+                        capacity_gib=int(fs.get("StorageCapacity") or 0),
+                        lustre_version=str(fs.get("FileSystemTypeVersion")),
+                        deployment_type=str(fs.get("LustreConfiguration", {}).get("DeploymentType")),
+                    )
+        return None
 
     def caller_arn(self) -> str:
         return str(self._call("sts", "get_caller_identity")[0].get("Arn", ""))

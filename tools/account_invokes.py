@@ -13,6 +13,7 @@ reservation, is in tests/upstream/pulumi-aws-invokes.yaml.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,12 +24,19 @@ from tools.account import (
     OWN_INSTANCE_STATES,
     UPCOMING_TAG,
     AccountError,
+    DeployedFileSystem,
     DeployedNodeGroup,
     Reservation,
     candidates,
     explain_text,
+    file_system_tags,
     is_group,
 )
+
+FILE_SYSTEM_TYPE = "AWS::FSx::FileSystem"
+"""Cloud Control's type of an FSx file system (CloudFormation template reference, aws-resource-fsx-filesystem)."""
+FILE_SYSTEM_ARN_TYPE = "fsx:file-system"
+"""The Resource Groups Tagging API's resource type filter for FSx file systems (service:resource)."""
 
 # A data source that finds nothing fails with terraform-provider-aws's NotFoundError ("couldn't
 # find resource") or EmptyResultError ("empty result"), or EC2's own NotFound code.
@@ -121,6 +129,35 @@ class ProviderAccount:
             instance_tags=dict(tags),
         )
         return len(found.ids or [])
+
+    def file_system(self, cluster: str) -> DeployedFileSystem | None:
+        # No data source describes a Lustre file system: find it by its tags (Resource Groups
+        # Tagging API), then read it through Cloud Control (AWS::FSx::FileSystem).
+        tags = file_system_tags(cluster)
+        found = self._invoke(
+            aws.resourcegroupstaggingapi.get_resources,
+            "tag:GetResources",
+            resource_type_filters=[FILE_SYSTEM_ARN_TYPE],
+            tag_filters=[{"key": k, "values": [v]} for k, v in tags.items()],
+        )
+        for mapping in found.resource_tag_mapping_lists or []:
+            fs_id = str(mapping.resource_arn).rsplit("/", 1)[-1]
+            resource = self._invoke(
+                aws.cloudcontrol.get_resource,
+                "cloudformation:GetResource",
+                not_found=True,
+                type_name=FILE_SYSTEM_TYPE,
+                identifier=fs_id,
+            )
+            props = json.loads(resource.properties or "{}") if resource is not None else {}
+            if props.get("FileSystemType") == "LUSTRE":
+                return DeployedFileSystem(
+                    id=fs_id,
+                    capacity_gib=int(props.get("StorageCapacity") or 0),
+                    lustre_version=str(props.get("FileSystemTypeVersion")),
+                    deployment_type=str(props.get("LustreConfiguration", {}).get("DeploymentType")),
+                )
+        return None
 
     def caller_arn(self) -> str:
         return str(self._invoke(aws.get_caller_identity, "sts:GetCallerIdentity").arn)

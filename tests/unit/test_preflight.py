@@ -202,6 +202,7 @@ def test_all_good_exit_0(tmp_path: Path):
             "ec2": boto3.client("ec2", region_name="us-west-2"),
             "service-quotas": sq,
             "eks": boto3.client("eks", region_name="us-west-2"),
+            "fsx": boto3.client("fsx", region_name="us-west-2"),
             "sts": sts_client(),
         }
     )
@@ -224,6 +225,7 @@ def test_failing_check_exit_1_one_line_each(tmp_path: Path):
             "ec2": boto3.client("ec2", region_name="us-west-2"),
             "service-quotas": sq,
             "eks": boto3.client("eks", region_name="us-west-2"),
+            "fsx": boto3.client("fsx", region_name="us-west-2"),
             "sts": sts_client(),
         }
     )

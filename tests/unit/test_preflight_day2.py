@@ -298,6 +298,13 @@ def test_the_gate_asks_through_the_provider_the_stack_then_uses():
         TOKENS["quota"]: lambda args: wire(aws.servicequotas.GetServiceQuotaResult, value=4096.0, id=args["quotaCode"]),
         # Not deployed yet: no cluster, so no deployed Kubernetes version to step from.
         TOKENS["clusters"]: wire(aws.eks.GetClustersResult, id="us-west-2", names=[]),
+        # ... and no file system to hold the storage keys against.
+        TOKENS["resources_by_tag"]: wire(
+            aws.resourcegroupstaggingapi.GetResourcesResult,
+            id="us-west-2",
+            resource_arn_lists=[],
+            resource_tag_mapping_lists=[],
+        ),
     }
     mocks = InvokeMocks(answers)
 
