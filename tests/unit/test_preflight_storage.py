@@ -155,3 +155,12 @@ def test_the_way_forward_follows_what_fsx_updates_in_place() -> None:
     assert "aws fsx update-file-system --file-system-id fs-0123456789abcdef0 --file-system-type-version 2.15" in up
     (down,) = failing(findings("boto3", cfg_of(storageCapacityGib=2400, lustreVersion="2.12"), DEPLOYED))
     assert "a downgrade needs a new file system from a backup" in down
+
+
+def test_the_tags_preflight_finds_the_file_system_by_are_the_ones_it_carries() -> None:
+    from tests.conftest import MINIMAL, resources, run_plan
+
+    plan = run_plan(MINIMAL)
+    (fs,) = resources(plan, "aws:fsx/lustreFileSystem:LustreFileSystem")
+    cluster = config.parse_stack_values(MINIMAL).cluster.name
+    assert file_system_tags(cluster).items() <= fs["inputs"]["tags"].items()
