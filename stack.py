@@ -23,14 +23,14 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, checkpoints, checks
+from config import ConfigError, checks
 from config.stack import StackConfig
 from config.storage import StorageConfig
-from config.workloads import Run
+from config.workloads import RECIPES, Run
 from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
 from infra import cost, layers
 from infra.addons import ClusterAddons
-from infra.ci_runner import CiRunner
+from infra.ci_runner import CiRunner, runner_label
 from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
 from infra.images import ImageBuilds
@@ -94,9 +94,12 @@ def built_repositories(cfg: StackConfig) -> list[str]:
     """The repositories whose image the stack builds (in AWS CodeBuild, from images/). An
     all-in-one stack builds those of its runs that name neither an image nor a tag: nothing is
     built that no run uses. An aws-layer stack does not know the runs: it builds the image of
-    every repository of its registry that has a Dockerfile in images/."""
+    every repository of its registry that has a Dockerfile in images/ and whose recipe's
+    accelerator one of its node groups has (no NeMo image for a Trainium-only environment)."""
     if cfg.layer == "aws":
-        return sorted(cfg.registry.repositories)
+        accelerators = {ng.instance.accelerator for ng in cfg.node_groups}
+        usable = {r.REPOSITORY for r in RECIPES.values() if r.REPOSITORY and r.ACCELERATOR in accelerators}
+        return sorted(r for r in cfg.registry.repositories if r in usable)
     return sorted(
         {r.REPOSITORY for r in cfg.workloads.values() if r.REPOSITORY and r.image is None and r.image_tag is None}
     )
@@ -111,8 +114,17 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws, addresses=addresses_needed(cfg))
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
     storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, opts=on_aws)
+    addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws)
+    # The add-ons' log groups outlive every writer in a destroy: the cluster depends on them.
+    after_logs = pulumi.ResourceOptions.merge(on_aws, pulumi.ResourceOptions(depends_on=addons.declare_log_groups()))
     cluster = Cluster(
-        "cluster", cfg.cluster, cfg.system_node_group, ctx, network, with_kubernetes_provider=kubernetes, opts=on_aws
+        "cluster",
+        cfg.cluster,
+        cfg.system_node_group,
+        ctx,
+        network,
+        with_kubernetes_provider=kubernetes,
+        opts=after_logs,
     )
     node_groups = {
         ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, opts=on_aws)
@@ -123,7 +135,6 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     )
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
     facts = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups}
-    addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws)
     addons.declare_aws(cluster, list(facts.values()), storage.file_system.arn)
     runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
     fs = storage.file_system
@@ -137,13 +148,16 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         storage=cfg.storage,
         registry_urls=dict(registry.urls),
         role_arns=dict(addons.role_arns),
+        kubernetes_version=cfg.cluster.kubernetes_version,
         provider=cluster.provider,
         nodes_ready=[cluster.system_node_group],
         role_ready=list(addons.role_policies),
         # Binds once the S3 link exists; mounts once the nodes may reach the file system.
         volume_ready=[*([storage.association] if storage.association else []), *lustre_client_rules],
     )
-    images = ImageBuilds("images", {r: registry.urls[r] for r in built_repositories(cfg)}, ctx, opts=on_aws)
+    rebuilds = {r: repo.rebuild for r, repo in cfg.registry.repositories.items()}
+    built = {r: registry.urls[r] for r in built_repositories(cfg)}
+    images = ImageBuilds("images", built, ctx, opts=on_aws, rebuilds=rebuilds)
     return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
 
 
@@ -160,6 +174,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         inputs.role_arns,
         kueue_manager_config(cfg.queueing),
         tenants,
+        inputs.kubernetes_version or cfg.cluster.kubernetes_version,
         nodes_ready=inputs.nodes_ready,
         role_ready=inputs.role_ready,
     )
@@ -209,14 +224,7 @@ def checkpoint_plans(
     `node_types` is the instance type of each node group."""
     plans = {}
     for name, run in workloads.items():
-        plan = checkpoints.plan(
-            run.RECIPE,
-            run.model_shape,
-            run.checkpoints_kept,
-            run.checkpoint_interval,
-            storage,
-            cost.estimated_step_seconds(cfg, name, node_types.get(run.node_group))[0],
-        )
+        plan = run.checkpoint_plan(storage, cost.estimated_step_seconds(cfg, name, node_types.get(run.node_group))[0])
         if plan is not None:
             plans[name] = plan.as_dict()
     return plans
@@ -266,7 +274,10 @@ def _aws_outputs(cfg: StackConfig, layer: AwsLayer) -> Outputs:
         **cost.stack_outputs(cfg),
     }
     if layer.runner is not None:
-        outputs["ciRunner"] = {"project": layer.runner.project_name, "label": layer.runner.label}
+        outputs["ciRunner"] = {
+            kind: {"project": project, "label": runner_label(project)}
+            for kind, project in layer.runner.projects.items()
+        }
     return outputs
 
 

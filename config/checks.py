@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from pydantic.alias_generators import to_camel
+
 from config.aws import tag_problems
 from config.base import did_you_mean
-from config.checkpoints import GIB, STORAGE_SHARE, plan
+from config.checkpoints import GIB, STORAGE_SHARE
 from config.layers import layer_problems
 from config.names import (
     node_group_azs_in_vpc,
@@ -32,8 +34,8 @@ from config.stack import StackConfig
 from config.stackfile import SECRET
 from config.storage import StorageConfig
 from config.teams import TeamConfig
-from config.workloads import RunConfig, WorkloadConfig
-from facts import instances, versions
+from config.workloads import RECIPES, RunConfig, WorkloadConfig
+from facts import eks_addons, instances, versions
 from facts.names import CLUSTER_TAG, SYSTEM_NODE_GROUP
 
 
@@ -91,6 +93,9 @@ def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
     return [f"{key}.nodeGroup: unknown node group {wanted!r}{did_you_mean(wanted, groups)}; node groups: {known}"]
 
 
+CPU_RECIPES = [name for name, model in RECIPES.items() if model.RUNS_ON_CPU]
+
+
 def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     """A CPU recipe runs on the system node group (an accelerated node's taints keep its pods
     off); every other recipe needs an accelerated group, of its accelerator where it names one."""
@@ -106,7 +111,7 @@ def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
             ]
         return [
             f"{key}.nodeGroup: recipe {run.RECIPE} needs an accelerated node group; {ng.name!r} is the system node"
-            f" group ({it.name}, no accelerator), where only CPU recipes (ddp-cpu) run"
+            f" group ({it.name}, no accelerator), where only CPU recipes ({', '.join(CPU_RECIPES)}) run"
         ]
     if run.ACCELERATOR is None or it.accelerator == run.ACCELERATOR:
         return []
@@ -189,11 +194,7 @@ def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collecti
 
 def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageConfig) -> list[str]:
     """The checkpoints every run keeps fit in the shared file system, with room to spare."""
-    kept = {
-        name: p
-        for name, run in sorted(workloads.items())
-        if (p := plan(run.RECIPE, run.model_shape, run.checkpoints_kept, None, storage))
-    }
+    kept = {name: p for name, run in sorted(workloads.items()) if (p := run.checkpoint_plan(storage))}
     total = sum(p.kept_bytes for p in kept.values())
     room = storage.storage_capacity_gib * GIB * STORAGE_SHARE
     if total <= room:
@@ -342,6 +343,23 @@ def tag_rules(cfg: StackConfig) -> list[str]:
     return tag_problems(tags, reserved=("Name", CLUSTER_TAG))
 
 
+def eks_addon_versions_known(cfg: StackConfig) -> list[str]:
+    """Every EKS add-on has a version for the cluster's minor: pinned in facts/eks_addons.py, or
+    named in the stack. Never EKS's moving default (looked up at each preview, it changed reviewed
+    plans and upgraded add-ons unasked)."""
+    if cfg.layer not in ("all", "aws"):
+        return []
+    minor = cfg.cluster.kubernetes_version
+    fields = {addon: field for field, addon in eks_addons.ADDON_KEYS.items()}
+    return [
+        f"addons.eksAddonVersions.{to_camel(fields[addon])}: no version of {addon} is recorded for Kubernetes {minor}"
+        f" (facts/eks_addons.py); name one: aws eks describe-addon-versions --addon-name {addon}"
+        f" --kubernetes-version {minor} --query 'addons[0].addonVersions[0].addonVersion'"
+        for addon, version in cfg.addons.eks_addon_versions.resolved(minor).items()
+        if version is None
+    ]
+
+
 def config_problems(cfg: StackConfig) -> list[str]:
     """Every cross-section rule the stack can check on its own.
 
@@ -355,6 +373,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
         *(p for name in cfg.teams for p in team_name(name)),
         *default_queue_decided(cfg),
     ]
+    local += eks_addon_versions_known(cfg)
     if cfg.layer == "all":
         groups = groups_of(cfg)
         return [

@@ -1,7 +1,7 @@
 """What preflight reads from the AWS account, behind one small interface with two sources.
 
 `Account` is the handful of reads the checks need (tools/preflight.py). Two sources implement it:
-`Boto3Account` here (the command line, `--profile`/`--region`) and `ProviderAccount`
+`Boto3Account` (tools/account_boto3.py: the command line, `--profile`/`--region`) and `ProviderAccount`
 (tools/account_invokes.py: the stack's own AWS provider inside `pulumi preview`/`up`, so its
 region and credentials apply). Both turn "AWS could not be asked" (no network, expired or missing
 credentials, a denied action) into one `AccountError` line; `explain_api_error` and
@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-import boto3
 import botocore.exceptions
 
 from facts.names import CLUSTER_TAG, NODE_GROUP_LABEL
@@ -78,6 +77,35 @@ class DeployedNodeGroup:
 
 
 @dataclass(frozen=True)
+class Vpc:
+    """An existing VPC, as DescribeVpcs and DescribeVpcAttribute describe it."""
+
+    id: str
+    dns_support: bool
+    dns_hostnames: bool
+
+
+@dataclass(frozen=True)
+class Subnet:
+    """An existing subnet, as DescribeSubnets describes it."""
+
+    id: str
+    vpc_id: str
+    availability_zone: str
+    available_addresses: int
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """An existing placement group (DescribePlacementGroups; the stack's provider reads it through
+    Cloud Control, whose AWS::EC2::PlacementGroup has no state: None then)."""
+
+    name: str
+    strategy: str
+    state: str | None
+
+
+@dataclass(frozen=True)
 class DeployedFileSystem:
     """What FSx reports of the stack's Lustre file system (DescribeFileSystems' FileSystem members)."""
 
@@ -93,6 +121,19 @@ class DeployedFileSystem:
 def file_system_tags(cluster: str) -> dict[str, str]:
     """Tags the stack's file system carries (infra.storage: the owned tags and `Name`)."""
     return {CLUSTER_TAG: cluster, "Name": f"{cluster}-shared"}
+
+
+def candidates(name: str, names: Iterable[str]) -> list[str]:
+    """EKS node group names that may be the stack's group `name`: `name` itself (a group deployed
+    before names had a unique suffix), then `name-<suffix>` (infra.cluster.node_group_name_prefix);
+    the node-group label decides among the latter."""
+    names = list(names)
+    return [n for n in names if n == name] + sorted(n for n in names if n.startswith(f"{name}-"))
+
+
+def is_group(eks_name: str, labels: Mapping[str, str] | None, name: str) -> bool:
+    """The EKS group `eks_name` is the stack's group `name` (by its fixed name or its label)."""
+    return eks_name == name or (labels or {}).get(NODE_GROUP_LABEL) == name
 
 
 class Account(Protocol):
@@ -120,10 +161,6 @@ class Account(Protocol):
         """Pending or running instances carrying all `tags` that were launched into the reservation."""
         ...
 
-    def file_system(self, cluster: str) -> DeployedFileSystem | None:
-        """The stack's Lustre file system (by `file_system_tags`), or None before it exists."""
-        ...
-
     def caller_arn(self) -> str:
         """The ARN of the identity asking (STS GetCallerIdentity)."""
         ...
@@ -132,18 +169,30 @@ class Account(Protocol):
         """The value of an EC2 service quota."""
         ...
 
+    def vpc(self, vpc_id: str) -> Vpc | None:
+        """The VPC with its DNS attributes, or None when the region has no such id."""
+        ...
 
-def candidates(name: str, names: Iterable[str]) -> list[str]:
-    """EKS node group names that may be the stack's group `name`: `name` itself (a group deployed
-    before names had a unique suffix), then `name-<suffix>` (infra.cluster.node_group_name_prefix);
-    the node-group label decides among the latter."""
-    names = list(names)
-    return [n for n in names if n == name] + sorted(n for n in names if n.startswith(f"{name}-"))
+    def subnet(self, subnet_id: str) -> Subnet | None:
+        """The subnet, or None when the region has no such id."""
+        ...
 
+    def vpc_of(self, kind: str, resource_id: str) -> str | None:
+        """The VPC of a route table (`route-table`) or security group (`security-group`), or None
+        when the region has no such id."""
+        ...
 
-def is_group(eks_name: str, labels: Mapping[str, str] | None, name: str) -> bool:
-    """The EKS group `eks_name` is the stack's group `name` (by its fixed name or its label)."""
-    return eks_name == name or (labels or {}).get(NODE_GROUP_LABEL) == name
+    def placement_group(self, name: str) -> PlacementGroup | None:
+        """The placement group, or None when the region has none of that name."""
+        ...
+
+    def instances_in_group(self, name: str, availability_zone: str | None = None) -> int:
+        """Pending or running instances in the placement group (in the AZ, if given)."""
+        ...
+
+    def file_system(self, cluster: str) -> DeployedFileSystem | None:
+        """The stack's Lustre file system (by `file_system_tags`), or None before it exists."""
+        ...
 
 
 def _first_line(text: str) -> str:
@@ -222,145 +271,3 @@ def explain_text(text: str, action: str) -> str:
     if at >= 0:
         return f"could not reach AWS for {action} ({_first_line(text[at:])}): check the network, proxy and region"
     return f"could not ask AWS for {action}: {_first_line(text)}"
-
-
-def _tags(items: Iterable[Mapping[str, Any]] | None) -> dict[str, str]:
-    return {str(t.get("Key")): str(t.get("Value")) for t in items or []}
-
-
-def _count(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def reservation_from(cr: Mapping[str, Any], tags: Mapping[str, str]) -> Reservation:
-    """A Reservation from DescribeCapacityReservations' member names (dates already datetimes)."""
-    return Reservation(
-        id=str(cr.get("CapacityReservationId")),
-        instance_type=str(cr.get("InstanceType")),
-        availability_zone=str(cr.get("AvailabilityZone")),
-        kind=str(cr.get("ReservationType") or "default"),
-        state=str(cr.get("State")),
-        total=int(cr.get("TotalInstanceCount") or 0),
-        available=int(cr.get("AvailableInstanceCount") or 0),
-        start=cr.get("StartDate"),
-        end=cr.get("EndDate"),
-        placement_group_arn=cr.get("PlacementGroupArn") or None,
-        upcoming=_count(tags.get(UPCOMING_TAG)),
-    )
-
-
-class Boto3Account:
-    """The reads through boto3 clients of one region (the command line)."""
-
-    def __init__(self, client: Callable[[str], Any]):
-        self._client = client
-
-    @classmethod
-    def from_session(cls, session: Any, region: str) -> Boto3Account:
-        """Clients of a boto3 session (or anything with `.client(name, region_name=...)`)."""
-        return cls(lambda service: session.client(service, region_name=region))
-
-    @classmethod
-    def for_profile(cls, profile: str | None, region: str) -> Boto3Account:
-        """A session of `profile` (default: the environment's, as the stack's AWS provider uses)."""
-        try:
-            session = boto3.Session(profile_name=profile)
-        except botocore.exceptions.BotoCoreError as e:
-            raise AccountError(explain_botocore(e, "the AWS profile")) from None
-        if session.get_credentials() is None:
-            raise AccountError(explain_botocore(botocore.exceptions.NoCredentialsError(), "sts:GetCallerIdentity"))
-        return cls.from_session(session, region)
-
-    def _call(self, service: str, operation: str, missing: Sequence[str] = (), **params: Any) -> Any:
-        """One API call (all pages for a pageable operation); None when the error code is in `missing`."""
-        action = f"{service.replace('service-quotas', 'servicequotas')}:{_camel(operation)}"
-        try:
-            client = self._client(service)
-            if client.can_paginate(operation):
-                return list(client.get_paginator(operation).paginate(**params))
-            return [getattr(client, operation)(**params)]
-        except botocore.exceptions.ClientError as e:
-            error = e.response.get("Error", {})
-            code = str(error.get("Code", ""))
-            if code in missing:
-                return None
-            raise AccountError(explain_api_error(code, str(error.get("Message", "")), action)) from None
-        except botocore.exceptions.BotoCoreError as e:
-            raise AccountError(explain_botocore(e, action)) from None
-
-    def offered_azs(self, instance_type: str) -> set[str]:
-        pages = self._call(
-            "ec2",
-            "describe_instance_type_offerings",
-            LocationType="availability-zone",
-            Filters=[{"Name": "instance-type", "Values": [instance_type]}],
-        )
-        return {o["Location"] for p in pages for o in p.get("InstanceTypeOfferings", [])}
-
-    def efa_interfaces(self, instance_type: str) -> int:
-        pages = self._call("ec2", "describe_instance_types", InstanceTypes=[instance_type])
-        info: dict[str, Any] = next((t for p in pages for t in p.get("InstanceTypes", [])), {})
-        net = info.get("NetworkInfo", {})
-        return int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)) if net.get("EfaSupported") else 0
-
-    def reservation(self, reservation_id: str) -> Reservation | None:
-        pages = self._call(
-            "ec2",
-            "describe_capacity_reservations",
-            missing=("InvalidCapacityReservationId.NotFound",),
-            CapacityReservationIds=[reservation_id],
-        )
-        found = [cr for p in pages or [] for cr in p.get("CapacityReservations", [])]
-        return reservation_from(found[0], _tags(found[0].get("Tags"))) if found else None
-
-    def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
-        # Listing first, as the provider's source does: a missing cluster or group is an answer.
-        if cluster not in (n for p in self._call("eks", "list_clusters") for n in p.get("clusters", [])):
-            return None
-        missing = ("ResourceNotFoundException",)
-        listed = self._call("eks", "list_nodegroups", missing=missing, clusterName=cluster)
-        for eks_name in candidates(name, (n for p in listed or [] for n in p.get("nodegroups", []))):
-            pages = self._call(
-                "eks", "describe_nodegroup", missing=missing, clusterName=cluster, nodegroupName=eks_name
-            )
-            group = pages[0]["nodegroup"] if pages else {}
-            if group and is_group(eks_name, group.get("labels"), name):
-                desired = int(group.get("scalingConfig", {}).get("desiredSize", 0))
-                return DeployedNodeGroup(str(group.get("version")), desired)
-        return None
-
-    def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
-        filters = [
-            {"Name": "capacity-reservation-id", "Values": [reservation_id]},
-            {"Name": "instance-state-name", "Values": list(OWN_INSTANCE_STATES)},
-            *({"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())),
-        ]
-        pages = self._call("ec2", "describe_instances", Filters=filters)
-        return sum(len(r.get("Instances", [])) for p in pages for r in p.get("Reservations", []))
-
-    def file_system(self, cluster: str) -> DeployedFileSystem | None:
-        wanted = file_system_tags(cluster).items()
-        for page in self._call("fsx", "describe_file_systems"):
-            for fs in page.get("FileSystems", []):
-                if fs.get("FileSystemType") == "LUSTRE" and wanted <= _tags(fs.get("Tags")).items():
-                    return DeployedFileSystem(
-                        id=str(fs.get("FileSystemId")),
-                        capacity_gib=int(fs.get("StorageCapacity") or 0),
-                        lustre_version=str(fs.get("FileSystemTypeVersion")),
-                        deployment_type=str(fs.get("LustreConfiguration", {}).get("DeploymentType")),
-                    )
-        return None
-
-    def caller_arn(self) -> str:
-        return str(self._call("sts", "get_caller_identity")[0].get("Arn", ""))
-
-    def quota(self, code: str) -> float:
-        pages = self._call("service-quotas", "get_service_quota", ServiceCode="ec2", QuotaCode=code)
-        return float(pages[0]["Quota"]["Value"])
-
-
-def _camel(operation: str) -> str:
-    return "".join(part.capitalize() for part in operation.split("_"))

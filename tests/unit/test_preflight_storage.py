@@ -86,7 +86,7 @@ def findings(source: str, cfg: config.StackConfig, deployed: dict[str, Any] | No
             "FileSystemTypeVersion": deployed["version"],
             "LustreConfiguration": {"DeploymentType": deployed["type"]},
         }
-        answers[TOKENS["cloud_control"]] = wire(
+        answers[TOKENS["cloudcontrol"]] = wire(
             aws.cloudcontrol.GetResourceResult,
             id=FS_ID,
             identifier=FS_ID,
