@@ -287,7 +287,7 @@ def run_teams(
 
 def default_queue_decided(cfg: StackConfig) -> list[str]:
     """Once teams are defined, the stack says whether the queue of a stack without teams stays:
-    dropped, the `training` namespace goes with every run and claim in it (issue 20 item 22)."""
+    dropped, the `training` namespace goes with every run and claim in it."""
     decided = cfg.queueing.default_queue
     if cfg.teams and decided is None:
         return [

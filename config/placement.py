@@ -1,4 +1,4 @@
-"""Where things are placed stays put when lists are edited (issue 20 item 19).
+"""Where things are placed stays put when lists are edited.
 
 A subnet's CIDR follows its AZ's place in the VPC's AZ list, and the file system lives in one
 subnet for good (a new AZ is a new file system, which `protect` blocks mid-update). Derived from

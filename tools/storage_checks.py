@@ -1,5 +1,5 @@
 """Preflight's day-2 check of the shared file system: an edit FSx cannot make in place is refused
-before anything changes (issue 20 item 21).
+before anything changes.
 
 FSx for Lustre grows a file system but never shrinks it, and its Lustre version and deployment type
 are fixed at creation: terraform-provider-aws forces a new file system for each

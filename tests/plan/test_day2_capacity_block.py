@@ -1,8 +1,8 @@
-"""Day 2 around a Capacity Block's last day (issue 20, "Done means"): on the last day an update of
+"""Day 2 around a Capacity Block's last day: on the last day an update of
 the stack passes preflight and touches nothing of the group (the scheduled scale-down drains it);
 after the block, scaling the group to 0 as the docs say is an update in place; the next block is an
 update of the launch template and of the scale-down's time, never a new group. Preflight's margin
-per capacity kind is main's (tools/reservations.py, i20-ops); this holds the whole sequence."""
+per capacity kind is tools/reservations.py's; this holds the whole sequence."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Day 2: editing `nodeGroups` moves no subnet, no file system and no other node group (issue 20
-item 19). Before, the VPC's AZs were derived from the node groups: a group added at the top (or
+"""Day 2: editing `nodeGroups` moves no subnet, no file system and no other node group. Before, the VPC's AZs were derived from the node groups: a group added at the top (or
 removed) re-ordered them, so both private subnets changed CIDR (replaced), the system node group
 was replaced delete-first and the protected file system's subnet changed (the update stopped
 there). Now the AZs and the file system's AZ are given once a node group names its AZ

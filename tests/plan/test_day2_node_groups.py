@@ -1,4 +1,4 @@
-"""Day 2 on node groups (issue 20 items 25, 26): what EKS cannot change in a node group (capacity
+"""Day 2 on node groups: what EKS cannot change in a node group (capacity
 type, instance types, subnets, AMI type) replaces it, and the replacement comes up before the old
 group goes. Before, every group had a fixed EKS name (`system`, `<group>`), and the bridge deletes
 a group with an explicitly set name before creating its replacement: every controller, or the

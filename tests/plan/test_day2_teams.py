@@ -1,4 +1,4 @@
-"""Day 2: adding the first team never takes over a running run (issue 20 item 22). Before, teams
+"""Day 2: adding the first team never takes over a running run. Before, teams
 replaced the `training` namespace: it was deleted with its claim and every run moved to a team's
 namespace and directory, so running training was killed and restarted from step 0. Now a stack
 that adds teams says whether the default queue stays (`queueing.defaultQueue`); kept, runs that

@@ -1,6 +1,5 @@
-"""Preflight refuses an edit of the shared file system that FSx cannot make in place (issue 20
-item 21): shrinking it, or a new Lustre version or deployment type, would replace the protected file
-system, which stops `pulumi up` in the middle. Both sources read the live file system: boto3
+"""Preflight refuses an edit of the shared file system that FSx cannot make in place: shrinking
+it, or a new Lustre version or deployment type, would replace the protected file system, which stops `pulumi up` in the middle. Both sources read the live file system: boto3
 (DescribeFileSystems, its shapes held by botocore's Stubber against the fsx model) and the stack's
 provider (tag lookup, then Cloud Control)."""
 

@@ -124,6 +124,7 @@ def _new_account_session(cfg: config.StackConfig) -> Session:
             "ec2": boto3.client("ec2", region_name=cfg.region),
             "service-quotas": sq,
             "eks": boto3.client("eks", region_name=cfg.region),
+            "fsx": boto3.client("fsx", region_name=cfg.region),
             "sts": sts_client(),
         }
     )
