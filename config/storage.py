@@ -70,8 +70,8 @@ class StorageConfig(Model):
     daily_backup_start_time: str = Field("05:00", description="UTC start of the daily backup window, HH:MM.")
     availability_zone: str | None = Field(
         None,
-        description="The file system's AZ (one of the VPC's AZs), fixed for its life: a new AZ is a new file system."
-        " Default: the VPC's first AZ; required once a node group names its AZ.",
+        description="The file system's AZ (one of the VPC's AZs), fixed for its life: a new AZ is a new file system.",
+        json_schema_extra={"x-default": "the VPC's first AZ; required once a node group names its AZ"},
     )
     sync_deletes: bool = Field(
         False,
