@@ -192,8 +192,9 @@ def _commands() -> list[str]:
 
 
 def test_make_alone_is_help_listing_every_target_and_command(tmp_path: Path) -> None:
-    """A bare `make` prints the help and builds nothing (not even the virtualenv)."""
-    bare = _make(f"VENV={tmp_path}/venv")
+    """A bare `make` prints the help and builds nothing (not even the virtualenv: with PYTHON=false
+    an attempt fails at once)."""
+    bare = _make(f"VENV={tmp_path}/venv", "PYTHON=false")
     assert bare.returncode == 0 and bare.stderr == "" and not (tmp_path / "venv").exists()
     assert bare.stdout == _make("help").stdout
     lines = bare.stdout.splitlines()
@@ -213,7 +214,7 @@ def test_targets_for_a_stack_of_yours_ask_for_its_name_before_installing(tmp_pat
             "make new-stack needs FROM=<example> (examples/Pulumi.<example>.yaml), e.g. FROM=dev.  Stop.",
         ),
     ]:
-        result = _make(*args, f"VENV={tmp_path}/venv")
+        result = _make(*args, f"VENV={tmp_path}/venv", "PYTHON=false")
         assert result.returncode == 2 and result.stderr.strip().endswith(line), result.stderr
         assert not (tmp_path / "venv").exists()
 
