@@ -245,3 +245,11 @@ def test_test_fast_runs_the_unit_and_repository_tests_and_leaves_out_only_what_e
     assert " tests/unit tests/repo " in pytest_line + " "
     ignored = re.findall(r"--ignore=(\S+)", pytest_line)
     assert ignored and all((ROOT / path).is_file() for path in ignored), ignored
+
+
+def test_the_readme_shows_make_help_as_it_prints() -> None:
+    """README "Commands": the block between the make-help markers is `make help`'s output."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- make-help:start[^\n]*-->\n```text\n(.*?)```\n<!-- make-help:end -->", readme, re.S)
+    assert block, "README.md: no make-help block"
+    assert block[1] == _make("help").stdout, "paste the output of `make help` between the make-help markers"
