@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import API_PATH, EXAMPLES, ROOT, stack_yaml
-from tools import cli, cost, diagram, newstack, plan, preflight
+from tools import cli, cost, diagram, images, newstack, plan, preflight
 
 NS = "llm-training-eks:"
 
@@ -37,6 +37,10 @@ def _preflight(args: list[str], err: io.StringIO) -> int:
     return preflight.main(args, stdout=io.StringIO(), stderr=err, session=object())
 
 
+def _images(args: list[str], err: io.StringIO) -> int:
+    return images.main(["check", *args], stdout=io.StringIO(), stderr=err, session=object())
+
+
 def _diagram(args: list[str], err: io.StringIO) -> int:
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         return diagram.main(args)
@@ -47,6 +51,7 @@ COMMANDS: dict[str, Callable[[list[str], io.StringIO], int]] = {
     "cost": _cost,
     "preflight": _preflight,
     "diagram": _diagram,
+    "images": _images,
 }
 
 
