@@ -34,7 +34,7 @@ help: ## this list; `make` alone prints it and builds nothing
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "  make %-12s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 	@echo "commands (.venv/bin/python -m tools.<name> --help for their options):"
 	@for f in $$(grep -l '^if __name__ == "__main__":' tools/*.py); do \
-	  m=$${f#tools/}; printf '  python -m tools.%-10s %s\n' "$${m%.py}" "$$(head -n 1 $$f | sed 's/^"""//; s/"""$$//')"; \
+	  m=$${f#tools/}; printf '  python -m tools.%-12s %s\n' "$${m%.py}" "$$(head -n 1 $$f | sed 's/^"""//; s/"""$$//')"; \
 	done
 
 # new-stack and snapshot make or hold a stack of yours: say which, before anything is installed.
