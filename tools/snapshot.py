@@ -5,7 +5,7 @@
 
 The example stacks (examples/) are held to tests/golden/<stack>/ by the tests themselves. Your
 stacks (`Pulumi.<name>.yaml` at the root) are not test subjects until you ask:
-`make snapshot STACK=prod-aws` plans your stack offline and writes tests/snapshots/prod-aws/:
+`make snapshot STACK=prod-aws` plans your stack offline and writes tests/snapshots/<STACK>/:
 `urns.txt` (every resource's URN, its identity in the Pulumi state: a URN that changes is a
 delete and a re-create of the live resource unless it carries an alias) and one YAML file per
 Kubernetes object the stack renders. Commit the folder; from then on `make test` plans the
