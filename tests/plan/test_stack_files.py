@@ -164,13 +164,14 @@ def test_a_layered_stack_reads_the_stack_beside_it(dirs: tuple[Path, Path]) -> N
     )
 
 
-def test_no_test_reads_a_stack_file_from_the_root() -> None:
-    """The tests' subjects are the examples; a team's files at the root reach a test only through
-    tools.snapshot (its own check), never through a path or glob of the project directory."""
+def test_no_test_or_tool_reads_a_stack_file_from_the_root() -> None:
+    """The tests' subjects (and the docs' tables) are the examples; a team's files at the root are
+    reached only through tools.cli (`--stack`, TEAM_DIR) and tools.snapshot, never through a path
+    or glob of the project directory."""
     root_stack_file = re.compile(r"""\bROOT\s*/\s*f?["']Pulumi\.(?!yaml["'])|\bROOT\.r?glob\(\s*["']Pulumi""")
     found = [
         f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for path in sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "tools").rglob("*.py")])
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if root_stack_file.search(line) and path.name != Path(__file__).name
     ]
