@@ -67,11 +67,14 @@ snapshot: venv ## write tests/snapshots/<STACK>/: make test then holds your stac
 test: lint typecheck pytest ## lint, type check and the whole test suite: what CI runs (.ci/run)
 
 # The quick loop while editing. Left out, as slow: the type check, the workflow checks, the
-# plan/ and launch/ tests (they plan every example stack, or launch its jobs) and, of the unit
-# tests, test_policy_crossguard.py (the real policy pack over every example stack's plan: a
-# quarter of the unit and repository tests' time). `make test` runs them all.
+# plan/ and launch/ tests (they plan every example stack, or launch its jobs) and the few unit
+# and repository tests that plan example stacks too: test_policy_crossguard.py (the real policy
+# pack over every example's plan), test_deploy_routing.py and test_timeouts.py (the CI routing
+# with each deploy's time budget, from the offline plans); together over half of the unit and
+# repository tests' time. `make test` runs them all.
 test-fast: lint-code ## lint-code, and the unit and repository tests: under a minute on 2 cores
-	$(VENV)/bin/pytest -q -n auto tests/unit tests/repo --ignore=tests/unit/test_policy_crossguard.py
+	$(VENV)/bin/pytest -q -n auto tests/unit tests/repo --ignore=tests/unit/test_policy_crossguard.py \
+	  --ignore=tests/repo/test_deploy_routing.py --ignore=tests/repo/test_timeouts.py
 
 # Workflows: structure against the GitHub workflow schema (vendored in check-jsonschema, no
 # network), security with zizmor's offline audits (unpinned actions, injection, permissions...).
