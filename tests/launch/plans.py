@@ -73,7 +73,7 @@ def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) 
     values = copy.deepcopy(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml"))
     wl = values[f"{PREFIX}workloads"][workload]
     values[f"{PREFIX}workloads"] = {workload: wl}
-    values.pop(f"{PREFIX}teams", None)  # a runs layer's are its cluster layer's: _lower_outputs
+    values.pop(f"{PREFIX}teams", None)
     wl.pop("team", None)
     wl["nodes"] = nodes
     for group in values.get(f"{PREFIX}nodeGroups", []):  # a runs layer has its groups below
@@ -96,13 +96,9 @@ def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) 
 
 @cache
 def _lower_outputs(stack: str) -> dict[str, Any]:
-    """A runs layer's lower outputs, planned once (they do not depend on the workload): its cluster
-    stack's, planned without teams, as `harness_values` drops an all-in-one stack's, so that the
-    runs layer's workloads, team dropped, are planned alone too."""
-    lower = config.parse_stack_values(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")).lower_stack_name
-    values = read_stack_file(EXAMPLES / f"Pulumi.{lower}.yaml")
-    values.pop(f"{PREFIX}teams", None)
-    return dict(plan_mod.run(values, lower, EXAMPLES)["outputs"])
+    """A layered stack's lower outputs, planned once (they do not depend on the workload)."""
+    cfg = config.parse_stack_values(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml"))
+    return plan_mod.lower_outputs(cfg, EXAMPLES)
 
 
 @cache
