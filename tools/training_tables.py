@@ -1,5 +1,6 @@
-"""The support table and the Neuron version table of docs/training.md, rendered from the code:
-each recipe's support row (config/workloads/, its DOCS.support) and facts/versions.py's TABLE.
+"""The support and Neuron version tables of docs/training.md, rendered from the code.
+
+Each recipe's support row (config/workloads/, its DOCS.support) and facts/versions.py's TABLE.
 
     python -m tools.training_tables      (prints both; `make docs` writes them into the page)
 

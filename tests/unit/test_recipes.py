@@ -10,6 +10,7 @@ import config
 from config.workloads import RECIPES, RunConfig
 from facts.names import SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
+from tests.conftest import placed
 from workloads import manifests
 from workloads.deploy import context
 from workloads.manifests.objects import Step
@@ -46,6 +47,7 @@ def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config
         "nodeGroups": [{**ng, "desiredSize": max(ng["desiredSize"], run["nodes"])}],
         "huggingFaceToken": "hf_x",
         "workloads": {"w": run},
+        **(placed(ng["availabilityZone"]) if "availabilityZone" in ng else {}),
     }
     cfg = config.parse(values)
     return cfg, cfg.workloads["w"]
