@@ -104,6 +104,16 @@ IMAGES: dict[str, Image] = {
             " installer, aws-ofi-nccl and nccl-tests compile with make -j$(nproc) (36 vCPUs)",
         ),
         Image(
+            "nemo-megatron-bridge",
+            None,
+            "NVIDIA Megatron Bridge 0.6.0 (NGC nemo:26.08) with the EFA installer 1.51.0, NCCL 2.30.7 and nccl-tests"
+            " 2.18.5",
+            "BUILD_GENERAL1_XLARGE",
+            180,
+            "the NGC NeMo 26.08 image (tens of GB unpacked) needs more than 128 GB of disk; NCCL and nccl-tests compile"
+            " for sm_90, sm_100 and sm_103 with make -j$(nproc) (36 vCPUs)",
+        ),
+        Image(
             "bert-neuronx",
             "2.22.0",
             "aws-neuron/aws-neuron-samples v2.27.0 dp_bert_hf_pretrain",

@@ -49,6 +49,9 @@ STANDIN_FILES = {
     "preprocess_data_for_megatron.py": "preprocess_data_for_megatron.py",
     "megatron_gpt_pretraining.py": "megatron_gpt_pretraining.py",
     "dp_bert_large_hf_pretrain_hdf5.py": "dp_bert_large_hf_pretrain_hdf5.py",
+    "hf": "hf_cli.py",
+    "run_recipe.py": "run_recipe.py",
+    "run_conversion.py": "run_conversion.py",
 }
 PYTHON_TOOLS = ("python", "python3", "torchrun")  # this machine's PyTorch (CPU), behind wrappers
 # What the NVIDIA container toolkit mounts into a GPU pod from the host driver.
@@ -60,6 +63,7 @@ FRAMEWORKS = {
     "nemo": "nemo",
     "bert-neuronx": "bert",
     "horovod-cpu": "ddp-cpu",
+    "nemo-megatron-bridge": "megatron-bridge",
 }
 # Public images a recipe runs unbuilt, and the fact file that describes each.
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
