@@ -11,12 +11,15 @@ from pydantic import Field, field_validator, model_validator
 from config.aws import problems
 from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean, matches
 from facts import instances, kubernetes
+from facts.limits import CAPACITY_BLOCK_MAX_DAYS
 from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
 
 # ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
 _RESERVATION_RE = re.compile(r"cr-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
 # Placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
 _PLACEMENT_GROUP_RE = re.compile(r"[\x20-\x7e]{1,255}", re.ASCII)
+# EKS AMI release versions: <Kubernetes version>-<build date> (awslabs/amazon-eks-ami CHANGELOG).
+_RELEASE_RE = re.compile(r"1\.[0-9]{1,3}\.[0-9]{1,3}-20[0-9]{6}", re.ASCII)
 _REPAIR_REASON_RE = re.compile(r"[A-Za-z][A-Za-z0-9]{2,99}", re.ASCII)
 # EKS and EC2 Auto Scaling guides on Capacity Blocks: scale to zero more than 30 minutes before
 # the block ends, so the nodes drain before EC2 reclaims the instances.
@@ -31,6 +34,8 @@ MIN_SCALE_DOWN_MINUTES = 30
 # refuse a 1-day block all its life and every block's last day.
 DEFAULT_END_MARGIN_HOURS = {"reservation": 24, "capacity-block": 0}
 CAPACITY_BLOCK_DAY_HOURS = 24
+# A scale-down earlier than the longest block's length before its end would come before it starts.
+MAX_SCALE_DOWN_MINUTES = CAPACITY_BLOCK_MAX_DAYS * 24 * 60
 
 
 class CapacityConfig(Model):
@@ -63,7 +68,8 @@ class CapacityConfig(Model):
     scale_down_minutes_before_end: int = Field(
         60,
         ge=MIN_SCALE_DOWN_MINUTES,
-        description="Capacity Blocks: minutes before endsAt at which the group scales to 0 (at least 30).",
+        description="Capacity Blocks: minutes before endsAt at which the group scales to 0 (at least 30; at most"
+        " 262080, the longest block, 182 days).",
     )
     end_margin_hours: int | None = Field(
         None,
@@ -73,6 +79,16 @@ class CapacityConfig(Model):
         " per type: reservation 24, capacity-block 0 (the block's own scale-down, which must lie ahead, drains it).",
         json_schema_extra={"x-default": "`24` for reservation, `0` for capacity-block"},
     )
+
+    @field_validator("scale_down_minutes_before_end")
+    @classmethod
+    def _lead(cls, v: int) -> int:
+        if v > MAX_SCALE_DOWN_MINUTES:
+            raise ValueError(
+                f"{v} minutes is longer than the longest Capacity Block ({CAPACITY_BLOCK_MAX_DAYS} days, EC2 user"
+                f" guide); the scale-down would come before the block starts: use at most {MAX_SCALE_DOWN_MINUTES}"
+            )
+        return v
 
     @field_validator("reservation_id")
     @classmethod
@@ -117,6 +133,9 @@ class CapacityConfig(Model):
                 f" sells Capacity Blocks in 1-day increments); give less than {CAPACITY_BLOCK_DAY_HOURS}, or leave it"
                 " out: the scale-down scaleDownMinutesBeforeEnd before endsAt drains the block",
             )
+        earliest = dt.datetime.min.replace(tzinfo=dt.UTC) + dt.timedelta(minutes=self.scale_down_minutes_before_end)
+        if self.ends_at is not None and self.ends_at < earliest:
+            raise KeyProblem("endsAt", f"{self.ends_at.isoformat()} is long past; give the block's EndDate")
         return self
 
     @property
@@ -255,6 +274,11 @@ class NodeGroupConfig(Model):
     )
     max_unavailable: int = Field(1, ge=1, le=100, description="Nodes an update may replace at once (EKS: 1-100).")
     node_repair: NodeRepairConfig = Field(default_factory=NodeRepairConfig, description="EKS node auto repair.")
+    release_version: str | None = Field(
+        None,
+        description="EKS AMI release of the nodes, e.g. 1.35.6-20260625; default: the newest release for the"
+        " cluster's Kubernetes version whose Neuron or NVIDIA driver works with every image run on the group.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -297,6 +321,13 @@ class NodeGroupConfig(Model):
                 )
         return v
 
+    @field_validator("release_version")
+    @classmethod
+    def _release(cls, v: str | None) -> str | None:
+        if v is not None and not matches(_RELEASE_RE, v):
+            raise ValueError(f"{v!r} is not an EKS AMI release version like 1.35.6-20260625")
+        return v
+
     @field_validator("availability_zone")
     @classmethod
     def _az(cls, v: str | None) -> str | None:
@@ -307,6 +338,19 @@ class NodeGroupConfig(Model):
     @model_validator(mode="after")
     def _sizes(self) -> NodeGroupConfig:
         check_sizes(self.desired_size, self.min_size, self.max_size)
+        if self.max_unavailable > self.max:
+            # EKS: "max-unavailable must be within the range 1 and max size of the node group".
+            derived = (
+                ""
+                if self.max_size is not None
+                else f" (maxSize is not set: it follows desiredSize {self.desired_size})"
+            )
+            raise KeyProblem(
+                "maxUnavailable",
+                f"{self.max_unavailable} is above maxSize {self.max}{derived}; EKS refuses an update config whose"
+                " maxUnavailable exceeds the group's maxSize: set maxSize (a group scaled to 0 keeps its size"
+                f" there), or lower maxUnavailable to at most {self.max}",
+            )
         if self.capacity.targets_reservation and self.placement_group:
             raise KeyProblem(
                 "placementGroup",

@@ -8,10 +8,13 @@ so a changed Dockerfile is a new, immutable tag and an unchanged one is never re
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from facts.drivers import runtime_of_sdk
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
@@ -25,6 +28,49 @@ QUEUED_TIMEOUT_MINUTES = 30
 AUTO_RETRY_LIMIT = 1
 PULL_SECONDS = 30 * 60
 """A node's pull of the largest image (tens of GB from ECR in the region) and its unpacking."""
+
+
+@dataclass(frozen=True)
+class OpenMpi:
+    """Where an image's Open MPI lives, and whether its mpirun passes its own prefix to the
+    daemons it starts on the other hosts (configure --enable-orterun-prefix-by-default)."""
+
+    prefix: str
+    prefix_by_default: bool
+
+    @property
+    def mpirun(self) -> str:
+        """mpirun by absolute path: Open MPI's implicit `--prefix <prefix>`, so `orted` is started
+        from <prefix>/bin on every host whatever sshd's PATH is there (orterun(1), "Remote
+        Execution"). Right whether or not the build is prefix-by-default."""
+        return f"{self.prefix}/bin/mpirun"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What an image brings that the node and the launch must fit: its Open MPI, its Neuron
+    runtime library (against the node's Neuron driver), its CUDA major (against the NVIDIA
+    driver). None: not known (an image this project does not describe)."""
+
+    open_mpi: OpenMpi | None = None
+    neuron_runtime: str | None = None
+    cuda_major: str | None = None
+
+
+NEURON_DLC_2_22 = Runtime(OpenMpi("/usr/local", prefix_by_default=True), neuron_runtime="2.24.53.0")
+"""The pytorch-training-neuronx 2.5.1 DLC of SDK 2.22.0 (aws-neuron/deep-learning-containers
+2.22.0, docker/pytorch/training/2.5.1/Dockerfile.neuronx): Open MPI 4.1.5 built with
+--enable-orterun-prefix-by-default into /usr/local, first on the image's PATH (it also has apt's
+openmpi-bin and the EFA installer's /opt/amazon/openmpi, not called); aws-neuronx-runtime-lib
+2.24.53.0 (tests/upstream/neuron-dlc-pytorch-training.yaml)."""
+NEMO_26_08_EFA = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="13")
+"""images/nemo-megatron-bridge: the EFA installer's Open MPI in /opt/amazon/openmpi, called by absolute
+path (as images/nemo's); NGC nemo:26.08 is a CUDA 13 container (13.3.33, AWS's lock of the image:
+tests/upstream/nemo-framework-26.08.yaml)."""
+NEMO_EFA = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="12")
+"""images/nemo: the EFA installer's Open MPI in /opt/amazon/openmpi, which AWS's own images start
+by absolute path (awsome-distributed-training: nccl-tests.yaml, the NeMo kubernetes Dockerfile's
+mpirun.real wrapper); NGC nemo:24.07 is a CUDA 12 container."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +91,8 @@ class Image:
     sizes (CodeBuild user guide, build-env-ref-compute-types; botocore's ComputeType
     documentation): MEDIUM 4 vCPU, 8 GiB, 128 GB disk; LARGE 8 vCPU, 16 GiB, 128 GB; XLARGE 36
     vCPU, 72 GiB, 256 GB; 2XLARGE 72 vCPU, 144 GiB, 824 GB SSD."""
+    runtime: Runtime = Runtime()
+    """Its Open MPI, Neuron runtime library or CUDA (from its base image)."""
 
     @property
     def folder(self) -> Path:
@@ -93,6 +141,7 @@ IMAGES: dict[str, Image] = {
             90,
             "two stages on the Neuron training DLC: builds the NeMo and Apex wheels (8 vCPUs), then reinstalls"
             " them over the DLC's torch stack; the DLC twice on disk fits 128 GB",
+            NEURON_DLC_2_22,
         ),
         Image(
             "nemo",
@@ -102,6 +151,7 @@ IMAGES: dict[str, Image] = {
             120,
             "the NGC NeMo image (tens of GB unpacked) plus layers needs more than 128 GB of disk; the EFA"
             " installer, aws-ofi-nccl and nccl-tests compile with make -j$(nproc) (36 vCPUs)",
+            NEMO_EFA,
         ),
         Image(
             "nemo-megatron-bridge",
@@ -112,6 +162,7 @@ IMAGES: dict[str, Image] = {
             180,
             "the NGC NeMo 26.08 image (tens of GB unpacked) needs more than 128 GB of disk; NCCL and nccl-tests compile"
             " for sm_90, sm_100 and sm_103 with make -j$(nproc) (36 vCPUs)",
+            NEMO_26_08_EFA,
         ),
         Image(
             "bert-neuronx",
@@ -120,6 +171,7 @@ IMAGES: dict[str, Image] = {
             "BUILD_GENERAL1_MEDIUM",
             60,
             "the Neuron training DLC plus apt packages and a git clone: nothing compiles; 128 GB of disk",
+            NEURON_DLC_2_22,
         ),
     )
 }
@@ -133,3 +185,17 @@ at 1d217b59): Ubuntu 20.04, PyTorch 1.12.1 (torchrun, gloo) for Python 3.8 (`pyt
 4.1.4 under /usr/local (mpirun and orted on sshd's default PATH) and OpenSSH's sshd. Its CI
 pushes `horovod/horovod-cpu:<version>` to Docker Hub on the release tag
 (tests/upstream/horovod-cpu-0.28.1.yaml)."""
+PUBLIC_CPU_RUNTIME = Runtime(OpenMpi("/usr/local", prefix_by_default=False))
+"""Horovod's CPU image: Open MPI 4.1.4 under /usr/local (its configure flags are not recorded, so
+not assumed prefix-by-default; mpirun by absolute path works either way)."""
+
+
+def runtime_of(image: str | None, built: Image | None, sdk: str | None, *, sdk_stated: bool) -> Runtime:
+    """What a run's image brings: the built image's or the public CPU image's facts; for an image
+    named in full, only the Neuron runtime library of the SDK its tag names (or `sdk_stated`)."""
+    if image == PUBLIC_CPU_IMAGE:
+        return PUBLIC_CPU_RUNTIME
+    runtime = built.runtime if built else Runtime()
+    if sdk and (sdk_stated or built is None):
+        runtime = dataclasses.replace(runtime, neuron_runtime=runtime_of_sdk(sdk))
+    return runtime

@@ -17,7 +17,7 @@ from config.workloads.base import RunConfig
 from config.workloads.bridge_throughput import STEP_TIME
 from config.workloads.bridge_throughput import plan as bridge_plan
 from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime
-from facts import instances
+from facts import instances, needs
 from facts import megatron_bridge as bridge
 
 SHARED = "/shared/"
@@ -231,6 +231,15 @@ class MegatronBridgeWorkload(RunConfig):
     @property
     def library_recipe(self) -> bridge.LibraryRecipe:
         return self.hf_model.recipe(self.mode)
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        """The model repository at `hfRevision`: the config every rank's recipe builds from and the
+        tokenizer it reads; for an import, the weights too."""
+        required: tuple[str, ...] = (*bridge.HUB_CONFIG_FILES, *bridge.HUB_TOKENIZER_FILES)
+        if self.imports:
+            required += bridge.HUB_WEIGHT_FILES
+        return (needs.HubRepo(self.hf_model.hf_repo, required, bridge.HUB_OPTIONAL_FILES, self.hf_revision),)
 
     @property
     def imports(self) -> bool:

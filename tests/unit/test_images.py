@@ -31,8 +31,8 @@ BASE_PROGRAMS = {
 # nvidia-smi from the host driver; dcgmi and nv-hostengine are used only behind `command -v dcgmi`.
 RUNTIME_PROGRAMS = {"nvidia-smi", "dcgmi", "nv-hostengine"}
 # Paths the pod gets at run time: the FSx claim, devices, scratch, the MPI operator's hostfile
-# and SSH keys, the directory sshd needs (made by the worker command).
-RUNTIME_PATHS = ("/shared/", "/dev/", "/tmp/", "/etc/mpi/", "/root/.ssh", "/run/sshd", "/proc/")
+# and SSH keys, the directory sshd needs (made by the worker command), the kernel's sysfs.
+RUNTIME_PATHS = ("/shared/", "/dev/", "/tmp/", "/etc/mpi/", "/root/.ssh", "/run/sshd", "/proc/", "/sys/")
 SHELL_VARIABLES = {"SECONDS", "HOSTNAME", "RANDOM", "PWD", "HOME"}
 OPEN_MPI_VARIABLES = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}
 # What sshd gives a session (OpenSSH's default environment): a fixed PATH, HOME, USER, SHELL.

@@ -175,3 +175,18 @@ def test_the_peaks_are_the_gpus() -> None:
         "DGX-H100": peaks["H100_SXM5_fp8_dense"],
         "DGX-B200": peaks["B200_HGX_1000W_fp8_dense"],
     } == bridge.PEAK_DENSE_FP8_TFLOPS
+
+
+def test_the_hub_files_are_what_bridge_reads() -> None:
+    files = BRIDGE["hub_files"]
+    assert list(bridge.HUB_CONFIG_FILES) == files["recipe_model"]
+    assert list(bridge.HUB_TOKENIZER_FILES) == files["hf_tokenizer"]
+    assert [*bridge.HUB_CONFIG_FILES, *bridge.HUB_TOKENIZER_FILES, *bridge.HUB_WEIGHT_FILES] == files["import"]
+    assert set(files["export"]) <= set(bridge.HUB_CONFIG_FILES)
+
+
+def test_the_images_runtime_is_the_containers() -> None:
+    runtime = images.IMAGES["nemo-megatron-bridge"].runtime
+    assert runtime.cuda_major == CONTAINER["cuda_toolkit"].split(".")[0]
+    assert runtime.open_mpi is not None and runtime.open_mpi.prefix == "/opt/amazon/openmpi"
+    assert "test -x /opt/amazon/openmpi/bin/mpirun" in images.IMAGES["nemo-megatron-bridge"].dockerfile.read_text()

@@ -2,8 +2,8 @@
 in images/nemo-megatron-bridge/), with every Hugging Face Hub file staged first and read offline.
 
 Steps: image check -> shared directories -> the token's Secret -> one Job with egress stages the
-model repository's files into a Hub cache under `/shared/<workload>/data/hf-hub` (`hf download
---cache-dir`, the library's own layout) -> for SFT, one Job imports the Hugging Face weights into a
+model repository's files into the tenant's Hub cache `/shared/hf-hub` (`hf download --cache-dir`,
+the library's own layout; workloads/manifests/hub.py) -> for SFT, one Job imports the Hugging Face weights into a
 Megatron checkpoint (`run_conversion.py import`, CPU backend) -> the training MPIJob: the health
 gate, `run_recipe.py` under torchrun on every node with the Hub offline, then the export of the
 latest checkpoint to Hugging Face format on the first node (`run_conversion.py export`).
@@ -20,7 +20,9 @@ import shlex
 
 from config.workloads import MegatronBridgeWorkload
 from facts import megatron_bridge as bridge
+from facts import needs
 from workloads.manifests.healthcheck import training
+from workloads.manifests.hub import cache_dir, offline_env
 from workloads.manifests.megatron import torchrun
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
@@ -48,37 +50,21 @@ TOKEN_PATH_ENV = "HF_TOKEN_PATH"
 CONVERSION = f"python3 {bridge.BRIDGE_DIR}/{bridge.RUN_CONVERSION}"
 
 
-def hub_cache(ctx: Context, workload_name: str) -> str:
-    """The staged Hub cache every step of the workload reads."""
-    return f"{data_dir(ctx, workload_name)}/hf-hub"
-
-
 def import_dir(ctx: Context, workload_name: str, run: MegatronBridgeWorkload) -> str:
     """The imported Megatron checkpoint of a repository at a revision (shared by every run that uses it)."""
     return f"{data_dir(ctx, workload_name)}/import-{short_hash(run.hf_model.hf_repo, run.hf_revision)}"
 
 
-def offline_env(ctx: Context, workload_name: str) -> dict[str, str]:
-    """A process that reads the staged files and never the network (huggingface-hub and transformers)."""
-    return {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_CACHE": hub_cache(ctx, workload_name)}
-
-
-def staged_files(run: MegatronBridgeWorkload) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(required, optional) patterns of the repository the run's programs read."""
-    required: tuple[str, ...] = (*bridge.HUB_CONFIG_FILES, *bridge.HUB_TOKENIZER_FILES)
-    if run.imports:
-        required += bridge.HUB_WEIGHT_FILES
-    return required, bridge.HUB_OPTIONAL_FILES
-
-
 def stage_script(run: MegatronBridgeWorkload, cache: str) -> str:
     """Download once (a marker per repository, revision and file set), then fail naming any
-    required file the snapshot lacks. A commit revision has no refs file: it is its own snapshot."""
-    repo, rev = run.hf_model.hf_repo, run.hf_revision
-    required, optional = staged_files(run)
-    folder = f"{cache}/models--{repo.replace('/', '--')}"
-    marker = f"{cache}/.staged/{repo.replace('/', '--')}-{short_hash(repo, rev, required, optional)}"
-    includes = " ".join(f"--include {shlex.quote(p)}" for p in (*required, *optional))
+    required file the snapshot lacks. A commit revision has no refs file: it is its own snapshot.
+    transformers' cache version file is written too (hub.py says why)."""
+    (staged,) = run.hub_repos
+    repo, rev, required = staged.repo, staged.revision, staged.files
+    folder = f"{cache}/{needs.cache_folder(repo)}"
+    marker = f"{cache}/.staged/{needs.cache_folder(repo)}-{short_hash(staged)}"
+    includes = " ".join(f"--include {shlex.quote(p)}" for p in staged.patterns)
+    version_file, version = needs.CACHE_MARKER
     snapshot = f'"{folder}/snapshots/$commit"'
     checks = "".join(
         (f"ls {snapshot}/{p} >/dev/null 2>&1" if "*" in p else f"test -f {snapshot}/{p}")
@@ -92,6 +78,7 @@ def stage_script(run: MegatronBridgeWorkload, cache: str) -> str:
         f'if [ -f "$ref" ]; then commit=$(cat "$ref"); else commit={shlex.quote(rev)}; fi\n'
         f"{checks}"
         f"mkdir -p {cache}/.staged && touch {marker}\n"
+        f"test -f {cache}/{version_file} || echo {version} > {cache}/{version_file}\n"
         f'echo "staged {repo}@$commit"'
     )
 
@@ -182,7 +169,8 @@ MODEL = MegatronBridgeWorkload
 def steps(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> list[Step]:
     """Image check -> directories -> token -> Hub staging -> (SFT) import -> training MPIJob, plus TensorBoard."""
     image = image_check(workload_name, ctx, run)
-    dirs = shared_dirs(workload_name, ctx, after=(image.name,))
+    cache = cache_dir(ctx)
+    dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=(cache,))
     token = secret(
         f"{workload_name}-hf-token", ctx, labels(workload_name, "secret"), "secret", {"HF_TOKEN": HUGGING_FACE_TOKEN}
     )
@@ -192,8 +180,7 @@ def steps(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> list
         {"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True},
     )
     env = [{"name": "HF_HOME", "value": HF_HOME}, {"name": TOKEN_PATH_ENV, "value": f"{TOKEN_DIR}/token"}]
-    cache = hub_cache(ctx, workload_name)
-    hub_name = f"{workload_name}-hub-{short_hash(run.hf_model.hf_repo, run.hf_revision, staged_files(run))}"
+    hub_name = f"{workload_name}-hub-{short_hash(run.hub_repos)}"
     timeout = 4 * 3600 if run.imports else 1800
     hub = Step(
         hub_name,
@@ -206,14 +193,14 @@ def steps(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> list
     if run.imports:
         out = import_dir(ctx, workload_name, run)
         name = f"{workload_name}-import-{short_hash(run.hf_model.hf_repo, run.hf_revision)}"
-        offline = [{"name": k, "value": v} for k, v in sorted(offline_env(ctx, workload_name).items())]
+        offline = [{"name": k, "value": v} for k, v in sorted(offline_env(ctx).items())]
         env_import = [{"name": "HF_HOME", "value": HF_HOME}, *offline]
         obj = job(name, ctx, labels(workload_name, "data"), import_script(run, out), env=env_import, timeout=4 * 3600)
         chain.append(Step(name, "import", obj, after=(hub.name,)))
     return [
         *chain,
         *training(
-            workload_name, run, ctx, launch(workload_name, run, ctx), env=offline_env(ctx, workload_name),
+            workload_name, run, ctx, launch(workload_name, run, ctx), env=offline_env(ctx),
             after=(chain[-1].name,),
         ),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),

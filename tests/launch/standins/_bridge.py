@@ -1,38 +1,34 @@
-"""What the Megatron Bridge stand-ins share: reading the staged Hub cache the way
-huggingface-hub does offline (refs/<revision> naming a snapshot), and Bridge's checkpoint layout
-(iter_NNNNNNN directories, the tracker file, latest_train_state.pt, run_config.yaml) from the
-facts the harness hands over (tests/upstream/megatron-bridge-0.6.0.yaml)."""
+"""What the Megatron Bridge stand-ins share: a Hub repository's files read as transformers reads
+them (the shared client, _hub.py: offline the cache only, online a download that falls back to
+the cache when the pod cannot connect), and Bridge's checkpoint layout (iter_NNNNNNN directories,
+the tracker file, latest_train_state.pt, run_config.yaml) from the facts the harness hands over
+(tests/upstream/megatron-bridge-0.6.0.yaml)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
+import _hub
 from _common import fail
-
-OFFLINE_MISS = (
-    "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the"
-    " cached files. Checkout your internet connection or see how to run the library in offline mode."
-)
-
-
-def offline() -> None:
-    """The ranks and the conversion have no egress: only the staged cache, read offline."""
-    if os.environ.get("HF_HUB_OFFLINE") != "1" and os.environ.get("TRANSFORMERS_OFFLINE") != "1":
-        fail("ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): the pod has no egress")
 
 
 def hub_file(repo: str, name: str, revision: str = "main") -> Path:
-    """A file of `repo` in HF_HUB_CACHE, or the failure transformers raises offline."""
-    cache = Path(os.environ.get("HF_HUB_CACHE", os.path.expanduser("~/.cache/huggingface/hub")))
-    folder = cache / ("models--" + repo.replace("/", "--"))
-    ref = folder / "refs" / revision
-    snapshot = folder / "snapshots" / (ref.read_text().strip() if ref.exists() else revision)
-    found = sorted(snapshot.glob(name))
-    if not found:
-        fail(f"{OFFLINE_MISS} ({repo}: {name} in {cache})")
-    return found[0]
+    """A file of `repo` (a pattern: the first match in the cached snapshot, as the safetensors
+    index lists the shards), or the OSError transformers raises."""
+    if "*" in name:
+        cache = _hub.cache_dir()
+        found = _hub.cached(cache, "model", repo, revision, "config.json")
+        matches = sorted(found.parent.glob(name)) if found else []
+        if not matches:
+            fail(_hub.facts()["missing_error"].format(endpoint=_hub.endpoint(), repo_id=repo, filename=name))
+        return matches[0]
+    try:
+        path = _hub.cached_file(repo, name, revision=revision)
+    except OSError as e:
+        fail(f"OSError: {e}")
+    assert path is not None
+    return path
 
 
 def iteration_dir(facts: dict[str, Any], root: Path, step: int) -> Path:

@@ -13,13 +13,14 @@ import glob
 import os
 import socket
 
-from _common import fail, job, record
+from _common import accelerator_init, fail, job, record
 
 rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "-1"))
 size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "0"))
 local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "0"))
 if rank < 0:
     fail("all_reduce_perf: not started by mpirun")
+accelerator_init()  # CUDA: the node's NVIDIA driver against the image's CUDA
 gpus = len([d for d in glob.glob("/dev/nvidia*") if d[len("/dev/nvidia") :].isdigit()])
 if local > gpus:
     fail(f"all_reduce_perf: {local} ranks on this node, {gpus} GPUs")
@@ -38,7 +39,7 @@ if os.environ.get("NCCL_DEBUG") == "INFO":
         flush=True,
     )
 if rank == 0:
-    bw = float(facts["busBandwidthGbps"]) if transport == "NET/OFI" else 1.2
+    bw = float(facts["busBandwidthGBPerSecond"]) if transport == "NET/OFI" else 1.2
     print("#  Rank  0 Group  0 Pid ... on localhost device  0 [0x10] NVIDIA A100-SXM4-80GB")
     print("#       size         count      type   redop    root     time   algbw   busbw #wrong")
     print(f"  2147483648     536870912     float     sum      -1   1000.0   {bw:.2f}   {bw:.2f}      0")

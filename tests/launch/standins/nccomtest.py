@@ -2,7 +2,9 @@
 [-N NODES] -b SIZE -e SIZE -d TYPE allr [--hosts H ...]`. One node: needs RANKS NeuronCores
 among this pod's /dev/neuron* devices. Several nodes: needs NEURON_RT_ROOT_COMM_ID set to
 `<IP of the first listed host>:<port>`, one host per node, each resolving. Prints a result
-table and `Avg bus bandwidth`. Its own MPI launch onto the hosts is not modelled."""
+table and `Avg bus bandwidth`. Its own MPI launch onto the hosts is not modelled. Like every
+Neuron program it starts the runtime first (nrt_init), which refuses a driver its runtime
+library cannot use (_common.accelerator_init)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import glob
 import os
 import socket
 
-from _common import fail, job, record
+from _common import accelerator_init, fail, job, record
 
 p = argparse.ArgumentParser(prog="nccom-test")
 p.add_argument("-r", "--nworkers", type=int, required=True)
@@ -26,6 +28,7 @@ facts = job()
 record(
     "nccom-test", nodes=a.nnodes, ranks=a.nworkers, hosts=a.hosts, host_ip=socket.gethostbyname(socket.gethostname())
 )
+accelerator_init()  # nrt_init: the node's Neuron driver against the image's runtime library
 if a.nnodes > 1:
     if not os.environ.get("NEURON_RT_ROOT_COMM_ID"):
         fail("nccom-test: NEURON_RT_ROOT_COMM_ID=<first host>:<port> must be set to run on more than one node")
@@ -44,7 +47,7 @@ if a.nnodes > 1:
 cores = len(glob.glob("/dev/neuron*")) * int(facts["neuronCoresPerDevice"])
 if a.nworkers % a.nnodes or a.nworkers // a.nnodes > cores:
     fail(f"nccom-test: {a.nworkers} workers on {a.nnodes} nodes, {cores} NeuronCores on this one")
-bw = float(facts["busBandwidthGbps"])
+bw = float(facts["busBandwidthGBPerSecond"])
 print("       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)")
 print(f"    {a.maxbytes:>10}    {'-':>12}    {a.datatype}    {1000.0:>8}    {bw:>11.2f}    {bw:>11.2f}")
 print(f"Avg bus bandwidth:\t{bw:.4f}GB/s", flush=True)

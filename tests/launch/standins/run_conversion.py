@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from _bridge import hub_file, offline, save
+from _bridge import hub_file, save
 from _common import fail, job, record
 
 facts = job()["bridge"]
@@ -27,7 +27,6 @@ if missing:
 value = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--") and not words[i + 1].startswith("-")}
 if value["--device"] == "cpu" and any(value.get(f, "1") != "1" for f in ("--tp", "--pp", "--ep", "--etp")):
     fail("ValueError: CPU conversion requires TP=PP=EP=ETP=1.")
-offline()
 repo, megatron = value["--hf-model"], Path(value["--megatron-path"])
 record("run_conversion", command=command, args=value)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _bridge import hub_file, latest, offline, save
+from _bridge import hub_file, latest, save
 from _common import Steps, fail, job, rank, record
 
 facts = job()["bridge"]
@@ -24,13 +24,12 @@ o = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
 recipe = options.get("--recipe", "")
 if recipe not in facts["recipes"]:
     fail(f"ValueError: Unknown recipe '{recipe}'")
-offline()
 me, world = rank()
 # Every rank builds the recipe: AutoBridge.from_hf_pretrained(<repository>) reads its config.
-hub_file(facts["recipes"][recipe], "config.json")
+model_files = {"config.json": str(hub_file(facts["recipes"][recipe], "config.json"))}
 if o.get("tokenizer.tokenizer_type") == "HuggingFaceTokenizer":
     for name in facts["tokenizerFiles"]:
-        hub_file(o["tokenizer.tokenizer_model"], name)
+        model_files[name] = str(hub_file(o["tokenizer.tokenizer_model"], name))
 dataset = options.get("--dataset")
 if dataset == "local-jsonl":
     for name in ("training.jsonl", "validation.jsonl"):
@@ -62,7 +61,7 @@ elif pretrained:
     start = 0
 else:
     start = 0
-record("bridge", rank=me, world=world, resumedFrom=start, extracting=False, overrides=o)
+record("bridge", rank=me, world=world, resumedFrom=start, extracting=False, overrides=o, modelFiles=model_files)
 iters, every, keep = int(o["train.train_iters"]), int(o["checkpoint.save_interval"]), int(o["checkpoint.most_recent_k"])
 for s in range(start + 1, iters + 1):
     steps.step(s)
