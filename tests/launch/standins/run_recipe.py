@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from _bridge import hub_file, latest, save
-from _common import Steps, fail, job, rank, record
+from _common import Steps, accelerator_init, fail, job, rank, record
 
 facts = job()["bridge"]
 words = sys.argv[1:]
@@ -25,6 +25,7 @@ recipe = options.get("--recipe", "")
 if recipe not in facts["recipes"]:
     fail(f"ValueError: Unknown recipe '{recipe}'")
 me, world = rank()
+accelerator_init()  # CUDA: the node's NVIDIA driver against the image's CUDA 13
 # Every rank builds the recipe: AutoBridge.from_hf_pretrained(<repository>) reads its config.
 model_files = {"config.json": str(hub_file(facts["recipes"][recipe], "config.json"))}
 if o.get("tokenizer.tokenizer_type") == "HuggingFaceTokenizer":
