@@ -84,6 +84,9 @@ class CheckpointPlan:
     step_seconds: float | None
     writes: int | None = None
     """Checkpoints the whole run writes, where the recipe counts them as its framework does."""
+    total_steps: int | None = None
+    """Optimizer steps of the whole run, where the config says: an interval longer than the run
+    still writes once, at its end, so the share is counted over the run."""
 
     @property
     def kept_bytes(self) -> int:
@@ -94,7 +97,8 @@ class CheckpointPlan:
         """Share of training time spent writing checkpoints (None: step time or interval unknown)."""
         if self.interval_steps is None or self.step_seconds is None:
             return None
-        return self.write_seconds / (self.write_seconds + self.interval_steps * self.step_seconds)
+        steps = min(self.interval_steps, self.total_steps or self.interval_steps)
+        return self.write_seconds / (self.write_seconds + steps * self.step_seconds)
 
     def shortest_interval(self, share: float = MAX_WRITE_SHARE) -> int | None:
         """The fewest steps between checkpoints that keeps writing at or under `share` of training
@@ -126,6 +130,7 @@ def plan(
     storage: StorageConfig,
     step_seconds: float | None = None,
     writes: int | None = None,
+    total_steps: int | None = None,
 ) -> CheckpointPlan | None:
     """The checkpoint plan of one run (None when its recipe does not size its checkpoints, or
     the run has no parameter count)."""
@@ -133,4 +138,4 @@ def plan(
         return None
     size = parameters * model.bytes_per_parameter
     seconds = model.written_per_interval * size / (write_mb_per_second(storage) * 1e6)
-    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, writes)
+    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, writes, total_steps)

@@ -204,11 +204,17 @@ def checkpoint_share(workloads: Mapping[str, WorkloadConfig], groups: Groups, st
         share = plan.write_share if plan else None
         if plan is None or plan.step_seconds is None or share is None or share <= MAX_WRITE_SHARE:
             continue
+        fits, total = plan.shortest_interval(), plan.total_steps
+        every = plan.interval_steps if total is None else min(plan.interval_steps or total, total)
+        advice = (
+            f"use {fits} steps or more, or raise"
+            if total is None or (fits or 0) < total
+            else f"no interval fits a run of {total} steps (it saves at its last step): raise"
+        )
         problems.append(
             f"workloads.{name}.{run.checkpoint_interval_key}: a {plan.size_bytes / 1e9:,.0f} GB checkpoint every"
-            f" {plan.interval_steps} steps of {plan.step_seconds:.3g} s takes {share:.1%} of training time to write"
+            f" {every} steps of {plan.step_seconds:.3g} s takes {share:.1%} of training time to write"
             f" (~{plan.write_seconds:,.0f} s each at the file system's {write_mb_per_second(storage):,.0f} MB/s); at"
-            f" most {MAX_WRITE_SHARE:.0%}: use {plan.shortest_interval()} steps or more, or raise"
-            " storage.throughputPerTib or storage.storageCapacityGib"
+            f" most {MAX_WRITE_SHARE:.0%}: {advice} storage.throughputPerTib or storage.storageCapacityGib"
         )
     return problems

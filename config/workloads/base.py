@@ -210,7 +210,11 @@ class RunConfig(ProcessEnv):
     def checkpoint_plan(self, storage: StorageConfig, step_seconds: float | None = None) -> CheckpointPlan | None:
         """The run's checkpoints against the shared file system (None: the recipe does not size them)."""
         parameters, kept, interval = self.checkpoint_parameters, self.checkpoints_kept, self.checkpoint_interval
-        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, self.checkpoint_writes)
+        # The run's length counts only where the recipe counts its writes as its framework does
+        # (Bridge also saves at the last step, so an interval longer than the run still writes once).
+        writes = self.checkpoint_writes
+        total = None if writes is None else self.optimizer_steps
+        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total)
 
     def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
         """Seconds per optimizer step on `instance_type` from the recipe's published measurement,

@@ -72,7 +72,7 @@ def test_a_run_whose_checkpoints_take_more_than_2_percent_is_refused_with_the_in
     run = {
         "precision": "fp8-cs",
         "parallelism": {"contextParallel": 1},
-        "training": {"globalBatchSize": 128, "seqLength": 8192},
+        "training": {"globalBatchSize": 128, "seqLength": 8192, "trainIters": 50000},
         "checkpoints": {"saveInterval": 100},
     }
     small = {"storageCapacityGib": 1200, "throughputPerTib": 125}
@@ -85,6 +85,21 @@ def test_a_run_whose_checkpoints_take_more_than_2_percent_is_refused_with_the_in
     assert code == 0, err
     code, err = plan_exit(_stack({**run, "checkpoints": {"saveInterval": fits - 1}}, small), tmp_path)
     assert code == 2, err
+
+
+def test_an_interval_longer_than_the_run_still_writes_its_last_checkpoint(tmp_path: Path) -> None:
+    """Bridge saves at the last step too: a run too short for even that one write within 2% is
+    refused however long its interval, and the message says no interval fits (not one beyond the run)."""
+    run = {"precision": "fp8-cs", "training": {"globalBatchSize": 128, "seqLength": 8192, "trainIters": 3000}}
+    small = {"storageCapacityGib": 1200, "throughputPerTib": 250}
+    for interval in (100, 3000, 100000):
+        code, err = plan_exit(_stack({**run, "checkpoints": {"saveInterval": interval}}, small), tmp_path)
+        assert code == 2, err
+        (line,) = [x for x in err.splitlines() if x.startswith("workloads.w.checkpoints.saveInterval:")]
+        assert "no interval fits a run of 3000 steps" in line and "raise storage.throughputPerTib" in line, line
+    faster = {"storageCapacityGib": 1200, "throughputPerTib": 1000}
+    code, err = plan_exit(_stack({**run, "checkpoints": {"saveInterval": 3000}}, faster), tmp_path)
+    assert code == 0, err
 
 
 def _run(extra: dict[str, Any]) -> Any:
