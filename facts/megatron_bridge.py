@@ -207,3 +207,10 @@ PEAK_DENSE_BF16_TFLOPS: dict[str, float] = {"DGX-H100": 989.4, "DGX-B200": 2250.
 """Per-GPU dense BF16 tensor peak (H100 SXM5; B200 in HGX at 1000 W): the MFU's denominator."""
 PEAK_DENSE_FP8_TFLOPS: dict[str, float] = {"DGX-H100": 1978.9, "DGX-B200": 4500.0}
 """The same GPUs' dense FP8 tensor peak, the ceiling of an FP8 run."""
+
+GPU_SM: dict[str, str] = {"A100": "sm_80", "H100": "sm_90", "H200": "sm_90", "B200": "sm_100", "B300": "sm_103"}
+"""Each GPU's compute capability as an SM target (NVIDIA's CUDA GPUs page:
+tests/upstream/nvidia-cuda-gpus-2026-11.yaml)."""
+IMAGE_SM_TARGETS = ("sm_90", "sm_100", "sm_103")
+"""What images/nemo-megatron-bridge builds NCCL and nccl-tests for (its NVCC_GENCODE, SASS only: no
+PTX of an older target), so the GPUs the recipe can run on; a test holds the two equal."""

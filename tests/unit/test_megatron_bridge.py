@@ -66,6 +66,15 @@ def test_what_megatron_would_refuse_is_refused_naming_the_key(run: dict[str, Any
     assert any(x.startswith(line) for x in err.splitlines()), err
 
 
+def test_a_gpu_the_images_nccl_has_no_kernels_for_is_refused(tmp_path: Path) -> None:
+    p4de = {"name": "gpu", "instanceType": "p4de.24xlarge", "desiredSize": 4, "availabilityZone": "us-east-1a"}
+    code, err = plan_exit({**_stack({}), "llm-training-eks:nodeGroups": [p4de]}, tmp_path)
+    assert code == 2 and "Traceback" not in err, err
+    (line,) = [x for x in err.splitlines() if x.startswith("workloads.w.nodeGroup:")]
+    assert "A100 GPUs (sm_80)" in line and "built for sm_90, sm_100, sm_103 only" in line, line
+    assert "use a node group of p5.48xlarge, p5e.48xlarge, p5en.48xlarge" in line, line
+
+
 def test_a_run_whose_checkpoints_take_more_than_2_percent_is_refused_with_the_interval_that_fits(
     tmp_path: Path,
 ) -> None:

@@ -2,7 +2,8 @@
 (tests/upstream/nemo-framework-26.08.yaml, AWS's lock of the image), Megatron Bridge at the commit
 it carries (megatron-bridge-0.6.0), Megatron Core core_r0.19.0 (megatron-lm-core_r0.19.0), NeMo's
 Llama 3.1 configs (nemo-llama31-configs), NVIDIA's performance tables (megatron-bridge-performance)
-and the GPUs' peaks (gpu-peak-flops-2026-11); and the image's Dockerfile against the same facts."""
+the GPUs' peaks (gpu-peak-flops-2026-11) and compute capabilities (nvidia-cuda-gpus-2026-11); and the
+image's Dockerfile against the same facts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 
 import pytest
 
-from facts import images
+from facts import images, instances
 from facts import megatron_bridge as bridge
 from tests import upstream
 
@@ -190,3 +191,18 @@ def test_the_images_runtime_is_the_containers() -> None:
     assert runtime.cuda_major == CONTAINER["cuda_toolkit"].split(".")[0]
     assert runtime.open_mpi is not None and runtime.open_mpi.prefix == "/opt/amazon/openmpi"
     assert "test -x /opt/amazon/openmpi/bin/mpirun" in images.IMAGES["nemo-megatron-bridge"].dockerfile.read_text()
+
+
+def test_the_gpus_the_recipe_takes_are_those_the_image_builds_nccl_for() -> None:
+    """NCCL and nccl-tests are built for the Dockerfile's NVCC_GENCODE targets, as SASS only: a
+    GPU of another compute capability has no kernel to run (PTX compiles forward only)."""
+    text = images.IMAGES["nemo-megatron-bridge"].dockerfile.read_text()
+    gencode = re.search(r'ARG NVCC_GENCODE="([^"]+)"', text)
+    assert gencode is not None
+    pairs = re.findall(r"-gencode=arch=compute_(\d+),code=(\w+)", gencode.group(1))
+    assert all(code == f"sm_{arch}" for arch, code in pairs), "a PTX target would change which GPUs run it"
+    assert tuple(code for _, code in pairs) == bridge.IMAGE_SM_TARGETS
+    capability = upstream.facts("nvidia-cuda-gpus-2026-11")["compute_capability"]
+    assert {gpu: "sm_" + cc.replace(".", "") for gpu, cc in capability.items()} == bridge.GPU_SM
+    nvidia = {t.accelerator_name for t in instances.ACCELERATED.values() if t.accelerator == "nvidia"}
+    assert nvidia <= set(bridge.GPU_SM), "an NVIDIA instance type whose GPU has no recorded compute capability"
