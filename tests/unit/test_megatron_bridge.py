@@ -29,9 +29,11 @@ def _stack(run: dict[str, Any], storage: dict[str, Any] | None = None, token: An
     return {
         "aws:region": "us-east-1",
         "llm-training-eks:cluster": {"publicAccessCidrs": ["203.0.113.10/32"]},
+        "llm-training-eks:network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
         "llm-training-eks:nodeGroups": [P5EN],
         "llm-training-eks:huggingFaceToken": token or {"secure": "PLACEHOLDER"},
-        "llm-training-eks:storage": storage or {"storageCapacityGib": 2400, "throughputPerTib": 1000},
+        "llm-training-eks:storage": {"availabilityZone": "us-east-1a"}
+        | (storage or {"storageCapacityGib": 2400, "throughputPerTib": 1000}),
         "llm-training-eks:workloads": {"w": {**RUN, **run}},
     }
 
