@@ -46,6 +46,8 @@ HUB_READERS = [(s, w) for s, w in WORKLOADS if _image(s, w).framework in ("bert"
 recipe and tokenizer)."""
 NEURON = [(s, w) for s, w in WORKLOADS if _image(s, w).neuron_runtime]
 """Workloads on Neuron nodes whose image's runtime library is known (the Neuron DLC's)."""
+CUDA = [(s, w) for s, w in WORKLOADS if _image(s, w).cuda_major and _image(s, w).framework == "megatron-bridge"]
+"""Workloads of the CUDA 13 image (Megatron Bridge's NGC nemo:26.08), whose driver floor is the highest."""
 SSHD_ROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 """The PATH sshd gives a root session (OpenSSH's superuser default, as Debian and Ubuntu build it)."""
 OPEN_MPI_OFF_SSHD_PATH = [
@@ -160,6 +162,23 @@ def test_a_driver_the_runtime_cannot_use_fails_the_node_check(launch: Any) -> No
     assert result.attempts[0].exit_code not in (0, None), tail(log)
     runtime = _image(stack, workload).neuron_runtime
     expected = rf"^FAIL \S+: Neuron driver 2\.29\.0\.0, but the image's Neuron runtime {re.escape(runtime)} needs driver < 2\.29"
+    assert re.search(expected, log, re.M), tail(log)
+    assert "== training" not in log
+
+
+@pytest.mark.parametrize(("stack", "workload"), CUDA[:1])
+def test_an_nvidia_driver_older_than_the_images_cuda_fails_the_node_check(
+    launch: Any, stack: str, workload: str
+) -> None:
+    """A node whose AMI has a CUDA 12 driver (575) under the CUDA 13 image: the gate names the
+    driver and the floor before CUDA would refuse it in every rank; on the node group's own AMI
+    (plans.node_drivers) the gate passes it."""
+    run = launch(stack, workload)
+    run.driver_override = "575.57.08"
+    (result,) = run.pipeline(Faults(max_attempts=1), training_only=True)
+    log = result.attempts[0].log
+    assert result.attempts[0].exit_code not in (0, None), tail(log)
+    expected = r"^FAIL \S+: NVIDIA driver 575\.57\.08, but the image's CUDA 13 needs driver >= 580"
     assert re.search(expected, log, re.M), tail(log)
     assert "== training" not in log
 
