@@ -23,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, amis, checks, throughput
+from config import ConfigError, amis, checks
 from config.checks.network import addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
@@ -252,18 +252,18 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
 
 def run_plans(
     workloads: Mapping[str, Run], storage: StorageConfig, cfg: StackConfig, node_types: Mapping[str, str]
-) -> dict[str, dict[str, object]]:
-    """Each run's plan facts: its checkpoint size, write time and share of training time, and its
-    modeled throughput (step time, tokens/s, MFU, support status, compile time); `node_types` is
-    the instance type of each node group."""
-    plans: dict[str, dict[str, object]] = {}
+) -> dict[str, dict[str, dict[str, object]]]:
+    """Each run's plans for the TrainingRun's inputs: its checkpoints (size, write time, share of
+    training time) and its throughput (step time and its basis, tokens/s, MFU, support status, time
+    to the first step); `node_types` is the instance type of each node group."""
+    plans: dict[str, dict[str, dict[str, object]]] = {}
     for name, run in workloads.items():
         instance_type = node_types.get(run.node_group)
-        step, basis = cost.estimated_step_seconds(cfg, name, instance_type)
-        plans[name] = {"throughput": throughput.plan(run, instance_type or "", step, basis)}
-        checkpoints = run.checkpoint_plan(storage, step)
-        if checkpoints is not None:
-            plans[name]["checkpoints"] = checkpoints.as_dict()
+        seconds, basis = cost.estimated_step_seconds(cfg, name, instance_type)
+        out = plans.setdefault(name, {})
+        if (plan := run.checkpoint_plan(storage, seconds)) is not None:
+            out["checkpoints"] = plan.as_dict()
+        out["throughput"] = run.throughput_plan(instance_type or "", seconds, basis, storage)
     return plans
 
 
@@ -351,7 +351,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
-        *checks.checkpoint_share_fits(cfg.workloads, platform.storage, groups),
+        *checks.checkpoint_share(cfg.workloads, groups, platform.storage),
         *checks.run_teams(
             cfg.workloads,
             platform.teams,

@@ -17,6 +17,7 @@ from typing import Any
 from facts import amis
 from facts.names import NODE_GROUP_LABEL, PROJECT, component_type
 from infra.ci_runner import runner_label
+from tools.plan_throughput import throughput_facts
 from tools.plan_view import PlanView, Reads
 from tools.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
 
@@ -213,25 +214,7 @@ def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
             )
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
-    return facts + _throughput_facts(i.get("throughput")) + _checkpoint_facts(i.get("checkpoints"))
-
-
-def _throughput_facts(s: dict[str, Any] | None) -> list[str]:
-    """Modeled step time, tokens/s and MFU with their basis; the recipe's support status and
-    what it does before its first step that has a published time (config/throughput.py)."""
-    if not s:
-        return []
-    step, tokens, mfu = s.get("stepSeconds"), s.get("tokensPerSecond"), s.get("mfu")
-    if step is None:
-        line = f"throughput: unknown ({s.get('stepTimeBasis')})"
-    else:
-        line = f"throughput: {step:g} s/step ({s.get('stepTimeBasis')})"
-        line += f", {tokens:,} tokens/s" if tokens is not None else ""
-        line += f", MFU {mfu:.1%} of the dense BF16 peak ({s.get('peak')})" if mfu is not None else ""
-    seconds = s.get("compileSeconds")
-    compile_time = "unknown" if seconds is None else "none" if seconds == 0 else f"{seconds:g} s"
-    first = f"support: {s.get('support')}; before the first step: compile {compile_time} ({s.get('compileSource')})"
-    return [line, first]
+    return facts + throughput_facts(i.get("throughput")) + _checkpoint_facts(i.get("checkpoints"))
 
 
 def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
@@ -240,6 +223,8 @@ def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
     if not c:
         return []
     line = f"checkpoints: {c['sizeGB']:,} GB each, {c['kept']} kept, ~{c['writeSeconds']:,} s to write"
+    if c.get("writes") is not None:
+        line += f", {c['writes']} written"
     if c.get("writeShare") is not None:
         line += (
             f"; every {c['everySteps']} steps x {c['stepSeconds']:g} s: {c['writeShare']:.1%} of training time writing"

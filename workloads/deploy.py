@@ -58,18 +58,21 @@ def context(platform: Platform, run: Run, image: str) -> manifests.Context:
 
 class TrainingRun(pulumi.ComponentResource):
     """One configured workload: its steps (data Jobs, MPIJobs, TensorBoard...) in order. Its
-    inputs carry the run's plan facts (`checkpoints`: size, write time, share of training time;
-    `throughput`: step time, tokens/s, MFU, support status), which the offline plan's table shows."""
+    inputs carry the run's plans: `checkpoints` (size, write time, share of training time) and,
+    where its recipe models it, `throughput` (tokens/s, MFU, time to first step), which the
+    offline plan's table shows."""
 
     def __init__(
         self,
         name: str,
         recipe: str,
         run_id: str,
-        plan: Mapping[str, object] | None = None,
+        plans: Mapping[str, Mapping[str, object]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        props: dict[str, object] = {"recipe": recipe, "runId": run_id, **(plan or {})}
+        props: dict[str, object] = {"recipe": recipe, "runId": run_id}
+        for key, value in sorted((plans or {}).items()):
+            props[key] = dict(value)
         super().__init__(component_type("workloads", "TrainingRun"), name, props, opts)
 
 
@@ -77,7 +80,7 @@ def deploy(
     workloads: Mapping[str, Run],
     hugging_face_token: SecretStr | None,
     platform: Platform,
-    run_plans: Mapping[str, Mapping[str, object]] | None = None,
+    run_plans: Mapping[str, Mapping[str, Mapping[str, object]]] | None = None,
 ) -> dict[str, list[pulumi.Resource]]:
     """Declare every workload of the stack; return its resources by workload name."""
     token = hugging_face_token.get_secret_value() if hugging_face_token else ""

@@ -25,6 +25,7 @@ from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
 from config.workloads.llama3_nxd import Llama3NxdWorkload
+from config.workloads.megatron_bridge import MegatronBridgeWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
 from config.workloads.torchtitan_neuron import TorchTitanNeuronWorkload
 
@@ -36,6 +37,7 @@ __all__ = [
     "DdpCpuWorkload",
     "Llama2NeuronWorkload",
     "Llama3NxdWorkload",
+    "MegatronBridgeWorkload",
     "MegatronRun",
     "NemoGpuWorkload",
     "Run",
@@ -50,6 +52,7 @@ Run = (
     | BertNeuronWorkload
     | CustomWorkload
     | DdpCpuWorkload
+    | MegatronBridgeWorkload
     | Llama3NxdWorkload
     | TorchTitanNeuronWorkload
 )

@@ -12,6 +12,7 @@ from config.run_env import ProcessEnv
 from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
 from config.workloads.recipe import Arguments, ExampleStacks, FirstStep, PublishedStepTime, RecipeDocs, StepTime
+from config.workloads.throughput import plan as plan_throughput
 from facts import images, instances, needs, versions
 
 
@@ -198,15 +199,42 @@ class RunConfig(ProcessEnv):
         raise NotImplementedError
 
     @property
-    def checkpoint_interval_key(self) -> str | None:
-        """The run key that sets checkpoint_interval (for the refusal of a run whose checkpoints take
-        more than 2% of its training time); None: not counted in steps."""
-        return None
-
-    @property
     def checkpoints_kept(self) -> int:
         """How many checkpoints the run keeps on the shared file system at once."""
         raise NotImplementedError
+
+    @property
+    def checkpoint_interval_key(self) -> str:
+        """The run's key (below `workloads.<name>`) that sets `checkpoint_interval`, for messages."""
+        return "checkpointEverySteps"
+
+    @property
+    def checkpoints_kept_key(self) -> str:
+        """The run's key (below `workloads.<name>`) that sets how many checkpoints it keeps."""
+        return "training.checkpointsToKeep"
+
+    @property
+    def checkpoint_writes(self) -> int | None:
+        """Checkpoints the whole run writes, counted as its framework saves (None: not counted)."""
+        return None
+
+    @property
+    def initial_weight_bytes(self) -> int | None:
+        """Bytes of weights the run loads before its first step (0: it starts from random weights;
+        None: unknown)."""
+        return None
+
+    def published_mfu(self, instance_type: str) -> tuple[float, str] | None:
+        """The MFU of the published run the step time is estimated from, and what was measured,
+        where that run states its own model FLOPs; None: the plan computes MFU from the model."""
+        return None
+
+    def throughput_plan(
+        self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
+    ) -> dict[str, object]:
+        """The run's throughput line of the plan (config/workloads/throughput.py): step time and `basis`,
+        tokens/s, MFU, support status, time to the first step and to resume."""
+        return plan_throughput(self, instance_type, step_seconds, basis, storage)
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """The recipe's own rules against the instance type of its node group."""
@@ -221,7 +249,11 @@ class RunConfig(ProcessEnv):
     def checkpoint_plan(self, storage: StorageConfig, step_seconds: float | None = None) -> CheckpointPlan | None:
         """The run's checkpoints against the shared file system (None: the recipe does not size them)."""
         parameters, kept, interval = self.checkpoint_parameters, self.checkpoints_kept, self.checkpoint_interval
-        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds)
+        # The run's length counts only where the recipe counts its writes as its framework does
+        # (Bridge also saves at the last step, so an interval longer than the run still writes once).
+        writes = self.checkpoint_writes
+        total = None if writes is None else self.optimizer_steps
+        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total)
 
     def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
         """Seconds per optimizer step on `instance_type` from the recipe's published measurement,

@@ -70,6 +70,9 @@ STANDIN_FILES = {
     "convert_checkpoints.py": "convert_checkpoints.py",
     "download_hf_assets.py": "download_hf_assets.py",
     "train.py": "torchtitan_train.py",  # torchtitan/train.py of the checkout: `python -m torchtitan.train`
+    "hf": "hf_cli.py",
+    "run_recipe.py": "run_recipe.py",
+    "run_conversion.py": "run_conversion.py",
 }
 PYTHON_TOOLS = ("python", "python3", "torchrun")  # this machine's PyTorch (CPU), behind wrappers
 # What the NVIDIA container toolkit mounts into a GPU pod from the host driver.
@@ -83,6 +86,7 @@ FRAMEWORKS = {
     "horovod-cpu": "ddp-cpu",
     "neuronx-distributed": "nxd",
     "torchtitan": "torchtitan",
+    "nemo-megatron-bridge": "megatron-bridge",
 }
 # Public images a recipe runs unbuilt, and the fact file that describes each.
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
@@ -100,6 +104,7 @@ SYSTEM_MPI_NAMES = ("/usr/bin/mpirun", "/usr/bin/mpiexec", "/usr/bin/orterun", "
 HUB_VERSIONS = {
     "neuronx-nemo-megatron": "huggingface-hub-0.22.2",  # its requirements: <0.23
     "neuronx-distributed": "huggingface-hub-0.27.1",  # pinned by its Dockerfile (the example's floor)
+    "nemo-megatron-bridge": "huggingface-hub-1.24.0",  # what Megatron Bridge 0.6.0 locks
 }
 
 

@@ -81,6 +81,7 @@ def workers(job: dict[str, Any], nodes: int) -> list[str]:
 
 
 KINDS = {
+    "run_recipe.py": "bridge",
     "megatron_gpt_pretraining.py": "megatron",
     "ddp_cpu_train.py": "ddp-cpu",
     "tp_zero1_llama_hf_pretrain.py": "nxd",

@@ -147,13 +147,13 @@ SHAPES = [
         {"workloads": {"x": "a"}},
         "model_attributes_type",
         "workloads.x: expected a map with recipe (one of: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu,"
-        " llama3-nxd, torchtitan-neuron)",
+        " megatron-bridge, llama3-nxd, torchtitan-neuron)",
     ),
     (
         "missing discriminator",
         {"workloads": {"x": {"nodes": 1}}},
         "union_tag_not_found",
-        "workloads.x.recipe: required key is missing; valid: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu",
+        "workloads.x.recipe: required key is missing; valid: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu, megatron-bridge",
     ),
     (
         "unknown discriminator",

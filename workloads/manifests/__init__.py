@@ -13,12 +13,30 @@ from collections.abc import Callable
 from typing import Any
 
 from config.workloads import Run
-from workloads.manifests import bert_neuron, custom, ddp_cpu, llama2_neuron, llama3_nxd, nemo_gpu, torchtitan_neuron
+from workloads.manifests import (
+    bert_neuron,
+    custom,
+    ddp_cpu,
+    llama2_neuron,
+    llama3_nxd,
+    megatron_bridge,
+    nemo_gpu,
+    torchtitan_neuron,
+)
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
     module.MODEL.RECIPE: module.steps
-    for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu, llama3_nxd, torchtitan_neuron)
+    for module in (
+        llama2_neuron,
+        nemo_gpu,
+        bert_neuron,
+        custom,
+        ddp_cpu,
+        megatron_bridge,
+        llama3_nxd,
+        torchtitan_neuron,
+    )
 }
 """Recipe name -> its builder."""
 
