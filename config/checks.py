@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from config.addons import EFA_PLUGIN_FIRST_CHART_FOR, chart_version
 from config.aws import tag_problems
 from config.base import did_you_mean
 from config.checkpoints import GIB, STORAGE_SHARE, plan
@@ -149,7 +150,7 @@ def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
             f"{key}.neuronSdk: required: the image {run.image} does not name its Neuron SDK (no -sdk<version> in"
             " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family"
         ]
-    family = ng.instance.family
+    family = ng.instance.neuron_family
     return [
         f"{key}.{source}: {p}" for p in versions.problems(sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image)
     ]
@@ -316,6 +317,22 @@ def tag_rules(cfg: StackConfig) -> list[str]:
     return tag_problems(tags, reserved=("Name", CLUSTER_TAG))
 
 
+def efa_plugin_counts_devices(cfg: StackConfig) -> list[str]:
+    """The EFA device plugin chart is one whose image counts the devices of every EFA node
+    group's type right (EFA_PLUGIN_FIRST_CHART_FOR, from the chart's history)."""
+    have = cfg.addons.efa_device_plugin_chart
+    out = []
+    for ng in cfg.node_groups:
+        first = EFA_PLUGIN_FIRST_CHART_FOR.get(ng.instance_type)
+        if first is not None and chart_version(have) < chart_version(first):
+            out.append(
+                f"addons.efaDevicePluginChart: {have} runs a device plugin image that counts the NVLink controllers of"
+                f" {ng.instance_type} (nodeGroups {ng.name}) as EFA devices, and pods get them as such; use {first}"
+                " or later (its image is v0.5.10+)"
+            )
+    return out
+
+
 def config_problems(cfg: StackConfig) -> list[str]:
     """Every cross-section rule the stack can check on its own.
 
@@ -333,5 +350,6 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *team_problems(cfg.teams, groups),
             *run_teams(cfg.workloads, cfg.teams),
             *system_name_reserved(cfg),
+            *efa_plugin_counts_devices(cfg),
         ]
     return [*local, *system_name_reserved(cfg)]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from facts import instances
-from facts.instances import HEALTH_CHECK_FLOORS
+from facts.fabric import FLOORS
 from tests import upstream
 from tests.launch import plans
 from tests.launch.images import describe
@@ -37,6 +37,7 @@ STANDIN_FACTS = {
     "stepSeconds": 0.05,
     "stepsPerShard": plans.BERT_STEPS_PER_SHARD,
     "ncclPluginNetwork": upstream.facts("aws-ofi-nccl-v1.13.2-aws")["plugin_network_name"],
+    "ofiProviderLine": upstream.facts("aws-ofi-nccl-v1.13.2-aws")["provider_line"],
     "bertOptions": BERT["options"],
     "bertFlags": BERT["flags_without_value"],
     "bertDataset": {  # the public archive, read with --no-sign-request
@@ -99,7 +100,7 @@ class WorkloadRun:
         if framework != "ddp-cpu":  # an accelerated node group
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
-            facts["busBandwidthGbps"] = 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gbps
+            facts["busBandwidthGbps"] = 2 * FLOORS[instance.name].min_bus_bandwidth_gbps
         return facts
 
     def checkpoints(self) -> list[Path]:

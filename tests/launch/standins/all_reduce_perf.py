@@ -3,8 +3,9 @@ GPUs this pod has, then loads the NCCL net plugin as NCCL does (dlopen of libncc
 found through LD_LIBRARY_PATH). Without it NCCL falls back to its socket transport, silently
 at NCCL_DEBUG=WARN, and the bandwidth is what TCP gives. At NCCL_DEBUG=INFO every rank logs
 `NCCL INFO Using network <name>` (NCCL init.cc; aws-ofi-nccl's network is named "Libfabric":
-tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml). Rank 0 prints the nccl-tests table and
-`# Avg bus bandwidth    : <value> ` (nccl-tests src/common.cu)."""
+tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml), and the plugin logs the provider it selected with
+the EFA devices it found: the ones this pod was given (/dev/infiniband/uverbs*). Rank 0 prints the
+nccl-tests table and `# Avg bus bandwidth    : <value> ` (nccl-tests src/common.cu)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,12 @@ record("all_reduce_perf", rank=rank, size=size, transport=transport)
 if os.environ.get("NCCL_DEBUG") == "INFO":
     network = facts["ncclPluginNetwork"] if transport == "NET/OFI" else "Socket"
     local_rank = os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")
-    print(
-        f"{socket.gethostname()}:{os.getpid()}:{os.getpid()} [{local_rank}] NCCL INFO Using network {network}",
-        flush=True,
-    )
+    prefix = f"{socket.gethostname()}:{os.getpid()}:{os.getpid()} [{local_rank}]"
+    if transport == "NET/OFI":
+        line = facts["ofiProviderLine"]
+        nics = len(glob.glob("/dev/infiniband/uverbs*"))
+        print(f"{prefix} {line % (*('efa', 'efa-direct')[: line.count('%s')], nics)}", flush=True)
+    print(f"{prefix} NCCL INFO Using network {network}", flush=True)
 if rank == 0:
     bw = float(facts["busBandwidthGbps"]) if transport == "NET/OFI" else 1.2
     print("#  Rank  0 Group  0 Pid ... on localhost device  0 [0x10] NVIDIA A100-SXM4-80GB")
