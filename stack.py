@@ -26,11 +26,11 @@ import pulumi
 from config import ConfigError, checkpoints, checks
 from config.stack import StackConfig
 from config.storage import StorageConfig
-from config.workloads import Run
+from config.workloads import RECIPES, Run
 from facts.names import STORAGE_CLAIM
 from infra import cost, layers
 from infra.addons import ClusterAddons
-from infra.ci_runner import CiRunner
+from infra.ci_runner import CiRunner, runner_label
 from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
 from infra.images import ImageBuilds
@@ -94,9 +94,12 @@ def built_repositories(cfg: StackConfig) -> list[str]:
     """The repositories whose image the stack builds (in AWS CodeBuild, from images/). An
     all-in-one stack builds those of its runs that name neither an image nor a tag: nothing is
     built that no run uses. An aws-layer stack does not know the runs: it builds the image of
-    every repository of its registry that has a Dockerfile in images/."""
+    every repository of its registry that has a Dockerfile in images/ and whose recipe's
+    accelerator one of its node groups has (no NeMo image for a Trainium-only environment)."""
     if cfg.layer == "aws":
-        return sorted(cfg.registry.repositories)
+        accelerators = {ng.instance.accelerator for ng in cfg.node_groups}
+        usable = {r.REPOSITORY for r in RECIPES.values() if r.REPOSITORY and r.ACCELERATOR in accelerators}
+        return sorted(r for r in cfg.registry.repositories if r in usable)
     return sorted(
         {r.REPOSITORY for r in cfg.workloads.values() if r.REPOSITORY and r.image is None and r.image_tag is None}
     )
@@ -143,7 +146,9 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         # Binds once the S3 link exists; mounts once the nodes may reach the file system.
         volume_ready=[*([storage.association] if storage.association else []), *lustre_client_rules],
     )
-    images = ImageBuilds("images", {r: registry.urls[r] for r in built_repositories(cfg)}, ctx, opts=on_aws)
+    rebuilds = {r: repo.rebuild for r, repo in cfg.registry.repositories.items()}
+    built = {r: registry.urls[r] for r in built_repositories(cfg)}
+    images = ImageBuilds("images", built, ctx, opts=on_aws, rebuilds=rebuilds)
     return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
 
 
@@ -265,7 +270,10 @@ def _aws_outputs(cfg: StackConfig, layer: AwsLayer) -> Outputs:
         **cost.stack_outputs(cfg),
     }
     if layer.runner is not None:
-        outputs["ciRunner"] = {"project": layer.runner.project_name, "label": layer.runner.label}
+        outputs["ciRunner"] = {
+            kind: {"project": project, "label": runner_label(project)}
+            for kind, project in layer.runner.projects.items()
+        }
     return outputs
 
 

@@ -35,6 +35,16 @@ _PATTERNS = {
     "image": (re.compile(r"[a-z0-9][A-Za-z0-9._/:@-]{0,254}", re.ASCII), "an image like aws/codebuild/standard:7.0"),
 }
 
+# Pulumi stack names (pulumi/pulumi sdk/go/common/tokens: letters, digits, '-', '_' and '.').
+_STACK_RE = re.compile(r"[A-Za-z0-9_.-]{1,100}", re.ASCII)
+# CodeBuild's limits (botocore codebuild model: BuildTimeOut 5-2160, TimeOut 5-480 minutes).
+BUILD_TIMEOUT_RANGE = (5, 2160)
+QUEUED_TIMEOUT_RANGE = (5, 480)
+DEPLOY_BUILD_TIMEOUT_MINUTES = 1200
+"""The deploy runner's default life: above the longest deploy job the example runs stacks need
+(tools.ci derives each job's `timeout-minutes` from the awaited objects and refuses a runner that
+dies first) and below the 24 hours a job's GITHUB_TOKEN lives (GitHub Actions docs)."""
+
 # The Linux container sizes of the CodeBuild API's ComputeType enum (botocore codebuild model;
 # tests/unit/test_ci_runner.py holds them against it). Pulumi, Python and the Kubernetes
 # provider run comfortably in MEDIUM (4 vCPU, 7 GB).
@@ -57,7 +67,37 @@ class CiRunnerConfig(Model):
     compute_type: ComputeType = Field("BUILD_GENERAL1_MEDIUM", description="CodeBuild Linux container size.")
     image: str = Field(DEFAULT_IMAGE, description="CodeBuild image of the runner.")
     build_timeout_minutes: int = Field(
-        120, ge=5, le=2160, description="Longest job, minutes (CodeBuild allows 5 to 2160)."
+        DEPLOY_BUILD_TIMEOUT_MINUTES,
+        ge=BUILD_TIMEOUT_RANGE[0],
+        le=BUILD_TIMEOUT_RANGE[1],
+        description="Life of the deploy runner, minutes (CodeBuild allows 5 to 2160): longer than every deploy"
+        " job it takes (`python -m tools.ci stacks` refuses it otherwise).",
+    )
+    preview_build_timeout_minutes: int = Field(
+        60,
+        ge=BUILD_TIMEOUT_RANGE[0],
+        le=BUILD_TIMEOUT_RANGE[1],
+        description="Life of the preview runner, minutes: longer than every preview and drift job.",
+    )
+    queued_timeout_minutes: int = Field(
+        60,
+        ge=QUEUED_TIMEOUT_RANGE[0],
+        le=QUEUED_TIMEOUT_RANGE[1],
+        description="How long a runner build may wait for CodeBuild capacity, minutes (CodeBuild allows 5 to 480).",
+    )
+    preview_actor_ids: list[int] = Field(
+        default_factory=list,
+        description="GitHub account ids (numeric) whose workflow jobs the preview runner takes: who opens pull"
+        " requests and starts drift checks. `gh api users/<login> --jq .id` prints one.",
+    )
+    deploy_actor_ids: list[int] = Field(
+        default_factory=list,
+        description="GitHub account ids (numeric) whose workflow jobs the deploy runner takes: who merges to main.",
+    )
+    deploy_stacks: list[str] | None = Field(
+        None,
+        description="Stacks whose state the deploy runner may write (default: <cluster.name>-cluster and"
+        " <cluster.name>-runs); the preview runner only reads state.",
     )
     state_bucket: str | None = Field(
         None, description="S3 bucket of the Pulumi state backend the runner reads and writes (none: Pulumi Cloud)."
@@ -74,8 +114,41 @@ class CiRunnerConfig(Model):
             raise ValueError(f"{v!r} is not {example}")
         return v
 
+    @field_validator("preview_actor_ids", "deploy_actor_ids")
+    @classmethod
+    def _account_ids(cls, v: list[int]) -> list[int]:
+        bad = [i for i in v if i < 1]
+        if bad or len(set(v)) != len(v):
+            raise ValueError(
+                f"{v}: GitHub account ids are positive integers, each once (`gh api users/<login> --jq .id`)"
+            )
+        return v
+
+    @field_validator("deploy_stacks")
+    @classmethod
+    def _stacks(cls, v: list[str] | None) -> list[str] | None:
+        bad = [s for s in v or [] if not matches(_STACK_RE, s)]
+        if bad:
+            raise ValueError(f"{bad}: Pulumi stack names are 1-100 letters, digits, '-', '_' or '.'")
+        return v
+
     @model_validator(mode="after")
     def _needs_repository(self) -> CiRunnerConfig:
         if self.enabled and self.repository is None:
             raise KeyProblem("repository", "required when enabled: the GitHub repository (owner/name) of the workflows")
+        for key, ids in (("previewActorIds", self.preview_actor_ids), ("deployActorIds", self.deploy_actor_ids)):
+            if self.enabled and not ids:
+                # The webhook would otherwise take any queued job of the repository, a fork's included
+                # (CodeBuild user guide, "Best practices for using webhooks").
+                raise KeyProblem(
+                    key,
+                    "required when enabled: the GitHub account ids whose jobs this runner may take, e.g. [1234567]"
+                    " (`gh api users/<login> --jq .id`)",
+                )
         return self
+
+    def stacks_written(self, cluster_name: str) -> list[str]:
+        """The stacks whose state the deploy runner writes."""
+        if self.deploy_stacks is not None:
+            return list(self.deploy_stacks)
+        return [f"{cluster_name}-cluster", f"{cluster_name}-runs"]

@@ -18,6 +18,12 @@ class RepositoryConfig(Model):
 
     scan_on_push: bool = Field(True, description="Scan each pushed image for vulnerabilities.")
     untagged_expiry_days: int = Field(7, ge=1, le=3650, description="Delete untagged images after this many days.")
+    rebuild: int = Field(
+        0,
+        ge=0,
+        description="Raise by one to build this repository's image again through a reviewed deploy (its source"
+        " is uploaded anew); a build that exists already is skipped.",
+    )
 
 
 def _default_repositories() -> dict[str, RepositoryConfig]:

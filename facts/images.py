@@ -17,6 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
 TAG_LENGTH = 16
 
+# How long an image can take to appear in its repository, from its upload (infra/images.py):
+# a build waits for CodeBuild capacity up to QUEUED_TIMEOUT_MINUTES, runs up to the image's
+# build timeout, and a failed build is retried AUTO_RETRY_LIMIT times by CodeBuild itself
+# (each retry a new build with the same limits); then the node pulls it.
+QUEUED_TIMEOUT_MINUTES = 30
+AUTO_RETRY_LIMIT = 1
+PULL_SECONDS = 30 * 60
+"""A node's pull of the largest image (tens of GB from ECR in the region) and its unpacking."""
+
 
 @dataclass(frozen=True)
 class Image:
@@ -28,6 +37,14 @@ class Image:
     """The Neuron SDK the image carries (None: not a Neuron image)."""
     upstream: str
     """What the image packages, at which version (for the README and the plan)."""
+    compute_type: str
+    """The CodeBuild compute type that builds it (see `sizing`)."""
+    build_timeout_minutes: int
+    sizing: str
+    """Why that compute type: what the build pulls, unpacks and compiles. The on-demand Linux
+    sizes (CodeBuild user guide, build-env-ref-compute-types; botocore's ComputeType
+    documentation): MEDIUM 4 vCPU, 8 GiB, 128 GB disk; LARGE 8 vCPU, 16 GiB, 128 GB; XLARGE 36
+    vCPU, 72 GiB, 256 GB; 2XLARGE 72 vCPU, 144 GiB, 824 GB SSD."""
 
     @property
     def folder(self) -> Path:
@@ -47,6 +64,13 @@ class Image:
         """The image tag: a digest of every file of the folder (paths and contents)."""
         return content_tag(self.folder)
 
+    @property
+    def ready_within_seconds(self) -> int:
+        """The longest from its source's upload until a node has pulled it: every build attempt
+        queued and run to its timeout, then the pull."""
+        attempt = (QUEUED_TIMEOUT_MINUTES + self.build_timeout_minutes) * 60
+        return (1 + AUTO_RETRY_LIMIT) * attempt + PULL_SECONDS
+
 
 @cache
 def content_tag(folder: Path) -> str:
@@ -61,9 +85,32 @@ def content_tag(folder: Path) -> str:
 IMAGES: dict[str, Image] = {
     i.repository: i
     for i in (
-        Image("neuronx-nemo-megatron", "2.22.0", "aws-neuron/neuronx-nemo-megatron 0.8.0 (2.21_release)"),
-        Image("nemo", None, "NVIDIA NeMo 2.0.0rc1 (NGC nemo:24.07) with EFA, aws-ofi-nccl and nccl-tests"),
-        Image("bert-neuronx", "2.22.0", "aws-neuron/aws-neuron-samples v2.27.0 dp_bert_hf_pretrain"),
+        Image(
+            "neuronx-nemo-megatron",
+            "2.22.0",
+            "aws-neuron/neuronx-nemo-megatron 0.8.0 (2.21_release)",
+            "BUILD_GENERAL1_LARGE",
+            90,
+            "two stages on the Neuron training DLC: builds the NeMo and Apex wheels (8 vCPUs), then reinstalls"
+            " them over the DLC's torch stack; the DLC twice on disk fits 128 GB",
+        ),
+        Image(
+            "nemo",
+            None,
+            "NVIDIA NeMo 2.0.0rc1 (NGC nemo:24.07) with EFA, aws-ofi-nccl and nccl-tests",
+            "BUILD_GENERAL1_XLARGE",
+            120,
+            "the NGC NeMo image (tens of GB unpacked) plus layers needs more than 128 GB of disk; the EFA"
+            " installer, aws-ofi-nccl and nccl-tests compile with make -j$(nproc) (36 vCPUs)",
+        ),
+        Image(
+            "bert-neuronx",
+            "2.22.0",
+            "aws-neuron/aws-neuron-samples v2.27.0 dp_bert_hf_pretrain",
+            "BUILD_GENERAL1_MEDIUM",
+            60,
+            "the Neuron training DLC plus apt packages and a git clone: nothing compiles; 128 GB of disk",
+        ),
     )
 }
 """Repository -> the image built for it."""

@@ -136,10 +136,29 @@ LOWER_LAYER = {"cluster": "aws", "runs": "cluster"}
 """The layer whose stack a layer reads (its `lowerStack`)."""
 
 
-def ci_runner_project(cluster_name: str) -> str:
-    """The CodeBuild project of a cluster's in-VPC CI runner; GitHub jobs name it in `runs-on`
-    as `codebuild-<project>-${{ github.run_id }}-${{ github.run_attempt }}`."""
-    return f"{cluster_name}-ci-runner"
+CI_RUNNER_KINDS = ("preview", "deploy")
+"""The two in-VPC runners of an environment: `preview` (pull-request previews and drift checks:
+read-only state, read-only cluster) and `deploy` (reviewed deploys: state writes, cluster admin)."""
+
+
+def ci_runner_project(cluster_name: str, kind: str = "deploy") -> str:
+    """The CodeBuild project of a cluster's in-VPC CI runner of `kind`; GitHub jobs name it in
+    `runs-on` as `codebuild-<project>-${{ github.run_id }}-${{ github.run_attempt }}`. The deploy
+    runner keeps the name the single runner had (`<cluster>-ci-runner`), so an existing stack's
+    project, webhook and role are updated in place, not replaced."""
+    if kind not in CI_RUNNER_KINDS:
+        raise ValueError(f"runner kind {kind!r}: one of {CI_RUNNER_KINDS}")
+    return f"{cluster_name}-ci-runner" if kind == "deploy" else f"{cluster_name}-ci-preview"
+
+
+def image_project(cluster_name: str, repository: str) -> str:
+    """The CodeBuild project that builds `repository`'s image (infra/images.py)."""
+    return f"{cluster_name}-{repository}-image"
+
+
+def image_repository(cluster_name: str, repository: str) -> str:
+    """The ECR repository of `repository`'s image (infra/registry.py)."""
+    return f"{cluster_name.lower()}/{repository}"
 
 
 # --------------------------------------------------------------------------- object names of a run

@@ -7,6 +7,11 @@ image's CodeBuild project, which builds the Dockerfile and pushes `<repository>:
 An unchanged folder is the same object, so nothing is rebuilt; the buildspec skips a tag that
 is already pushed (tags are immutable). Training runs name the same tag; their image-check
 Job waits for the push (workloads/manifests/objects.py).
+
+A failed build is retried once by CodeBuild itself (`auto_retry_limit`). After that, a build
+is started again on demand (`python -m tools.images rebuild`), or by a reviewed deploy: raising
+`registry.repositories.<repo>.rebuild` uploads the source under a new key, whose upload starts
+the build. Each image builds on a compute type sized for it (facts/images.py, `sizing`).
 """
 
 from __future__ import annotations
@@ -17,18 +22,16 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_aws as aws
 
-from facts.images import IMAGES
-from facts.names import component_type
+from facts.images import AUTO_RETRY_LIMIT, IMAGES, QUEUED_TIMEOUT_MINUTES
+from facts.names import component_type, image_project
 from infra.buckets import harden
 from infra.context import StackContext
 from infra.iam import account_and_partition, scoped_trust_policy, service_trust_policy
 from infra.protection import stateful
 
-# CodeBuild's Ubuntu standard image (docker inside; privileged mode to run it), on the largest
-# general compute type: the NeMo and Neuron base images are tens of GB.
+# CodeBuild's Ubuntu standard image (docker inside; privileged mode to run it); the compute
+# type and timeouts of each image are in facts/images.py.
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
-COMPUTE_TYPE = "BUILD_GENERAL1_2XLARGE"
-BUILD_TIMEOUT_MINUTES = 240
 ECR_PUSH_ACTIONS = [
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",
@@ -54,9 +57,20 @@ phases:
           echo "$REPOSITORY_URI:$IMAGE_TAG is already pushed (tags are immutable)"
         else
           docker build --pull --tag "$REPOSITORY_URI:$IMAGE_TAG" .
-          docker push "$REPOSITORY_URI:$IMAGE_TAG"
+          # A build started while another ran (a rebuild) may find the tag pushed meanwhile.
+          if aws ecr describe-images --repository-name "${REPOSITORY_URI#*/}" \\
+              --image-ids imageTag="$IMAGE_TAG" >/dev/null 2>&1; then
+            echo "$REPOSITORY_URI:$IMAGE_TAG was pushed by another build meanwhile"
+          else
+            docker push "$REPOSITORY_URI:$IMAGE_TAG"
+          fi
         fi
 """
+
+
+def source_key(repo: str, tag: str, rebuild: int = 0) -> str:
+    """The S3 key of an image's source: a new key (a new upload, a new build) per rebuild."""
+    return f"images/{repo}/{tag}.zip" if rebuild == 0 else f"images/{repo}/{tag}.rebuild-{rebuild}.zip"
 
 
 def repository_arn(url: str) -> str:
@@ -123,9 +137,10 @@ class ImageBuilds(pulumi.ComponentResource):
         repository_urls: Mapping[str, pulumi.Input[str]],
         ctx: StackContext,
         opts: pulumi.ResourceOptions | None = None,
+        rebuilds: Mapping[str, int] | None = None,
     ):
         super().__init__(component_type("infra", "ImageBuilds"), name, None, opts)
-        self._name, self._ctx = name, ctx
+        self._name, self._ctx, self._rebuilds = name, ctx, dict(rebuilds or {})
         child = pulumi.ResourceOptions(parent=self)
         images = {repo: IMAGES[repo] for repo in sorted(repository_urls) if repo in IMAGES}
         self.tags = {repo: image.tag for repo, image in images.items()}
@@ -159,11 +174,15 @@ class ImageBuilds(pulumi.ComponentResource):
         )
         self.projects = {repo: self._project(repo, repository_urls[repo], role, log_group) for repo in images}
         self._triggers()
-        self.register_outputs({"tags": self.tags})
+        self.register_outputs({"tags": self.tags, "projects": {r: self.project_name(r) for r in images}})
+
+    def key(self, repo: str) -> str:
+        """The S3 key of `repo`'s source (facts: its tag; config: its rebuild count)."""
+        return source_key(repo, self.tags[repo], self._rebuilds.get(repo, 0))
 
     def project_name(self, repo: str) -> str:
         """The CodeBuild project that builds `repo`'s image."""
-        return f"{self._ctx.cluster_name}-{repo}-image"
+        return image_project(self._ctx.cluster_name, repo)
 
     def _sources_bucket(self) -> aws.s3.Bucket:
         """Hardened like every bucket (infra.buckets), and reporting uploads to EventBridge."""
@@ -183,19 +202,21 @@ class ImageBuilds(pulumi.ComponentResource):
     def _project(
         self, repo: str, url: pulumi.Input[str], role: aws.iam.Role, log_group: aws.cloudwatch.LogGroup
     ) -> aws.codebuild.Project:
-        name, ctx = self._name, self._ctx
-        key = f"images/{repo}/{self.tags[repo]}.zip"
+        name, ctx, image = self._name, self._ctx, IMAGES[repo]
+        key = self.key(repo)
         env = aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs
         project = aws.codebuild.Project(
             f"{name}-{repo}",
             name=self.project_name(repo),
             description=f"Builds images/{repo}/Dockerfile into {repo}:<content digest>",
             service_role=role.arn,
-            build_timeout=BUILD_TIMEOUT_MINUTES,
+            build_timeout=image.build_timeout_minutes,
+            queued_timeout=QUEUED_TIMEOUT_MINUTES,
+            auto_retry_limit=AUTO_RETRY_LIMIT,
             artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
             environment=aws.codebuild.ProjectEnvironmentArgs(
                 type="LINUX_CONTAINER",
-                compute_type=COMPUTE_TYPE,
+                compute_type=image.compute_type,
                 image=BUILD_IMAGE,
                 privileged_mode=True,
                 environment_variables=[
@@ -254,7 +275,7 @@ class ImageBuilds(pulumi.ComponentResource):
             aws.s3.BucketObjectv2(
                 f"{name}-{repo}",
                 bucket=self.bucket.id,
-                key=f"images/{repo}/{self.tags[repo]}.zip",
+                key=self.key(repo),
                 source=pulumi.FileArchive(IMAGES[repo].relative_folder),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[project, target, self.notification]),
             )

@@ -8,7 +8,7 @@ import pulumi
 import pulumi_aws as aws
 
 from config.registry import RegistryConfig, RepositoryConfig
-from facts.names import NO_SCAN_EXCEPTION_TAG, component_type
+from facts.names import NO_SCAN_EXCEPTION_TAG, component_type, image_repository
 from infra.context import StackContext
 from infra.iam import ecr_pull_policy, kms_key
 from infra.protection import policy_exception, stateful
@@ -69,7 +69,7 @@ class Registry(pulumi.ComponentResource):
         for repo_key, repo in sorted(registry.repositories.items()):
             repository = aws.ecr.Repository(
                 f"{name}-{repo_key}",
-                name=f"{cluster.lower()}/{repo_key}",
+                name=image_repository(cluster, repo_key),
                 image_tag_mutability="IMMUTABLE",
                 image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(
                     scan_on_push=repo.scan_on_push

@@ -1,22 +1,32 @@
-"""Which CI job previews, deploys and drift-checks each stack, and on which runner.
+"""Which CI job previews, deploys and drift-checks each stack, on which runner, for how long.
 
-    python -m tools.ci stacks --stacks '["prod-aws", "prod-cluster"]' [--changed-files FILE] [--format json|github]
+    python -m tools.ci deployed --stacks '["prod-aws", "prod-cluster"]' --repo OWNER/REPO > deployed.json
+    python -m tools.ci stacks --stacks '["prod-aws", "prod-cluster"]' [--since deployed.json [--head SHA]]
+                              [--changed-files FILE] [--format json|github]
 
 The workflows ask this command instead of deciding themselves, so the routing is tested
-against the stack files (tests/repo/test_ci_routing.py):
-- an `aws`-layer stack needs no cluster access: a GitHub-hosted runner;
-- a `cluster`- or `runs`-layer stack needs the private cluster API: the in-VPC CodeBuild runner
-  declared by the aws stack under it (`ciRunner`), job label `codebuild-<project>-...`;
+against the stack files (tests/repo/test_delivery.py):
+- an `aws`-layer stack needs no cluster access: a GitHub-hosted runner, AWS credentials by OIDC;
+- a `cluster`- or `runs`-layer stack needs the private cluster API: the in-VPC CodeBuild runners
+  declared by the aws stack under it (`ciRunner`): `preview` (pull requests, drift) and `deploy`;
 - an all-in-one stack needs both the AWS rights of the first and the reach of the second, which
   no runner has by design: it is for a workstation (the quick start), and CI refuses it.
 
 Output: for each phase (`aws`, `cluster`, `runs`, and `in_vpc` = cluster + runs), a list of
-`{"stack", "layer", "project"}` for a GitHub Actions matrix (`project`: the CodeBuild
-project of the runner, empty for GitHub-hosted). Deploys run the phases in order. With
-`--format github`, `<phase>=<json>` lines and `count=<stacks>` for `$GITHUB_OUTPUT`.
-`--changed-files` (one path a line, e.g. `git diff --name-only`) keeps the stacks a change
-touches: its own stack file, or every stack when the program, its requirements or the policy
-pack change. Exit 0; 2 for a stack that cannot be routed (one line per problem).
+`{"stack", "layer", "preview", "deploy", "timeout", "session"}` for a GitHub Actions matrix:
+`preview` / `deploy` the CodeBuild project of each runner (empty for GitHub-hosted);
+`timeout` the deploy job's `timeout-minutes`, derived from the longest chain of awaited creates
+in the stack's offline plan (tools/budget.py); `session` the OIDC session of an aws-layer deploy.
+A stack whose deploy cannot fit what waits on it (its runner's life, the job limits, the deploy
+role's session) is refused, naming the key to change.
+
+Which stacks: `--since` (the JSON `deployed` prints: each stack's last successfully deployed
+commit) keeps the stacks changed between that commit and `--head`, and every stack never
+deployed, so a merge whose own deploy was cancelled or failed is deployed by the next run.
+`--changed-files` (one path a line) keeps the stacks those paths touch. A stack is touched by its
+own stack file, by a change of the program (every stack), and by a change under `images/<repo>/`
+(the aws stacks that build that image and the stacks whose runs use it).
+Exit 0; 2 for a stack that cannot be routed or deployed (one line per problem).
 """
 
 from __future__ import annotations
@@ -31,7 +41,10 @@ from typing import Any
 from config import ConfigError, StackConfig, parse_stack_values
 from config.stackfile import UsageError, read_stack_file
 from facts.names import ci_runner_project
+from stack import built_repositories
+from tools import budget, deploys
 from tools.cli import ROOT
+from tools.plan import run as offline_plan
 
 HOSTED_RUNNER = "ubuntu-24.04"
 """The GitHub-hosted runner of the jobs that need no cluster access."""
@@ -39,6 +52,7 @@ PHASES = ("aws", "cluster", "runs")
 PROGRAM_PATHS = ("Pulumi.yaml", "requirements.txt", "__main__.py", "stack.py")
 PROGRAM_DIRS = ("config/", "facts/", "infra/", "workloads/", "policy/", "tools/")
 """A change here may change what every stack declares."""
+IMAGES_DIR = "images/"
 
 
 def _config(stack: str, stack_dir: Path) -> StackConfig:
@@ -48,54 +62,135 @@ def _config(stack: str, stack_dir: Path) -> StackConfig:
         raise UsageError("\n".join(f"{stack}: invalid stack config: {p}" for p in e.problems)) from None
 
 
-def runner_project(stack: str, stack_dir: Path) -> str | None:
-    """The CodeBuild runner project a stack's jobs run on; None for a GitHub-hosted runner."""
+def aws_stack_under(stack: str, stack_dir: Path) -> tuple[str, StackConfig]:
+    """The aws-layer stack under a cluster or runs stack, and its config."""
     cfg = _config(stack, stack_dir)
-    if cfg.layer == "aws":
-        return None
     if cfg.layer == "all":
         raise UsageError(
             f"{stack}: an all-in-one stack needs AWS rights and the private cluster API in one job, which no CI"
             " runner has; deploy it from a workstation, or split it into aws, cluster and runs stacks"
         )
-    seen = [stack]
+    seen, bottom = [stack], stack
     while cfg.layer in ("cluster", "runs"):
-        lower = cfg.lower_stack_name
-        if lower in seen:
-            raise UsageError(f"{stack}: lowerStack goes round in a circle: {' -> '.join([*seen, lower])}")
-        seen.append(lower)
-        if not (stack_dir / f"Pulumi.{lower}.yaml").is_file():
-            raise UsageError(f"{stack}: lowerStack {cfg.lower_stack} has no stack file Pulumi.{lower}.yaml here")
-        cfg = _config(lower, stack_dir)
+        bottom = cfg.lower_stack_name
+        if bottom in seen:
+            raise UsageError(f"{stack}: lowerStack goes round in a circle: {' -> '.join([*seen, bottom])}")
+        seen.append(bottom)
+        if not (stack_dir / f"Pulumi.{bottom}.yaml").is_file():
+            raise UsageError(f"{stack}: lowerStack {cfg.lower_stack} has no stack file Pulumi.{bottom}.yaml here")
+        cfg = _config(bottom, stack_dir)
+    return bottom, cfg
+
+
+def runner_projects(stack: str, stack_dir: Path) -> dict[str, str]:
+    """The CodeBuild runner projects (`preview`, `deploy`) a stack's jobs run on; none for a
+    GitHub-hosted runner."""
+    bottom, cfg = aws_stack_under(stack, stack_dir)
+    if bottom == stack:
+        return {}
     if not cfg.ci_runner.enabled:
-        bottom = seen[-1]
         raise UsageError(
             f"{stack}: needs the private cluster API, but {bottom} declares no in-VPC runner; set"
             f" ciRunner.enabled and ciRunner.repository in Pulumi.{bottom}.yaml"
         )
-    return ci_runner_project(cfg.cluster.name)
+    return {kind: ci_runner_project(cfg.cluster.name, kind) for kind in ("preview", "deploy")}
 
 
-def touched(stacks: Sequence[str], changed: Sequence[str]) -> list[str]:
-    """The stacks a change touches: by their own file, or all when the program changes."""
-    program = any(p in PROGRAM_PATHS or p.startswith(PROGRAM_DIRS) for p in changed)
-    if program:
+def touched(stacks: Sequence[str], changed: Sequence[str], stack_dir: Path = ROOT) -> list[str]:
+    """The stacks a change touches: their own file, every stack when the program changes, and the
+    stacks that build or run an image whose folder changed."""
+    if any(p in PROGRAM_PATHS or p.startswith(PROGRAM_DIRS) for p in changed):
         return list(stacks)
-    return [s for s in stacks if f"Pulumi.{s}.yaml" in changed]
+    images = {p.split("/")[1] for p in changed if p.startswith(IMAGES_DIR) and p.count("/") >= 2}
+    return [s for s in stacks if f"Pulumi.{s}.yaml" in changed or images & set(_images_of(s, stack_dir))]
 
 
-def route(stacks: Sequence[str], stack_dir: Path = ROOT) -> dict[str, list[dict[str, str]]]:
+def _images_of(stack: str, stack_dir: Path) -> list[str]:
+    """The image repositories a stack builds (aws layer) or whose tags its runs name."""
+    try:
+        return built_repositories(_config(stack, stack_dir))
+    except UsageError:
+        return []  # routing reports the stack's own problem
+
+
+def since(stacks: Sequence[str], deployed: dict[str, str | None], head: str, stack_dir: Path) -> list[str]:
+    """The stacks with changes not yet deployed: each stack's changes since its last deploy."""
+    out = []
+    for stack in stacks:
+        changed = deploys.changed_since(deployed.get(stack), head, stack_dir)
+        if changed is None or touched([stack], changed, stack_dir):
+            out.append(stack)
+    return out
+
+
+def _deploy_budget(stack: str, layer: str, cfg_aws: StackConfig, aws_stack: str, stack_dir: Path) -> dict[str, int]:
+    """The deploy job's `timeout-minutes` (and an aws-layer job's OIDC session), refused when
+    what waits on the job would give up first."""
+    chain, names = budget.worst_case(
+        offline_plan(read_stack_file(stack_dir / f"Pulumi.{stack}.yaml"), stack, stack_dir)
+    )
+    minutes = budget.job_minutes(chain)
+    what = (
+        f"{stack}: its deploy job needs {minutes} min (awaits {' -> '.join(names) or 'nothing'} for {chain // 60} min"
+    )
+    if layer == "aws":
+        session = budget.session_seconds(minutes)
+        if minutes > budget.GITHUB_HOSTED_JOB_MINUTES:
+            raise UsageError(
+                f"{what}), more than the {budget.GITHUB_HOSTED_JOB_MINUTES} min a GitHub-hosted job may run"
+            )
+        if session > budget.DEPLOY_ROLE_MAX_SESSION_SECONDS:
+            raise UsageError(
+                f"{what}), more than the deploy role's MaxSessionDuration ({budget.DEPLOY_ROLE_MAX_SESSION_SECONDS} s,"
+                " ci/aws/README.md): raise it there and in tools/budget.py"
+            )
+        return {"timeout": minutes, "session": session}
+    runner = cfg_aws.ci_runner
+    limit = min(budget.GITHUB_TOKEN_MINUTES, budget.SELF_HOSTED_JOB_MINUTES) - 1
+    if minutes > limit:
+        raise UsageError(
+            f"workloads: {what}), more than a job may last ({limit} min: its GITHUB_TOKEN lives 24 h); shorten the"
+            " runs' awaited steps or split the runs into more stacks"
+        )
+    if minutes + budget.RUNNER_START_MINUTES > runner.build_timeout_minutes:
+        raise UsageError(
+            f"ciRunner.buildTimeoutMinutes: {what}); the deploy runner of {aws_stack} lives"
+            f" {runner.build_timeout_minutes} min: set at least {minutes + budget.RUNNER_START_MINUTES} in"
+            f" Pulumi.{aws_stack}.yaml (CodeBuild allows up to 2160)"
+        )
+    if stack not in runner.stacks_written(cfg_aws.cluster.name):
+        raise UsageError(
+            f"ciRunner.deployStacks: the deploy runner of {aws_stack} may not write the state of {stack}; add it to"
+            f" ciRunner.deployStacks in Pulumi.{aws_stack}.yaml"
+        )
+    if runner.preview_build_timeout_minutes < budget.PREVIEW_JOB_MINUTES + budget.RUNNER_START_MINUTES:
+        raise UsageError(
+            f"ciRunner.previewBuildTimeoutMinutes: preview and drift jobs run {budget.PREVIEW_JOB_MINUTES} min;"
+            f" set at least {budget.PREVIEW_JOB_MINUTES + budget.RUNNER_START_MINUTES} in Pulumi.{aws_stack}.yaml"
+        )
+    return {"timeout": minutes}
+
+
+def route(stacks: Sequence[str], stack_dir: Path = ROOT, *, budgets: bool = True) -> dict[str, list[dict[str, Any]]]:
     """The matrix of each phase (and `in_vpc`, every stack that needs the cluster API)."""
-    out: dict[str, list[dict[str, str]]] = {p: [] for p in PHASES}
+    out: dict[str, list[dict[str, Any]]] = {p: [] for p in PHASES}
     problems = []
     for stack in stacks:
         try:
+            projects = runner_projects(stack, stack_dir)
             cfg = _config(stack, stack_dir)
-            project = runner_project(stack, stack_dir)
-        except UsageError as e:
+            entry: dict[str, Any] = {
+                "stack": stack,
+                "layer": cfg.layer,
+                **{k: projects.get(k, "") for k in ("preview", "deploy")},
+            }
+            if budgets:
+                aws_stack, cfg_aws = aws_stack_under(stack, stack_dir)
+                entry |= _deploy_budget(stack, cfg.layer, cfg_aws, aws_stack, stack_dir)
+        except (UsageError, ConfigError) as e:
             problems.append(str(e))
             continue
-        out[cfg.layer].append({"stack": stack, "layer": cfg.layer, "project": project or ""})
+        out[cfg.layer].append(entry)
     if problems:
         raise UsageError("\n".join(problems))
     out["in_vpc"] = out["cluster"] + out["runs"]
@@ -112,26 +207,48 @@ def _stack_list(text: str) -> list[str]:
     return stacks
 
 
-def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None) -> int:
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.ci", description=__doc__.split("\n")[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
     stacks = sub.add_parser("stacks", help="route stacks to CI jobs and runners")
     stacks.add_argument("--stacks", required=True, help="JSON list of the stacks CI manages (vars.PULUMI_STACKS)")
     stacks.add_argument("--changed-files", type=Path, help="only the stacks these changed paths touch")
+    stacks.add_argument("--since", type=Path, help="only the stacks changed since their last deploy (`deployed`)")
+    stacks.add_argument("--head", default="HEAD", help="the commit to deploy or preview (with --since)")
+    stacks.add_argument("--no-budget", action="store_true", help="route only (drift: no deploy job)")
     stacks.add_argument("--format", choices=("json", "github"), default="json")
-    stacks.add_argument("--stack-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    deployed = sub.add_parser("deployed", help="each stack's last successfully deployed commit (GitHub deployments)")
+    deployed.add_argument("--stacks", required=True)
+    deployed.add_argument("--repo", required=True, help="OWNER/REPO")
+    for p in (stacks, deployed):
+        # The checkout the workflow runs in: its stack files and its git history.
+        p.add_argument("--stack-dir", type=Path, default=Path("."), help=argparse.SUPPRESS)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None, fetch: deploys.Fetch | None = None
+) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
     try:
-        args = parser.parse_args(argv)
+        args = _parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
     try:
         chosen = _stack_list(args.stacks)
+        if args.command == "deployed":
+            print(
+                json.dumps(deploys.last_deployed_all(fetch or deploys.github_fetch(), args.repo, chosen)), file=stdout
+            )
+            return 0
+        if args.since is not None:
+            chosen = since(chosen, json.loads(args.since.read_text()), args.head, args.stack_dir)
         if args.changed_files is not None:
-            chosen = touched(chosen, [p.strip() for p in args.changed_files.read_text().splitlines() if p.strip()])
-        routes = route(chosen, args.stack_dir)
-    except (UsageError, OSError) as e:
+            changed = [p.strip() for p in args.changed_files.read_text().splitlines() if p.strip()]
+            chosen = touched(chosen, changed, args.stack_dir)
+        routes = route(chosen, args.stack_dir, budgets=not args.no_budget)
+    except (UsageError, OSError, json.JSONDecodeError) as e:
         print(f"error: {e}", file=stderr)
         return 2
     if args.format == "github":

@@ -247,7 +247,11 @@ def _images_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     facts = []
     for p in _of_type(kids, "aws:codebuild/project:Project"):
         env = {v["name"]: v.get("value") for v in p["inputs"].get("environment", {}).get("environmentVariables", [])}
-        facts.append(f"CodeBuild {p['inputs'].get('name')}: builds tag {env.get('IMAGE_TAG')}")
+        size = p["inputs"].get("environment", {}).get("computeType")
+        facts.append(
+            f"CodeBuild {p['inputs'].get('name')}: builds tag {env.get('IMAGE_TAG')} on {size},"
+            f" at most {p['inputs'].get('buildTimeout')} min"
+        )
     return facts
 
 
@@ -259,7 +263,8 @@ def _ci_runner_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
         vpc = r["inputs"].get("vpcConfig") or {}
         facts.append(
             f"CodeBuild {r['inputs'].get('name')}: {env.get('image')} {env.get('computeType')},"
-            f" {len(vpc.get('subnets') or [])} private subnets, source {r['inputs'].get('source', {}).get('location')}"
+            f" {len(vpc.get('subnets') or [])} private subnets, source {r['inputs'].get('source', {}).get('location')},"
+            f" lives at most {r['inputs'].get('buildTimeout')} min"
         )
         facts.append(f"runs-on: {runner_label(str(r['inputs'].get('name')))}")
     for r in _of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):

@@ -12,9 +12,13 @@ import botocore.session
 import pytest
 import yaml
 
+from config.workloads import RECIPES
 from facts.images import IMAGES
 from infra import images
-from tests.conftest import resources, stack_plan
+from tests import upstream
+from tests.conftest import resources, run_plan, stack_plan, stack_values
+
+RECIPE_OF = {r.REPOSITORY: r for r in RECIPES.values() if r.REPOSITORY}
 
 PROJECT = "aws:codebuild/project:Project"
 SESSION = botocore.session.get_session()
@@ -23,6 +27,8 @@ SESSION = botocore.session.get_session()
 def projects(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for p in resources(plan, PROJECT):
+        if "ci-runner" in p["urn"]:
+            continue  # the CI runners (tests/unit/test_ci_runner.py)
         env = {v["name"]: v["value"] for v in p["inputs"]["environment"]["environmentVariables"]}
         out[env["REPOSITORY_URI"].rsplit("/", 1)[-1]] = p["inputs"]
     return out
@@ -33,6 +39,42 @@ def test_only_the_images_the_runs_use_are_built() -> None:
     assert set(projects(stack_plan("p4de-nemo"))) == {"nemo"}
     assert set(projects(stack_plan("trn1-shared"))) == {"bert-neuronx"}
     assert projects(stack_plan("dev")) == {}
+
+
+def test_an_aws_layer_builds_only_the_images_its_accelerators_can_run() -> None:
+    """A Trainium-only environment builds the Neuron images, not NVIDIA's NeMo image."""
+    built = set(projects(stack_plan("trn1-llama2-aws")))
+    assert built == {r for r, recipe in RECIPE_OF.items() if recipe.ACCELERATOR == "neuron"}
+    assert "nemo" not in built
+
+
+def test_each_image_builds_on_a_compute_type_sized_for_it() -> None:
+    sizes = upstream.facts("codebuild-webhooks-2026-11")["compute_types"]
+    html = SESSION.get_service_model("codebuild").shape_for("ProjectEnvironment").members["computeType"].documentation
+    doc = " ".join(re.sub("<[^>]+>", " ", html).split()).replace(" :", ":")
+    for image in IMAGES.values():
+        size = sizes[image.compute_type]
+        # botocore's own text states each type's memory and vCPUs; the guide adds the disk.
+        assert f"{image.compute_type}: Use up to {size['memory_gib']} GiB memory and {size['vcpus']} vCPUs" in doc, doc
+        assert image.sizing and image.build_timeout_minutes <= 180
+    assert IMAGES["nemo"].compute_type != "BUILD_GENERAL1_2XLARGE", "no image needs the largest type"
+    assert sizes[IMAGES["nemo"].compute_type]["disk_gb"] > sizes[IMAGES["bert-neuronx"].compute_type]["disk_gb"]
+    for repo, p in projects(stack_plan("trn1-llama2-aws")).items():
+        assert p["environment"]["computeType"] == IMAGES[repo].compute_type
+
+
+def test_a_rebuild_uploads_the_source_under_a_new_key() -> None:
+    """Raising registry.repositories.<repo>.rebuild is a new object: S3's Object Created event
+    starts the build (a changed key replaces the object; the old key is never uploaded again)."""
+    values = dict(stack_values("trn1-llama2-aws"))
+    values["llm-training-eks:registry"] = {"repositories": {"neuronx-nemo-megatron": {"rebuild": 1}}}
+    plan = run_plan(values, "trn1-llama2-aws")
+    tag = IMAGES["neuronx-nemo-megatron"].tag
+    (obj,) = [o for o in resources(plan, "aws:s3/bucketObjectv2:BucketObjectv2")]
+    assert obj["inputs"]["key"] == f"images/neuronx-nemo-megatron/{tag}.rebuild-1.zip"
+    (p,) = projects(plan).values()
+    assert p["source"]["location"].endswith(obj["inputs"]["key"]), "the project builds what was uploaded"
+    assert images.source_key("neuronx-nemo-megatron", tag) == f"images/neuronx-nemo-megatron/{tag}.zip"
 
 
 @pytest.mark.parametrize("stack", ["trn1-llama2", "p4de-nemo", "trn1-bert"])

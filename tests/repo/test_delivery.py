@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -33,8 +34,9 @@ from tools import ci
 CLI = upstream.facts("pulumi-cli-3.259.0")
 COMMANDS: dict[str, Any] = CLI["commands"]
 PR, DEPLOY, DRIFT = (_load(WORKFLOW_DIR / f) for f in ("pull-request.yml", "deploy.yml", "drift.yml"))
-IN_VPC_LABEL = runner_label("${{ matrix.project }}")
+LABELS = {kind: runner_label("${{ matrix." + kind + " }}") for kind in ("preview", "deploy")}
 ACTIONS = {
+    "aws-actions/configure-aws-credentials": "configure-aws-credentials-v4.2.1",
     "pulumi/actions": "pulumi-actions-v7.0.0",
     "actions/upload-artifact": "upload-artifact-v7.0.0",
     "actions/download-artifact": "download-artifact-v8.0.1",
@@ -185,7 +187,11 @@ def test_the_deploy_applies_exactly_the_reviewed_plan() -> None:
         assert download["with"]["name"] == "plan-${{ matrix.stack }}"
         assert download["with"]["run-id"] == "${{ needs.test.outputs.reviewed-run }}"
         assert job["permissions"]["actions"] == "read"
-        assert job["concurrency"] == {"group": "pulumi-up-${{ matrix.stack }}", "cancel-in-progress": False}
+        assert job["concurrency"] == {
+            "group": "pulumi-up-${{ matrix.stack }}",
+            "cancel-in-progress": False,
+            "queue": "max",
+        }
         assert job["environment"] == "${{ matrix.stack }}" and job["strategy"]["max-parallel"] == 1
     finder = _runs(DEPLOY["jobs"]["test"])
     assert "actions/workflows/pull-request.yml/runs?head_sha=" in finder and ".commit.tree.sha" in finder
@@ -237,15 +243,15 @@ def test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner(
     ((entry,),) = [m for phase, m in routes.items() if m and phase != "in_vpc"]
     assert entry["layer"] == layer and entry in routes[layer]
     if layer == "aws":
-        assert entry["project"] == ""
+        assert entry["preview"] == entry["deploy"] == ""
     else:
         aws = _aws_stack_under(stack)
-        (project,) = [
-            r
+        projects = {
+            r["inputs"]["name"]
             for r in stack_plan(aws)["resources"]
             if r["type"] == "aws:codebuild/project:Project" and "ci-runner" in r["urn"]
-        ]
-        assert entry["project"] == project["inputs"]["name"], "the runner its aws layer declares"
+        }
+        assert {entry["preview"], entry["deploy"]} == projects, "the runners its aws layer declares"
     for workflow, jobs in JOBS.items():
         doc = {"pull-request.yml": PR, "deploy.yml": DEPLOY, "drift.yml": DRIFT}[workflow]
         name = jobs[layer]
@@ -256,7 +262,8 @@ def test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner(
             assert job["runs-on"] == ci.HOSTED_RUNNER, f"{workflow}:{name}"
             assert job["permissions"].get("id-token") == "write", "AWS credentials through OIDC"
         else:
-            assert job["runs-on"] == IN_VPC_LABEL, f"{workflow}:{name} runs on the in-VPC runner"
+            kind = "deploy" if workflow == "deploy.yml" else "preview"
+            assert job["runs-on"] == LABELS[kind], f"{workflow}:{name} runs on the {kind} runner"
             assert "id-token" not in job["permissions"], "the runner's own role, no OIDC exchange"
 
 
@@ -283,12 +290,26 @@ def test_a_change_previews_the_stacks_it_touches() -> None:
     assert ci.touched(stacks, ["requirements.txt"]) == stacks
 
 
+def test_an_image_change_routes_the_stacks_that_build_or_run_it() -> None:
+    """images/<repo>/ makes the aws layer's build inputs and the runs' image tags: a change there
+    touches the aws stacks that build that image and the stacks whose runs use it."""
+    stacks = ["trn1-llama2-aws", "trn1-llama2-cluster", "trn1-llama2-runs", "p4de-nemo", "trn1-bert"]
+    llama = ci.touched(stacks, ["images/neuronx-nemo-megatron/Dockerfile"])
+    assert llama == ["trn1-llama2-aws", "trn1-llama2-runs"]
+    # The Trainium environment builds no NeMo image; the GPU stack that runs it is touched.
+    assert ci.touched(stacks, ["images/nemo/Dockerfile"]) == ["p4de-nemo"]
+    assert ci.touched(stacks, ["images/bert-neuronx/Dockerfile"]) == ["trn1-llama2-aws", "trn1-bert"]
+    assert ci.touched(stacks, ["images/README.md"]) == []
+
+
 def test_the_github_output_format() -> None:
     out = io.StringIO()
     code = ci.main(["stacks", "--stacks", '["trn1-llama2-aws", "trn1-llama2-runs"]', "--format", "github"], stdout=out)
     assert code == 0
     lines = dict(line.split("=", 1) for line in out.getvalue().splitlines())
     assert set(lines) == {"aws", "cluster", "runs", "in_vpc", "count"} and lines["count"] == "2"
+    (runs,) = json.loads(lines["runs"])
+    assert set(runs) == {"stack", "layer", "preview", "deploy", "timeout"}
     err = io.StringIO()
     assert ci.main(["stacks", "--stacks", "dev"], stdout=io.StringIO(), stderr=err) == 2
     assert err.getvalue().startswith("error: --stacks: not a JSON list")

@@ -50,7 +50,7 @@ def _refused(values: dict[str, Any], key: str, word: str = "") -> list[str]:
 
 
 WITH_RUN = {**MINIMAL, NS + "workloads": {"bert": RUN}}
-RUNNER = {"enabled": True, "repository": "my-org/llm-training-eks"}
+RUNNER = {"enabled": True, "repository": "my-org/llm-training-eks", "previewActorIds": [1], "deployActorIds": [1]}
 AWS_LAYER = {**BASE, NS + "layer": "aws", NS + "ciRunner": RUNNER}
 
 # (base values, key path, a valid value): each is refused with a trailing newline, and with

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.workloads import RunConfig
+from facts.images import PULL_SECONDS
 from facts.names import EGRESS_INTERNET, EGRESS_LABEL, RUN_ID_LABEL, app_labels
 from infra.platform import NodeGroupFacts
 from workloads.manifests.security import (
@@ -328,7 +329,8 @@ def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
     steps after it neither race the stack's image build (infra/images.py, AWS CodeBuild: the
     pods pull once the build has pushed) nor spend their own time limits on a multi-GB pull.
     Named by the image tag (or a digest of an explicit image): a new image is a new check. It
-    needs nothing but the image: non-root, read-only, no /shared."""
+    needs nothing but the image: non-root, read-only, no /shared. A build that failed or never
+    ran is reported at once by `python -m tools.images check`, which the deploy runs first."""
     key = run.image_tag_or_built or short_hash(run.image)
     name = f"{workload_name}-image-{key}"
     tmp, tmp_mount = scratch()
@@ -342,8 +344,12 @@ def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
         "securityContext": container_security(read_only_root=True),
         "volumeMounts": [tmp_mount],
     }
+    # Bounded by the longest the image can take to appear: its build's timeouts (every attempt)
+    # and the pull; an image named in full or by imageTag is only pulled.
+    built = run.built_image if run.image_tag is None else None
+    timeout = built.ready_within_seconds if built else PULL_SECONDS
     return Step(
-        name, "image", _job(name, ctx, labels(workload_name, "image"), 3 * 3600, container, [tmp], non_root=True)
+        name, "image", _job(name, ctx, labels(workload_name, "image"), timeout, container, [tmp], non_root=True)
     )
 
 
