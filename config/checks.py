@@ -156,6 +156,20 @@ def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     ]
 
 
+def gpu_kernels_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A GPU run's built image has kernels for the node group's GPUs: nccl-tests (and the
+    health gate with it) built for sm_80/sm_90 cannot run on a B200 (sm_100) or B300 (sm_103)."""
+    built, arch = run.built_image, ng.instance.cuda_arch
+    if built is None or arch is None or not built.cuda_architectures or arch in built.cuda_architectures:
+        return []
+    have = ", ".join(f"sm_{a}" for a in sorted(built.cuda_architectures))
+    return [
+        f"{key}.nodeGroup: the {run.RECIPE} image (images/{built.repository}) is built for {have}; the"
+        f" {ng.instance.accelerator_name} GPUs of {ng.instance.name} need sm_{arch}: run it on a node group of"
+        " those GPUs, or name an image built for them (image)"
+    ]
+
+
 def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> list[str]:
     """Each run against the node groups: a rule whose precondition failed hides the rules after it."""
     problems: list[str] = []
@@ -170,7 +184,8 @@ def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> li
         if mismatch:
             problems += mismatch
             continue
-        problems += versions_fit(key, run, ng) + nodes_fit(key, run, ng) + run.problems_on(key, ng.instance)
+        problems += versions_fit(key, run, ng) + gpu_kernels_fit(key, run, ng) + nodes_fit(key, run, ng)
+        problems += run.problems_on(key, ng.instance)
     return problems
 
 

@@ -9,6 +9,7 @@ so a changed Dockerfile is a new, immutable tag and an unchanged one is never re
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -63,6 +64,12 @@ class Image:
     def tag(self) -> str:
         """The image tag: a digest of every file of the folder (paths and contents)."""
         return content_tag(self.folder)
+
+    @property
+    def cuda_architectures(self) -> frozenset[int]:
+        """The CUDA architectures its Dockerfile builds kernels for (`code=sm_XX` in NVCC_GENCODE),
+        empty for an image that compiles none: a GPU outside them cannot run its programs."""
+        return frozenset(int(m) for m in re.findall(r"code=sm_([0-9]+)", self.dockerfile.read_text()))
 
     @property
     def ready_within_seconds(self) -> int:

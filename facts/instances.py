@@ -39,6 +39,11 @@ AMI_TYPES: dict[tuple[Architecture, Accelerator | None], str] = {
 life). There is no arm64 Neuron AMI type (botocore eks model, AMITypes)."""
 
 
+CUDA_ARCH: dict[str, int] = {"A100": 80, "H100": 90, "H200": 90, "B200": 100, "B300": 103}
+"""GPU -> its CUDA architecture (sm_XX), which an image's kernels must be built for
+(awsome-distributed-ai nccl-tests README; tests/upstream/gpu-fabric-stack-2026-11.yaml)."""
+
+
 @dataclass(frozen=True)
 class UltraServer:
     """Instances joined by an accelerator interconnect into one scale-up domain, sold as a whole
@@ -167,6 +172,11 @@ class InstanceType:
         if self.accelerator == "neuron":
             return self.neuron_cores // 2 if self.accelerator_name == "Trainium2" else self.neuron_cores
         return self.accelerator_count
+
+    @property
+    def cuda_arch(self) -> int | None:
+        """The GPUs' CUDA architecture (sm_XX as XX); None without NVIDIA GPUs."""
+        return CUDA_ARCH[self.accelerator_name or ""] if self.accelerator == "nvidia" else None
 
     @property
     def neuron_family(self) -> str:
