@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.aws import problems
+from config.aws import named_shape, problems
 from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean, matches
 from facts import instances, kubernetes
 from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
@@ -30,7 +30,14 @@ class CapacityConfig(Model):
         "on-demand", description="on-demand | reservation (ODCR) | capacity-block (Capacity Block for ML) | spot."
     )
     reservation_id: str | None = Field(
-        None, description="cr-... id; required for reservation and capacity-block, not allowed otherwise."
+        None,
+        description="cr-... id; reservation and capacity-block take it or reservationGroupArn, the other types"
+        " neither.",
+    )
+    reservation_group_arn: str | None = Field(
+        None,
+        description="ARN of a Capacity Reservation resource group to launch into instead of one reservation:"
+        " UltraServer Capacity Blocks (trn2u) are targeted through one (EC2 user guide, cb-group).",
     )
     placement_group_name: str | None = Field(
         None,
@@ -59,6 +66,16 @@ class CapacityConfig(Model):
             )
         return v
 
+    @field_validator("reservation_group_arn")
+    @classmethod
+    def _group(cls, v: str | None) -> str | None:
+        bad = problems(v, named_shape("resource-groups", "GroupArn")) if v is not None else []
+        if bad:
+            raise ValueError(
+                f"{'; '.join(bad)} (a resource group ARN: arn:aws:resource-groups:<region>:<account>:group/<name>)"
+            )
+        return v
+
     @field_validator("placement_group_name")
     @classmethod
     def _pg(cls, v: str | None) -> str | None:
@@ -75,10 +92,18 @@ class CapacityConfig(Model):
 
     @model_validator(mode="after")
     def _needs_id(self) -> CapacityConfig:
-        if self.type in ("reservation", "capacity-block") and self.reservation_id is None:
-            raise KeyProblem("reservationId", f"required when type is {self.type} (the cr-... id of the reservation)")
-        if self.type in ("on-demand", "spot") and self.reservation_id is not None:
-            raise KeyProblem("reservationId", f"only for reservation and capacity-block, not {self.type}")
+        given = (("reservationId", self.reservation_id), ("reservationGroupArn", self.reservation_group_arn))
+        targets = [k for k, v in given if v]
+        if self.type in ("reservation", "capacity-block") and not targets:
+            raise KeyProblem(
+                "reservationId",
+                f"required when type is {self.type} (the cr-... id of the reservation), or reservationGroupArn for a"
+                " resource group of them (UltraServer Capacity Blocks)",
+            )
+        if len(targets) > 1:
+            raise KeyProblem("reservationGroupArn", "give reservationId or reservationGroupArn, not both")
+        if self.type in ("on-demand", "spot") and targets:
+            raise KeyProblem(targets[0], f"only for reservation and capacity-block, not {self.type}")
         if self.type == "capacity-block" and self.ends_at is None:
             raise KeyProblem("endsAt", "required for capacity-block: the block's end time (EndDate), so the group"
                              " scales to 0 before EC2 reclaims the instances")  # fmt: skip

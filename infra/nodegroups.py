@@ -234,7 +234,10 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
         if ng.capacity.targets_reservation:
             target = aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs
             reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                capacity_reservation_target=target(capacity_reservation_id=ng.capacity.reservation_id)
+                capacity_reservation_target=target(
+                    capacity_reservation_id=ng.capacity.reservation_id,
+                    capacity_reservation_resource_group_arn=ng.capacity.reservation_group_arn,
+                )
             )
         market = None
         if ng.capacity.type == "capacity-block":

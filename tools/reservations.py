@@ -68,6 +68,20 @@ def own_instance_tags(cfg: StackConfig, ng: NodeGroupConfig) -> dict[str, str]:
     return {CLUSTER_TAG: cfg.cluster.name, "Name": f"{cfg.cluster.name}-{ng.name}"}
 
 
+def group_not_checked(ng: NodeGroupConfig) -> Finding:
+    """A group launching into a Capacity Reservation resource group: which reservations it holds
+    is a Resource Groups lookup, not made here; the check passes with a warning saying what to run."""
+    arn = str(ng.capacity.reservation_group_arn)
+    return Finding(
+        "reservation",
+        f"nodeGroups[{ng.name}] {arn}",
+        True,
+        "a resource group of reservations is not checked here; list what it holds with `aws resource-groups"
+        f" list-group-resources --group {arn}` and check each with `aws ec2 describe-capacity-reservations`",
+        warning=True,
+    )
+
+
 def check_reservations(account: Account, cfg: StackConfig, now: dt.datetime, margin_hours: float) -> list[Finding]:
     """Each reservation or Capacity Block exists, is for the node group's type and AZ, was made in
     the placement group the config names, can hold the group in its current state, does not end
@@ -75,6 +89,9 @@ def check_reservations(account: Account, cfg: StackConfig, now: dt.datetime, mar
     out = []
     for ng in cfg.node_groups:
         if not ng.capacity.targets_reservation:
+            continue
+        if ng.capacity.reservation_group_arn is not None:
+            out.append(group_not_checked(ng))
             continue
         rid = str(ng.capacity.reservation_id)
         subject = f"nodeGroups[{ng.name}] {rid}"
