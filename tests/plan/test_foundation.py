@@ -70,8 +70,10 @@ def test_every_accelerated_node_group_has_one_efa_per_card_in_one_subnet_of_its_
         assert root["ebs"]["volumeSize"] >= 500
 
         target = lt.get("capacityReservationSpecification", {}).get("capacityReservationTarget", {})
-        if ng_cfg.capacity.targets_reservation:
-            assert target["capacityReservationId"] == ng_cfg.capacity.reservation_id
+        if ng_cfg.capacity.reservation_group_arn:
+            assert target == {"capacityReservationResourceGroupArn": ng_cfg.capacity.reservation_group_arn}
+        elif ng_cfg.capacity.targets_reservation:
+            assert target == {"capacityReservationId": ng_cfg.capacity.reservation_id}
         else:
             assert not target
         market = lt.get("instanceMarketOptions", {}).get("marketType")
