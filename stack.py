@@ -114,8 +114,17 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws, addresses=addresses_needed(cfg))
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
     storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, opts=on_aws)
+    addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws)
+    # The add-ons' log groups outlive every writer in a destroy: the cluster depends on them.
+    after_logs = pulumi.ResourceOptions.merge(on_aws, pulumi.ResourceOptions(depends_on=addons.declare_log_groups()))
     cluster = Cluster(
-        "cluster", cfg.cluster, cfg.system_node_group, ctx, network, with_kubernetes_provider=kubernetes, opts=on_aws
+        "cluster",
+        cfg.cluster,
+        cfg.system_node_group,
+        ctx,
+        network,
+        with_kubernetes_provider=kubernetes,
+        opts=after_logs,
     )
     node_groups = {
         ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, opts=on_aws)
@@ -126,7 +135,6 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     )
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
     facts = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups}
-    addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws)
     addons.declare_aws(cluster, list(facts.values()), storage.file_system.arn)
     runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
     fs = storage.file_system
@@ -140,6 +148,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         storage=cfg.storage,
         registry_urls=dict(registry.urls),
         role_arns=dict(addons.role_arns),
+        kubernetes_version=cfg.cluster.kubernetes_version,
         provider=cluster.provider,
         nodes_ready=[cluster.system_node_group],
         role_ready=list(addons.role_policies),
@@ -165,6 +174,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         inputs.role_arns,
         kueue_manager_config(cfg.queueing),
         tenants,
+        inputs.kubernetes_version or cfg.cluster.kubernetes_version,
         nodes_ready=inputs.nodes_ready,
         role_ready=inputs.role_ready,
     )

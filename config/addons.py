@@ -6,7 +6,9 @@ import re
 
 from pydantic import Field, field_validator
 
+from config.aws import check_log_retention
 from config.base import Model, check_image, matches
+from facts import eks_addons
 
 _CHART_VERSION_RE = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+", re.ASCII)
 _EKS_ADDON_VERSION_RE = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+-eksbuild\.[0-9]+", re.ASCII)
@@ -15,9 +17,9 @@ _MPI_OPERATOR_RE = re.compile(r"v0\.8\.[0-9]+", re.ASCII)
 
 class EksAddonVersions(Model):
     """Versions of the EKS managed add-ons (all owned by this stack, none by pulumi-eks). Null: the
-    version EKS names as the default for the cluster's Kubernetes version, looked up at deploy
-    (`DescribeAddonVersions`) and written into the add-on, so a Kubernetes upgrade moves the
-    add-ons with it and the version in state is always explicit."""
+    version facts/eks_addons.py pins for the cluster's Kubernetes minor, so a Kubernetes upgrade
+    moves the add-ons in the same reviewed change and nothing moves on its own between previews;
+    a minor with no recorded version needs it named here (config.checks)."""
 
     vpc_cni: str | None = Field(None, description="vpc-cni, e.g. v1.20.1-eksbuild.3.")
     coredns: str | None = Field(None, description="coredns.")
@@ -32,6 +34,43 @@ class EksAddonVersions(Model):
         if v is not None and not matches(_EKS_ADDON_VERSION_RE, v):
             raise ValueError(f"{v!r} is not an EKS add-on version like v1.20.1-eksbuild.3")
         return v
+
+    def resolved(self, minor: str) -> dict[str, str | None]:
+        """EKS add-on name -> the configured version, else the pinned one for `minor` (None: neither)."""
+        return {
+            addon: getattr(self, field) or eks_addons.addon_version(minor, addon)
+            for field, addon in eks_addons.ADDON_KEYS.items()
+        }
+
+
+CONTAINER_INSIGHTS_LOGS = ("application", "dataplane", "host")
+"""Log groups the add-on's Fluent Bit writes (/aws/containerinsights/<cluster>/<kind>): every
+container's output, kubelet and containerd, the kernel and system journal."""
+
+
+class ObservabilityConfig(Model):
+    """What the amazon-cloudwatch-observability add-on ships, and how long CloudWatch keeps it. The
+    stack owns its log groups (/aws/containerinsights/<cluster>/application, dataplane, host and
+    the agent's performance): created with a retention before the cluster, deleted after it."""
+
+    container_logs: bool = Field(
+        True,
+        description="Ship container output (every rank's), kubelet/containerd and kernel/journal logs to CloudWatch"
+        " Logs with Fluent Bit; false ships none (kubectl logs only while the pod exists).",
+    )
+    log_retention_days: int = Field(
+        14, description="Retention of the /aws/containerinsights/<cluster>/* log groups, days (a CloudWatch value)."
+    )
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, v: int) -> int:
+        return check_log_retention(v)
+
+    @property
+    def log_groups(self) -> tuple[str, ...]:
+        """The kinds of /aws/containerinsights/<cluster>/<kind> group the add-on writes."""
+        return (*(CONTAINER_INSIGHTS_LOGS if self.container_logs else ()), "performance")
 
 
 # NVIDIA device plugin 0.19.0-0.19.2 turned MOFED (and GDS, GDRCopy) on by default, which clashes
@@ -76,11 +115,17 @@ class AddonsConfig(Model):
     # kubernetes-sigs/kueue tag v0.19.2 (8eab6877, 2026-08-20): charts/kueue 0.19.2, pushed to
     # oci://registry.k8s.io/kueue/charts/kueue (its README). 0.19.7 does not exist.
     kueue_chart: str = Field("0.19.2", description="Kueue chart version (v0.19.x: kueue.x-k8s.io/v1beta2).")
-    # NVIDIA/dcgm-exporter gh-pages helm-charts/index.yaml lists 4.1.1 (DCGM 4.2.3); GPU stacks only.
-    dcgm_exporter_chart: str = Field("4.1.1", description="dcgm-exporter chart version (GPU stacks only).")
-    neuron_scheduler: bool = Field(True, description="Install the Neuron scheduler extension (Neuron stacks).")
+    neuron_scheduler: bool = Field(
+        False,
+        description="Install the Neuron scheduler extension (Neuron stacks): a second kube-scheduler (EKS Distro, the"
+        " cluster's Kubernetes minor) for pods that ask for it by schedulerName; no run of this project does.",
+    )
     eks_addon_versions: EksAddonVersions = Field(
         default_factory=EksAddonVersions, description="EKS managed add-on versions."
+    )
+    observability: ObservabilityConfig = Field(
+        default_factory=ObservabilityConfig,
+        description="CloudWatch observability add-on: which logs it ships and their retention (aws layer).",
     )
 
     @field_validator(
@@ -89,7 +134,6 @@ class AddonsConfig(Model):
         "neuron_chart",
         "fsx_csi_driver_chart",
         "kueue_chart",
-        "dcgm_exporter_chart",
     )
     @classmethod
     def _chart(cls, v: str) -> str:

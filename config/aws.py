@@ -135,6 +135,10 @@ def documented_rules(s: Shape) -> dict[str, Any]:
         rules["min"], rules["max"] = int(m.group(1)), int(m.group(2))
     if m := re.search(r"Valid Range: Minimum value of ([\d,]+)\. Maximum value of ([\d,]+)", doc):
         rules["min"], rules["max"] = (int(g.replace(",", "")) for g in m.groups())
+    if re.search(r"must be a non-zero positive integer", doc):
+        rules["min"], rules["max"] = 1, 2**31 - 1
+    if m := re.search(r"You can specify up to (\d+) noncurrent versions", doc):
+        rules["min"], rules["max"] = 1, int(m.group(1))
     if m := re.search(r"Up to (\d+) characters", doc):
         rules["max_length"] = int(m.group(1))
     if m := re.search(r"(?:Valid|Allowed) characters(?: are)?:? a-z, A-Z, 0-9, spaces, and (\S+)", doc):
@@ -195,6 +199,14 @@ def documented_values(address: str) -> tuple[int, ...]:
     if not match:
         raise LookupError(f"{address}: no 'Possible values are:' list in botocore's documentation")
     return tuple(int(n) for n in re.findall(r"\d+", match.group(1)))
+
+
+def check_log_retention(days: int) -> int:
+    """`days`, or ValueError listing the retentions CloudWatch Logs accepts (PutRetentionPolicy)."""
+    allowed = documented_values("logs:PutRetentionPolicy:retentionInDays")
+    if days not in allowed:
+        raise ValueError(f"CloudWatch Logs accepts {', '.join(map(str, allowed))} days (PutRetentionPolicy)")
+    return days
 
 
 # Tag rules of every service whose resources carry the stack's tags (key and value shapes, and

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from pydantic.alias_generators import to_camel
+
 from config.addons import EFA_PLUGIN_FIRST_CHART_FOR, chart_version
 from config.aws import tag_problems
 from config.base import did_you_mean
@@ -33,7 +35,7 @@ from config.stackfile import SECRET
 from config.storage import StorageConfig
 from config.teams import TeamConfig
 from config.workloads import RunConfig, WorkloadConfig
-from facts import instances, versions
+from facts import eks_addons, instances, versions
 from facts.names import CLUSTER_TAG, SYSTEM_NODE_GROUP
 
 
@@ -348,6 +350,23 @@ def efa_plugin_counts_devices(cfg: StackConfig) -> list[str]:
     return out
 
 
+def eks_addon_versions_known(cfg: StackConfig) -> list[str]:
+    """Every EKS add-on has a version for the cluster's minor: pinned in facts/eks_addons.py, or
+    named in the stack. Never EKS's moving default (looked up at each preview, it changed reviewed
+    plans and upgraded add-ons unasked)."""
+    if cfg.layer not in ("all", "aws"):
+        return []
+    minor = cfg.cluster.kubernetes_version
+    fields = {addon: field for field, addon in eks_addons.ADDON_KEYS.items()}
+    return [
+        f"addons.eksAddonVersions.{to_camel(fields[addon])}: no version of {addon} is recorded for Kubernetes {minor}"
+        f" (facts/eks_addons.py); name one: aws eks describe-addon-versions --addon-name {addon}"
+        f" --kubernetes-version {minor} --query 'addons[0].addonVersions[0].addonVersion'"
+        for addon, version in cfg.addons.eks_addon_versions.resolved(minor).items()
+        if version is None
+    ]
+
+
 def config_problems(cfg: StackConfig) -> list[str]:
     """Every cross-section rule the stack can check on its own.
 
@@ -355,6 +374,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
     checks what it holds alone here, and the rest against its lower layer's outputs.
     """
     local = [*api_path(cfg), *tag_rules(cfg), *run_names(cfg), *(p for name in cfg.teams for p in team_name(name))]
+    local += eks_addon_versions_known(cfg)
     if cfg.layer == "all":
         groups = groups_of(cfg)
         return [

@@ -7,7 +7,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from config.aws import check, documented_values
+from config.aws import check, check_log_retention
 from config.base import KeyProblem, Model, check_sizes, ipv4_cidr, matches
 from facts import instances
 from facts.networks import covers_internet
@@ -134,10 +134,7 @@ class ClusterConfig(Model):
     @field_validator("log_retention_days")
     @classmethod
     def _retention(cls, v: int) -> int:
-        allowed = documented_values("logs:PutRetentionPolicy:retentionInDays")
-        if v not in allowed:
-            raise ValueError(f"CloudWatch Logs accepts {', '.join(map(str, allowed))} days (PutRetentionPolicy)")
-        return v
+        return check_log_retention(v)
 
     @model_validator(mode="after")
     def _public_anywhere(self) -> ClusterConfig:

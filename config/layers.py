@@ -21,6 +21,7 @@ OWNER: dict[str, str] = {
     "storage": "aws",
     "registry": "aws",
     "protectStatefulResources": "aws",
+    "bucketLifecycle": "aws",
     "tags": "aws",
     "ciRunner": "aws",
     "addons": "cluster",
@@ -32,8 +33,9 @@ OWNER: dict[str, str] = {
 """Top-level key -> the layer that reads it."""
 EVERY_LAYER = ("region", "layer", "lowerStack")
 """Keys every stack may set: `aws:region` (also prices the plan), the layer, the lower stack."""
-AWS_ADDON_KEYS = ("eksAddonVersions",)
-"""`addons` keys of the aws layer: EKS managed add-ons go through the AWS API; the rest are charts."""
+AWS_ADDON_KEYS = ("eksAddonVersions", "observability")
+"""`addons` keys of the aws layer: EKS managed add-ons (and the observability add-on's log groups)
+go through the AWS API; the rest are charts."""
 
 
 def owner_of(key: str, sub: str | None = None) -> str | None:

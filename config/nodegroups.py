@@ -21,6 +21,16 @@ _REPAIR_REASON_RE = re.compile(r"[A-Za-z][A-Za-z0-9]{2,99}", re.ASCII)
 # EKS and EC2 Auto Scaling guides on Capacity Blocks: scale to zero more than 30 minutes before
 # the block ends, so the nodes drain before EC2 reclaims the instances.
 MIN_SCALE_DOWN_MINUTES = 30
+# How long before a reservation ends preflight stops a group that runs nodes, per capacity kind
+# (`capacity.endMarginHours` overrides it). The instances of an ODCR that expires keep running on
+# On-Demand capacity, at its rates (EC2 user guide, cr-groups-lifecycle): a day's notice to extend
+# it or scale down.
+# A Capacity Block ends its instances itself, and the group's scheduled scale-down (checked
+# separately: it must still lie ahead) drains them first; EC2 sells blocks in 1-day increments
+# ending 11:30 UTC (EC2 user guide, capacity-blocks-purchase), so a margin of a day or more would
+# refuse a 1-day block all its life and every block's last day.
+DEFAULT_END_MARGIN_HOURS = {"reservation": 24, "capacity-block": 0}
+CAPACITY_BLOCK_DAY_HOURS = 24
 
 
 class CapacityConfig(Model):
@@ -55,6 +65,13 @@ class CapacityConfig(Model):
         60,
         ge=MIN_SCALE_DOWN_MINUTES,
         description="Capacity Blocks: minutes before endsAt at which the group scales to 0 (at least 30).",
+    )
+    end_margin_hours: int | None = Field(
+        None,
+        ge=0,
+        le=8760,
+        description="Preflight refuses running nodes on a reservation that ends within this many hours; default"
+        " per type: reservation 24, capacity-block 0 (the block's own scale-down, which must lie ahead, drains it).",
     )
 
     @field_validator("reservation_id")
@@ -109,7 +126,22 @@ class CapacityConfig(Model):
                              " scales to 0 before EC2 reclaims the instances")  # fmt: skip
         if self.type != "capacity-block" and self.ends_at is not None:
             raise KeyProblem("endsAt", f"only for capacity-block, not {self.type}")
+        if self.end_margin_hours is not None and not self.targets_reservation:
+            raise KeyProblem("endMarginHours", f"only for reservation and capacity-block, not {self.type}")
+        if self.type == "capacity-block" and (self.end_margin_hours or 0) >= CAPACITY_BLOCK_DAY_HOURS:
+            raise KeyProblem(
+                "endMarginHours",
+                f"{self.end_margin_hours} h would refuse every block's last day and a 1-day block all its life (EC2"
+                f" sells Capacity Blocks in 1-day increments); give less than {CAPACITY_BLOCK_DAY_HOURS}, or leave it"
+                " out: the scale-down scaleDownMinutesBeforeEnd before endsAt drains the block",
+            )
         return self
+
+    @property
+    def end_margin(self) -> dt.timedelta:
+        """How long before the reservation ends preflight stops a group that runs nodes."""
+        hours = self.end_margin_hours
+        return dt.timedelta(hours=DEFAULT_END_MARGIN_HOURS.get(self.type, 0) if hours is None else hours)
 
     @property
     def scale_down_at(self) -> dt.datetime | None:

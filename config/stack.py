@@ -14,7 +14,7 @@ from config.cluster import ClusterConfig, SystemNodeGroupConfig
 from config.network import NetworkConfig
 from config.nodegroups import NodeGroupConfig
 from config.registry import RegistryConfig
-from config.storage import StorageConfig
+from config.storage import BucketLifecycleConfig, StorageConfig
 from config.teams import QueueingConfig, TeamConfig
 from config.workloads import WorkloadConfig
 from facts.names import LAYERS, PROJECT
@@ -48,7 +48,12 @@ class StackConfig(Model):
     registry: RegistryConfig = Field(default_factory=RegistryConfig, description="ECR repositories.")
     addons: AddonsConfig = Field(default_factory=AddonsConfig, description="Cluster add-ons.")
     protect_stateful_resources: bool = Field(
-        True, description="Protect KMS keys, FSx, buckets and ECR from deletion by `pulumi destroy`/`up`."
+        True,
+        description="Protect KMS keys, FSx, buckets and ECR from deletion by `pulumi destroy`/`up`; false also lets a"
+        " destroy empty the buckets and ECR repositories (force_destroy, force_delete).",
+    )
+    bucket_lifecycle: BucketLifecycleConfig = Field(
+        default_factory=BucketLifecycleConfig, description="Lifecycle rule of every S3 bucket the stack makes."
     )
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on every AWS resource.")
     workloads: dict[str, WorkloadConfig] = Field(default_factory=dict, description="Training runs by name.")

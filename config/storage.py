@@ -18,6 +18,42 @@ _FSX = "fsx:CreateFileSystem:"
 LUSTRE_THROUGHPUT_TIERS = (125, 250, 500, 1000)
 
 
+_LIFECYCLE = "s3:PutBucketLifecycleConfiguration:LifecycleConfiguration.Rules.[]."
+NONCURRENT_DAYS = _LIFECYCLE + "NoncurrentVersionExpiration.NoncurrentDays"
+NEWER_NONCURRENT_VERSIONS = _LIFECYCLE + "NoncurrentVersionExpiration.NewerNoncurrentVersions"
+
+
+class BucketLifecycleConfig(Model):
+    """How long every bucket of the stack (training data, image sources) keeps what is no longer
+    current. Buckets are versioned: an overwritten or deleted object stays as a noncurrent version,
+    and a re-exported checkpoint leaves its previous copy behind, until this rule expires it."""
+
+    noncurrent_version_days: int = Field(
+        14, description="Days an overwritten or deleted object's old version is kept (the window to recover it)."
+    )
+    newer_noncurrent_versions: int | None = Field(
+        None,
+        description="Keep this many newest old versions of an object beyond noncurrentVersionDays (1-100); default"
+        " none.",
+    )
+    abort_incomplete_upload_days: int = Field(
+        7,
+        ge=1,
+        le=3650,
+        description="Days after which an unfinished multipart upload is aborted and its parts deleted.",
+    )
+
+    @field_validator("noncurrent_version_days")
+    @classmethod
+    def _days(cls, v: int) -> int:
+        return check(v, NONCURRENT_DAYS)
+
+    @field_validator("newer_noncurrent_versions")
+    @classmethod
+    def _versions(cls, v: int | None) -> int | None:
+        return v if v is None else check(v, NEWER_NONCURRENT_VERSIONS)
+
+
 class StorageConfig(Model):
     """The shared FSx for Lustre file system (`/shared`) and its S3 bucket for datasets and checkpoints."""
 

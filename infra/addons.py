@@ -50,6 +50,12 @@ NEURON_HEALTH_ROLE = "neuron-health"
 VPC_CNI_CONFIGURATION = json.dumps({"enableNetworkPolicy": "true"})
 
 
+def container_insights_log_group(cluster: str, kind: str) -> str:
+    """The log group the CloudWatch add-on writes `kind` to: Fluent Bit's application, dataplane
+    and host (chart 6.4.0 values), the agent's performance events (CloudWatch user guide)."""
+    return f"/aws/containerinsights/{cluster}/{kind}"
+
+
 class ClusterAddons(pulumi.ComponentResource):
     """EKS managed add-ons, the tenants' namespaces and NetworkPolicies, device plugins, FSx CSI
     driver and MPI operator.
@@ -89,6 +95,26 @@ class ClusterAddons(pulumi.ComponentResource):
         self.role_policies = []
         self.namespaces = {}
         self.network_policies = []
+        self.log_groups: list[aws.cloudwatch.LogGroup] = []
+
+    def declare_log_groups(self) -> list[aws.cloudwatch.LogGroup]:
+        """The log groups the CloudWatch add-on writes to (/aws/containerinsights/<cluster>/...),
+        owned by the stack with the configured retention. Left to the add-on, its Fluent Bit and
+        agent create them without retention and they outlive `pulumi destroy`. Declare them before
+        the cluster and make the cluster depend on them: a destroy then deletes them only after the
+        cluster and every node are gone, when nothing can write to (and re-create) them."""
+        obs, ctx = self._config.observability, self._ctx
+        self.log_groups = [
+            aws.cloudwatch.LogGroup(
+                f"{self._name}-containerinsights-{kind}",
+                name=container_insights_log_group(ctx.cluster_name, kind),
+                retention_in_days=obs.log_retention_days,
+                tags=ctx.owned_tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for kind in obs.log_groups
+        ]
+        return self.log_groups
 
     def declare_aws(
         self, cluster: Cluster, groups: Sequence[NodeGroupFacts], file_system_arn: pulumi.Input[str]
@@ -120,6 +146,7 @@ class ClusterAddons(pulumi.ComponentResource):
         role_arns: Mapping[str, pulumi.Input[str]],
         kueue_config: str,
         tenants: Mapping[str, Tenant],
+        kubernetes_version: str,
         nodes_ready: Sequence[pulumi.Resource] = (),
         role_ready: Sequence[pulumi.Resource] = (),
     ) -> None:
@@ -128,9 +155,12 @@ class ClusterAddons(pulumi.ComponentResource):
 
         `nodes_ready` (the system node group) and `role_ready` (the roles' policies) are
         waited for when one stack declares both halves; a cluster-layer stack finds them built.
+        `kubernetes_version`: the control plane's minor (the Neuron scheduler extension runs its
+        kube-scheduler).
         """
         addons = self._config
         self._provider = provider
+        self._kubernetes_version = kubernetes_version
         # Pods need somewhere to run before their add-on or release can become ready.
         self._k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(nodes_ready))
         for tenant in tenants.values():
@@ -188,26 +218,17 @@ class ClusterAddons(pulumi.ComponentResource):
         """Register the component's outputs, once both halves (or the one of this layer) are declared."""
         self.register_outputs({"releases": {k: r.status for k, r in self.releases.items()}})
 
-    def _addon(
-        self, addon_name: str, version: str | None, opts: pulumi.ResourceOptions, **kwargs: Any
-    ) -> aws.eks.Addon:
-        """One EKS add-on at the configured version, or at the version EKS names as the default
-        for the cluster's Kubernetes version (looked up at deploy, so it is explicit in state and
-        moves with a Kubernetes upgrade). OVERWRITE on create adopts what EKS bootstrapped."""
-        resolved: pulumi.Input[str] = (
-            version
-            or aws.eks.get_addon_version_output(
-                addon_name=addon_name,
-                kubernetes_version=self._cluster.kubernetes_version,
-                most_recent=False,
-                opts=pulumi.InvokeOutputOptions(parent=self),
-            ).version
-        )
+    def _addon(self, addon_name: str, opts: pulumi.ResourceOptions, **kwargs: Any) -> aws.eks.Addon:
+        """One EKS add-on at the version the stack names, or the one facts/eks_addons.py pins for
+        the cluster's Kubernetes minor (config.checks refuses a minor with neither), never EKS's
+        moving default. OVERWRITE on create adopts what EKS bootstrapped."""
+        version = self._versions[addon_name]
+        assert version is not None, f"config.checks lets no {addon_name} version through unresolved"
         res = aws.eks.Addon(
             f"{self._name}-{addon_name}",
             cluster_name=self._cluster.name,
             addon_name=addon_name,
-            addon_version=resolved,
+            addon_version=version,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="PRESERVE",
             tags=dict(self._ctx.owned_tags),
@@ -218,16 +239,16 @@ class ClusterAddons(pulumi.ComponentResource):
         return res
 
     def _eks_managed_addons(self, addons: AddonsConfig) -> None:
-        v = addons.eks_addon_versions
+        self._versions = addons.eks_addon_versions.resolved(self._cluster.kubernetes_version)
         child = pulumi.ResourceOptions(parent=self)
         on_nodes = pulumi.ResourceOptions(parent=self, depends_on=[self._cluster.system_node_group])
-        self._addon("vpc-cni", v.vpc_cni, child, configuration_values=VPC_CNI_CONFIGURATION)
-        self._addon("kube-proxy", v.kube_proxy, child)
-        pod_identity = self._addon("eks-pod-identity-agent", v.pod_identity_agent, child)
-        self._addon("coredns", v.coredns, on_nodes, configuration_values=charts.COREDNS_CONFIGURATION)
+        self._addon("vpc-cni", child, configuration_values=VPC_CNI_CONFIGURATION)
+        self._addon("kube-proxy", child)
+        pod_identity = self._addon("eks-pod-identity-agent", child)
+        self._addon("coredns", on_nodes, configuration_values=charts.COREDNS_CONFIGURATION)
         # Node health: sets AcceleratedHardwareReady, NetworkingReady, KernelReady, ... on every
         # node, which EKS node auto repair acts on (the one component that remediates).
-        self._addon("eks-node-monitoring-agent", v.node_monitoring_agent, on_nodes)
+        self._addon("eks-node-monitoring-agent", on_nodes)
 
         cw_role = aws.iam.Role(
             f"{self._name}-cloudwatch",
@@ -246,10 +267,11 @@ class ClusterAddons(pulumi.ComponentResource):
         # and Application Signals, both on by default in the add-on.
         self._addon(
             "amazon-cloudwatch-observability",
-            v.cloudwatch_observability,
             pulumi.ResourceOptions(
-                parent=self, depends_on=[self._cluster.system_node_group, pod_identity, *cw_policies]
+                parent=self,
+                depends_on=[self._cluster.system_node_group, pod_identity, *cw_policies, *self.log_groups],
             ),
+            configuration_values=charts.cloudwatch_observability_configuration(addons.observability.container_logs),
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=cw_role.arn, service_account=CLOUDWATCH_AGENT_SA)
             ],
@@ -305,7 +327,9 @@ class ClusterAddons(pulumi.ComponentResource):
         role_arns: Mapping[str, pulumi.Input[str]],
         role_ready: Sequence[pulumi.Resource],
     ) -> None:
-        """Device plugins (and GPU health metrics) only where a node group has the hardware."""
+        """Device plugins only where a node group has the hardware. GPU and Neuron health metrics
+        come from the CloudWatch add-on's own DCGM exporter and Neuron monitor: one exporter per node
+        (a second DCGM exporter competed for the same GPUs and fed nothing)."""
         efa = charts.efa_groups(groups)
         if efa:
             self._release(
@@ -318,7 +342,6 @@ class ClusterAddons(pulumi.ComponentResource):
                 addons.nvidia_device_plugin_chart,
                 charts.nvidia_device_plugin_values(nvidia),
             )
-            self._release(charts.DCGM_EXPORTER, addons.dcgm_exporter_chart, charts.dcgm_exporter_values(nvidia))
         neuron = charts.accelerator_groups(groups, "neuron")
         if neuron:
             self._neuron(addons, neuron, role_arns[NEURON_HEALTH_ROLE], role_ready)
@@ -330,7 +353,7 @@ class ClusterAddons(pulumi.ComponentResource):
         health_role_arn: pulumi.Input[str],
         role_ready: Sequence[pulumi.Resource],
     ) -> None:
-        """The Neuron chart: device plugin, scheduler extension, node problem detector. The chart
+        """The Neuron chart: device plugin, node problem detector, scheduler extension if asked. The chart
         puts the detector in a namespace it does not create (the Neuron SDK's guide creates it
         first); without it the install fails and the atomic release rolls back the device plugin
         too. The detector's health container gets its IRSA role for its CloudWatch metrics."""
@@ -343,7 +366,7 @@ class ClusterAddons(pulumi.ComponentResource):
             charts.NEURON,
             addons.neuron_chart,
             pulumi.Output.from_input(health_role_arn).apply(
-                lambda arn: charts.neuron_values(groups, addons.neuron_scheduler, arn)
+                lambda arn: charts.neuron_values(groups, addons.neuron_scheduler, arn, self._kubernetes_version)
             ),
             depends_on=[namespace, *role_ready],
         )

@@ -1,8 +1,10 @@
 """The settings every bucket of the project gets, in one place.
 
 Versioned, encrypted at rest (SSE-S3, or SSE-KMS with a bucket key when a key is given), every
-public-access block on, ACLs off (`BucketOwnerEnforced`), and a policy that refuses requests
-without TLS. Each setting is its own resource in pulumi-aws 7 (the inline arguments of
+public-access block on, ACLs off (`BucketOwnerEnforced`), a policy that refuses requests
+without TLS, and a lifecycle rule (`bucketLifecycle`) that bounds what versioning keeps: old
+versions expire, unfinished multipart uploads are aborted, delete markers left alone are
+removed. Each setting is its own resource in pulumi-aws 7 (the inline arguments of
 `aws.s3.Bucket` are deprecated), named `<prefix>` like the bucket's other parts; the policy is
 `<prefix>-tls`.
 """
@@ -12,14 +14,22 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
+from config.storage import BucketLifecycleConfig
 from infra.iam import deny_insecure_transport
+
+LIFECYCLE_RULE_ID = "bounded-versions"
 
 
 def harden(
-    prefix: str, bucket: aws.s3.Bucket, opts: pulumi.ResourceOptions, kms_key_arn: pulumi.Input[str] | None = None
+    prefix: str,
+    bucket: aws.s3.Bucket,
+    opts: pulumi.ResourceOptions,
+    lifecycle: BucketLifecycleConfig,
+    kms_key_arn: pulumi.Input[str] | None = None,
 ) -> None:
-    """Declare the bucket's versioning, encryption, public-access block, ownership and TLS policy."""
-    aws.s3.BucketVersioning(
+    """Declare the bucket's versioning, encryption, public-access block, ownership, TLS policy and
+    lifecycle rule."""
+    versioning = aws.s3.BucketVersioning(
         prefix,
         bucket=bucket.id,
         versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
@@ -58,3 +68,37 @@ def harden(
         opts=opts,
     )
     aws.s3.BucketPolicy(f"{prefix}-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=opts)
+    lifecycle_rules(
+        prefix, bucket, lifecycle, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[versioning]))
+    )
+
+
+def lifecycle_rules(
+    prefix: str, bucket: aws.s3.Bucket, lifecycle: BucketLifecycleConfig, opts: pulumi.ResourceOptions
+) -> aws.s3.BucketLifecycleConfiguration:
+    """One rule over the whole bucket (an empty prefix filter): noncurrent versions expire after
+    `noncurrentVersionDays` (keeping `newerNoncurrentVersions` newest, if set), unfinished multipart
+    uploads are aborted, and a delete marker whose versions have all expired is removed (S3 takes
+    ExpiredObjectDeleteMarker only without Days or Date in the same Expiration: botocore's s3 model).
+    Declared after versioning, as the provider's documentation does for a versioned bucket."""
+    rule = aws.s3.BucketLifecycleConfigurationRuleArgs
+    return aws.s3.BucketLifecycleConfiguration(
+        prefix,
+        bucket=bucket.id,
+        rules=[
+            rule(
+                id=LIFECYCLE_RULE_ID,
+                status="Enabled",
+                filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                    noncurrent_days=lifecycle.noncurrent_version_days,
+                    newer_noncurrent_versions=lifecycle.newer_noncurrent_versions,
+                ),
+                abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                    days_after_initiation=lifecycle.abort_incomplete_upload_days
+                ),
+                expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True),
+            )
+        ],
+        opts=opts,
+    )

@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from facts import instances
+from facts import eks_addons, instances
 from facts.names import ACCELERATOR_LABEL, EFA_LABEL, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
 
@@ -51,7 +51,6 @@ FSX_CSI_DRIVER = HelmChart(
     "aws-fsx-csi-driver", "aws-fsx-csi-driver", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
 )
 KUEUE = HelmChart("kueue", "oci://registry.k8s.io/kueue/charts/kueue")
-DCGM_EXPORTER = HelmChart("dcgm-exporter", "dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts")
 
 
 def mpi_operator_manifest_url(version: str) -> str:
@@ -103,13 +102,23 @@ def nvidia_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, A
     }
 
 
-def neuron_values(groups: Sequence[NodeGroupFacts], scheduler: bool, health_role_arn: str) -> dict[str, Any]:
-    """Device plugin and node problem detector on Neuron nodes; the scheduler extension (a
-    Deployment) on system nodes. The detector only reports (`NeuronHealth`): EKS node
-    auto-repair is the one component that remediates (two remediators would fight over a node).
-    Its health container always runs and publishes metrics to CloudWatch; with IMDS closed to
-    pods (hop limit 1) it gets its own IRSA role."""
+def neuron_values(
+    groups: Sequence[NodeGroupFacts], scheduler: bool, health_role_arn: str, kubernetes_version: str
+) -> dict[str, Any]:
+    """Device plugin and node problem detector on Neuron nodes. The detector only reports
+    (`NeuronHealth`): EKS node auto-repair is the one component that remediates (two remediators
+    would fight over a node). Its health container always runs and publishes metrics to
+    CloudWatch; with IMDS closed to pods (hop limit 1) it gets its own IRSA role.
+
+    The scheduler extension (off unless `addons.neuronScheduler`) runs on system nodes with a
+    second kube-scheduler, which the chart (1.1.2) takes from EKS Distro at 1.28
+    (`scheduler.customScheduler.image`): it gets the EKS Distro kube-scheduler of the cluster's
+    minor instead (facts/eks_addons.py)."""
     on_neuron = {"nodeSelector": {ACCELERATOR_LABEL: "neuron"}, "tolerations": tolerations_for(groups)}
+    custom: dict[str, Any] = {"nodeSelector": dict(SYSTEM_NODE_SELECTOR)}
+    if scheduler:
+        tag = eks_addons.KUBE_SCHEDULER_TAGS[kubernetes_version]
+        custom["image"] = {"repository": eks_addons.KUBE_SCHEDULER_REPOSITORY, "tag": tag}
     return {
         "devicePlugin": dict(on_neuron),
         "npd": {
@@ -118,22 +127,7 @@ def neuron_values(groups: Sequence[NodeGroupFacts], scheduler: bool, health_role
             "nodeRecovery": {"enabled": False},
             "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": health_role_arn}},
         },
-        "scheduler": {
-            "enabled": scheduler,
-            "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
-            "customScheduler": {"nodeSelector": dict(SYSTEM_NODE_SELECTOR)},
-        },
-    }
-
-
-def dcgm_exporter_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
-    """GPU health metrics (XIDs, ECC, NVLink, thermals) on GPU nodes only. It only exports:
-    EKS node auto repair, fed by the node monitoring agent, is the one component that
-    remediates. No ServiceMonitor: the stack installs no Prometheus operator."""
-    return {
-        "nodeSelector": {ACCELERATOR_LABEL: "nvidia"},
-        "tolerations": tolerations_for(groups),
-        "serviceMonitor": {"enabled": False},
+        "scheduler": {"enabled": scheduler, "nodeSelector": dict(SYSTEM_NODE_SELECTOR), "customScheduler": custom},
     }
 
 
@@ -200,3 +194,12 @@ def mpi_operator_image_transform(image: str) -> Callable[[pulumi.ResourceTransfo
 COREDNS_CONFIGURATION = json.dumps(
     {"replicaCount": 2, "podDisruptionBudget": {"enabled": True, "maxUnavailable": 1}}, sort_keys=True
 )
+
+
+def cloudwatch_observability_configuration(container_logs: bool) -> str:
+    """The amazon-cloudwatch-observability add-on's configuration values (a JSON string): every
+    other value stays the chart's (6.4.0). Its own DCGM exporter and Neuron monitor stay on: they
+    are the one exporter of GPU and Neuron health metrics on these nodes, feeding Container
+    Insights (the chart places them on every GPU and Neuron type of the catalog, tolerating every
+    taint). Fluent Bit ships only when asked, into the stack's own log groups (infra.addons)."""
+    return json.dumps({"containerLogs": {"enabled": container_logs}}, sort_keys=True)

@@ -11,12 +11,14 @@ import pulumi_aws as aws
 from pulumi.runtime import settings
 
 from config.stack import StackConfig
+from config.storage import BucketLifecycleConfig
 from facts.names import CLUSTER_TAG
 
 
 @dataclass(frozen=True)
 class StackContext:
-    """Cluster name, region, tags, protection and log retention: shared by every component."""
+    """Cluster name, region, tags, protection, log retention and bucket lifecycle: shared by every
+    component."""
 
     cluster_name: str
     region: str
@@ -25,6 +27,8 @@ class StackContext:
     log_retention_days: int
     tags: Mapping[str, str] = field(default_factory=dict)
     """The stack's `tags`."""
+    bucket_lifecycle: BucketLifecycleConfig = field(default_factory=BucketLifecycleConfig)
+    """`bucketLifecycle`: what every bucket keeps of old object versions and unfinished uploads."""
 
     @classmethod
     def from_config(cls, cfg: StackConfig) -> StackContext:
@@ -34,6 +38,7 @@ class StackContext:
             protect=cfg.protect_stateful_resources,
             log_retention_days=cfg.cluster.log_retention_days,
             tags=dict(cfg.tags),
+            bucket_lifecycle=cfg.bucket_lifecycle,
         )
 
     @property

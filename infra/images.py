@@ -27,7 +27,7 @@ from facts.names import component_type, image_project
 from infra.buckets import harden
 from infra.context import StackContext
 from infra.iam import account_and_partition, scoped_trust_policy, service_trust_policy
-from infra.protection import stateful
+from infra.protection import empties_on_delete, stateful
 
 # CodeBuild's Ubuntu standard image (docker inside; privileged mode to run it); the compute
 # type and timeouts of each image are in facts/images.py.
@@ -191,11 +191,11 @@ class ImageBuilds(pulumi.ComponentResource):
         bucket = aws.s3.Bucket(
             f"{name}-sources",
             bucket_prefix=f"{ctx.cluster_name}-image-sources-"[:37],
-            force_destroy=False,
+            force_destroy=empties_on_delete(ctx.protect),
             tags=ctx.owned_tags,
             opts=stateful(ctx.protect, child),
         )
-        harden(f"{name}-sources", bucket, child)
+        harden(f"{name}-sources", bucket, child, ctx.bucket_lifecycle)
         self.notification = aws.s3.BucketNotification(f"{name}-sources", bucket=bucket.id, eventbridge=True, opts=child)
         return bucket
 

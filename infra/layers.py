@@ -83,6 +83,8 @@ class ClusterInputs:
     nodes_ready: list[pulumi.Resource] = field(default_factory=list)
     role_ready: list[pulumi.Resource] = field(default_factory=list)
     volume_ready: list[pulumi.Resource] = field(default_factory=list)
+    kubernetes_version: str | None = None
+    """The control plane's Kubernetes minor (None only in hand-made test inputs)."""
 
     @property
     def run_groups(self) -> dict[str, NodeGroupFacts]:
@@ -205,6 +207,7 @@ def aws_layer_output(ci: ClusterInputs) -> dict[str, Any]:
     return {
         "region": ci.region,
         "clusterName": ci.cluster_name,
+        "kubernetesVersion": ci.kubernetes_version,
         "nodeGroups": {name: node_group_output(g) for name, g in ci.node_groups.items()},
         **({"systemNodeGroup": node_group_output(ci.system_group)} if ci.system_group is not None else {}),
         "fileSystem": {
@@ -236,6 +239,7 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
         storage=r.storage("fileSystem"),
         registry_urls=r.strings("registryUrls"),
         role_arns=r.strings("serviceAccountRoleArns"),
+        kubernetes_version=r.get("kubernetesVersion", str),
     )
     needed = [
         FSX_CSI_ROLE,

@@ -1,7 +1,8 @@
 """One rule for stateful resources (KMS keys, FSx, buckets, ECR, audit logs): protected from deletion.
 
 Every stateful resource takes its options from `stateful()`, so `protectStatefulResources`
-switches all of them together and a test can check the rule in one place.
+switches all of them together and a test can check the rule in one place; the same switch lets
+a destroy empty the buckets and repositories (`empties_on_delete`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,17 @@ def stateful(protect: bool, opts: pulumi.ResourceOptions | None = None) -> pulum
     replacing `pulumi up` stops instead of deleting it. Turning protection off is a
     per-stack decision (`protectStatefulResources: false`), meant for throwaway stacks."""
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=protect))
+
+
+def empties_on_delete(protect: bool) -> bool:
+    """Whether deleting a bucket or ECR repository also deletes what is in it (S3 `force_destroy`,
+    ECR `force_delete`): only when the stack does not protect its data. A bucket or repository
+    that still holds objects or images is refused by S3 and ECR, so without this a
+    `protectStatefulResources: false` stack could never be destroyed: the training data bucket
+    holds exported checkpoints, the repositories the images the stack built. pulumi-aws acts on
+    the value in state: it takes the `pulumi up` that lifts the protection to set it, before the
+    destroy (tests/upstream/pulumi-aws-destroy-7.51.1.yaml)."""
+    return not protect
 
 
 def audit_trail(protect: bool, opts: pulumi.ResourceOptions | None = None) -> pulumi.ResourceOptions:

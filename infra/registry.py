@@ -1,4 +1,5 @@
-"""ECR repositories for the training images: immutable tags, scan on push, KMS, protected."""
+"""ECR repositories for the training images: immutable tags, scan on push, KMS, protected (and
+emptied by a destroy only when the stack does not protect its data)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from config.registry import RegistryConfig, RepositoryConfig
 from facts.names import NO_SCAN_EXCEPTION_TAG, component_type, image_repository
 from infra.context import StackContext
 from infra.iam import ecr_pull_policy, kms_key
-from infra.protection import policy_exception, stateful
+from infra.protection import empties_on_delete, policy_exception, stateful
 
 
 def lifecycle_policy(repo: RepositoryConfig) -> str:
@@ -77,7 +78,7 @@ class Registry(pulumi.ComponentResource):
                 encryption_configurations=[
                     aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="KMS", kms_key=key.arn)
                 ],
-                force_delete=False,
+                force_delete=empties_on_delete(ctx.protect),
                 tags={
                     **tags,
                     **policy_exception(

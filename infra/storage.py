@@ -22,7 +22,7 @@ from infra.buckets import harden
 from infra.context import StackContext
 from infra.iam import account_and_partition, data_key_policy, kms_key
 from infra.network import Network
-from infra.protection import policy_exception, stateful
+from infra.protection import empties_on_delete, policy_exception, stateful
 
 # Lustre: TCP 988 for LNet, 1018-1023 for the Lustre services (FSx for Lustre user guide,
 # "File system access control with Amazon VPC").
@@ -65,7 +65,7 @@ class SharedStorage(pulumi.ComponentResource):
             f"{name}-data",
             # bucket_prefix: bucket names are global, the prefix gets a unique suffix.
             bucket_prefix=f"{cluster}-training-data-"[:37],
-            force_destroy=False,
+            force_destroy=empties_on_delete(ctx.protect),
             tags=self._tags,
             opts=stateful(ctx.protect, pulumi.ResourceOptions(parent=self)),
         )
@@ -111,9 +111,10 @@ class SharedStorage(pulumi.ComponentResource):
         )
 
     def _secure_bucket(self) -> None:
-        """Versioned, SSE-KMS, private, owner-enforced, TLS only; protected like the file system."""
+        """Versioned with bounded old versions, SSE-KMS, private, owner-enforced, TLS only; protected
+        like the file system."""
         name, child, bucket = self._name, pulumi.ResourceOptions(parent=self), self.bucket
-        harden(f"{name}-data", bucket, child, kms_key_arn=self.key.arn)
+        harden(f"{name}-data", bucket, child, self._ctx.bucket_lifecycle, kms_key_arn=self.key.arn)
 
     def _file_system(
         self, s: StorageConfig, network: Network, rules: list[pulumi.Resource]

@@ -77,6 +77,26 @@ def by_urn(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["urn"]: r for r in plan["resources"]}
 
 
+def deleted_after(urns: dict[str, dict[str, Any]], urn: str) -> set[str]:
+    """Every resource a destroy deletes after `urn`: its dependencies, its ancestors and theirs,
+    transitively."""
+    seen: set[str] = set()
+    todo = [urn]
+    while todo:
+        u = todo.pop()
+        r = urns.get(u)
+        if r is None:
+            continue
+        # A destroy deletes a child before its parent, and the parent before what it depends on.
+        parent = [r["parent"]] if r.get("parent") else []
+        for d in [*r.get("dependencies", []), *r.get("propertyDependencies", {}).values(), *parent]:
+            for x in d if isinstance(d, list) else [d]:
+                if x not in seen:
+                    seen.add(x)
+                    todo.append(x)
+    return seen
+
+
 def plan_exit(config: dict[str, Any], tmp_path: Path) -> tuple[int, str]:
     """Exit code and stderr of the offline plan of a stack file holding `config`."""
     path = tmp_path / "Pulumi.bad.yaml"

@@ -1,7 +1,7 @@
 """What preflight reads from the AWS account, behind one small interface with two sources.
 
 `Account` is the handful of reads the checks need (tools/preflight.py). Two sources implement it:
-`Boto3Account` here (the command line, `--profile`/`--region`) and `ProviderAccount`
+`Boto3Account` (tools/account_boto3.py: the command line, `--profile`/`--region`) and `ProviderAccount`
 (tools/account_invokes.py: the stack's own AWS provider inside `pulumi preview`/`up`, so its
 region and credentials apply). Both turn "AWS could not be asked" (no network, expired or missing
 credentials, a denied action) into one `AccountError` line; `explain_api_error` and
@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-import boto3
 import botocore.exceptions
 
 UPCOMING_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
@@ -75,6 +74,35 @@ class DeployedNodeGroup:
     desired: int
 
 
+@dataclass(frozen=True)
+class Vpc:
+    """An existing VPC, as DescribeVpcs and DescribeVpcAttribute describe it."""
+
+    id: str
+    dns_support: bool
+    dns_hostnames: bool
+
+
+@dataclass(frozen=True)
+class Subnet:
+    """An existing subnet, as DescribeSubnets describes it."""
+
+    id: str
+    vpc_id: str
+    availability_zone: str
+    available_addresses: int
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """An existing placement group (DescribePlacementGroups; the stack's provider reads it through
+    Cloud Control, whose AWS::EC2::PlacementGroup has no state: None then)."""
+
+    name: str
+    strategy: str
+    state: str | None
+
+
 class Account(Protocol):
     """The reads preflight makes, whatever answers them."""
 
@@ -104,6 +132,27 @@ class Account(Protocol):
 
     def quota(self, code: str) -> float:
         """The value of an EC2 service quota."""
+        ...
+
+    def vpc(self, vpc_id: str) -> Vpc | None:
+        """The VPC with its DNS attributes, or None when the region has no such id."""
+        ...
+
+    def subnet(self, subnet_id: str) -> Subnet | None:
+        """The subnet, or None when the region has no such id."""
+        ...
+
+    def vpc_of(self, kind: str, resource_id: str) -> str | None:
+        """The VPC of a route table (`route-table`) or security group (`security-group`), or None
+        when the region has no such id."""
+        ...
+
+    def placement_group(self, name: str) -> PlacementGroup | None:
+        """The placement group, or None when the region has none of that name."""
+        ...
+
+    def instances_in_group(self, name: str, availability_zone: str | None = None) -> int:
+        """Pending or running instances in the placement group (in the AZ, if given)."""
         ...
 
 
@@ -183,125 +232,3 @@ def explain_text(text: str, action: str) -> str:
     if at >= 0:
         return f"could not reach AWS for {action} ({_first_line(text[at:])}): check the network, proxy and region"
     return f"could not ask AWS for {action}: {_first_line(text)}"
-
-
-def _tags(items: Iterable[Mapping[str, Any]] | None) -> dict[str, str]:
-    return {str(t.get("Key")): str(t.get("Value")) for t in items or []}
-
-
-def _count(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def reservation_from(cr: Mapping[str, Any], tags: Mapping[str, str]) -> Reservation:
-    """A Reservation from DescribeCapacityReservations' member names (dates already datetimes)."""
-    return Reservation(
-        id=str(cr.get("CapacityReservationId")),
-        instance_type=str(cr.get("InstanceType")),
-        availability_zone=str(cr.get("AvailabilityZone")),
-        kind=str(cr.get("ReservationType") or "default"),
-        state=str(cr.get("State")),
-        total=int(cr.get("TotalInstanceCount") or 0),
-        available=int(cr.get("AvailableInstanceCount") or 0),
-        start=cr.get("StartDate"),
-        end=cr.get("EndDate"),
-        placement_group_arn=cr.get("PlacementGroupArn") or None,
-        upcoming=_count(tags.get(UPCOMING_TAG)),
-    )
-
-
-class Boto3Account:
-    """The reads through boto3 clients of one region (the command line)."""
-
-    def __init__(self, client: Callable[[str], Any]):
-        self._client = client
-
-    @classmethod
-    def from_session(cls, session: Any, region: str) -> Boto3Account:
-        """Clients of a boto3 session (or anything with `.client(name, region_name=...)`)."""
-        return cls(lambda service: session.client(service, region_name=region))
-
-    @classmethod
-    def for_profile(cls, profile: str | None, region: str) -> Boto3Account:
-        """A session of `profile` (default: the environment's, as the stack's AWS provider uses)."""
-        try:
-            session = boto3.Session(profile_name=profile)
-        except botocore.exceptions.BotoCoreError as e:
-            raise AccountError(explain_botocore(e, "the AWS profile")) from None
-        if session.get_credentials() is None:
-            raise AccountError(explain_botocore(botocore.exceptions.NoCredentialsError(), "sts:GetCallerIdentity"))
-        return cls.from_session(session, region)
-
-    def _call(self, service: str, operation: str, missing: Sequence[str] = (), **params: Any) -> Any:
-        """One API call (all pages for a pageable operation); None when the error code is in `missing`."""
-        action = f"{service.replace('service-quotas', 'servicequotas')}:{_camel(operation)}"
-        try:
-            client = self._client(service)
-            if client.can_paginate(operation):
-                return list(client.get_paginator(operation).paginate(**params))
-            return [getattr(client, operation)(**params)]
-        except botocore.exceptions.ClientError as e:
-            error = e.response.get("Error", {})
-            code = str(error.get("Code", ""))
-            if code in missing:
-                return None
-            raise AccountError(explain_api_error(code, str(error.get("Message", "")), action)) from None
-        except botocore.exceptions.BotoCoreError as e:
-            raise AccountError(explain_botocore(e, action)) from None
-
-    def offered_azs(self, instance_type: str) -> set[str]:
-        pages = self._call(
-            "ec2",
-            "describe_instance_type_offerings",
-            LocationType="availability-zone",
-            Filters=[{"Name": "instance-type", "Values": [instance_type]}],
-        )
-        return {o["Location"] for p in pages for o in p.get("InstanceTypeOfferings", [])}
-
-    def efa_interfaces(self, instance_type: str) -> int:
-        pages = self._call("ec2", "describe_instance_types", InstanceTypes=[instance_type])
-        info: dict[str, Any] = next((t for p in pages for t in p.get("InstanceTypes", [])), {})
-        net = info.get("NetworkInfo", {})
-        return int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)) if net.get("EfaSupported") else 0
-
-    def reservation(self, reservation_id: str) -> Reservation | None:
-        pages = self._call(
-            "ec2",
-            "describe_capacity_reservations",
-            missing=("InvalidCapacityReservationId.NotFound",),
-            CapacityReservationIds=[reservation_id],
-        )
-        found = [cr for p in pages or [] for cr in p.get("CapacityReservations", [])]
-        return reservation_from(found[0], _tags(found[0].get("Tags"))) if found else None
-
-    def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
-        pages = self._call(
-            "eks", "describe_nodegroup", missing=("ResourceNotFoundException",), clusterName=cluster, nodegroupName=name
-        )
-        if not pages:
-            return None
-        group = pages[0]["nodegroup"]
-        return DeployedNodeGroup(str(group.get("version")), int(group.get("scalingConfig", {}).get("desiredSize", 0)))
-
-    def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
-        filters = [
-            {"Name": "capacity-reservation-id", "Values": [reservation_id]},
-            {"Name": "instance-state-name", "Values": list(OWN_INSTANCE_STATES)},
-            *({"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())),
-        ]
-        pages = self._call("ec2", "describe_instances", Filters=filters)
-        return sum(len(r.get("Instances", [])) for p in pages for r in p.get("Reservations", []))
-
-    def caller_arn(self) -> str:
-        return str(self._call("sts", "get_caller_identity")[0].get("Arn", ""))
-
-    def quota(self, code: str) -> float:
-        pages = self._call("service-quotas", "get_service_quota", ServiceCode="ec2", QuotaCode=code)
-        return float(pages[0]["Quota"]["Value"])
-
-
-def _camel(operation: str) -> str:
-    return "".join(part.capitalize() for part in operation.split("_"))

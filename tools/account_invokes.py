@@ -13,6 +13,7 @@ reservation, is in tests/upstream/pulumi-aws-invokes.yaml.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,13 +25,27 @@ from tools.account import (
     UPCOMING_TAG,
     AccountError,
     DeployedNodeGroup,
+    PlacementGroup,
     Reservation,
+    Subnet,
+    Vpc,
     explain_text,
 )
 
 # A data source that finds nothing fails with terraform-provider-aws's NotFoundError ("couldn't
 # find resource") or EmptyResultError ("empty result"), or EC2's own NotFound code.
-_NOT_FOUND = ("couldn't find resource", "empty result", "InvalidCapacityReservationId.NotFound")
+_NOT_FOUND = (
+    "couldn't find resource",
+    "empty result",
+    "InvalidCapacityReservationId.NotFound",
+    # A singular data source (aws_vpc, aws_subnet, ...) that matches nothing: tfresource
+    # SingularDataSourceFindError, "no matching EC2 Subnet found".
+    "no matching ",
+)
+# AWS::EC2::PlacementGroup through Cloud Control (pulumi-aws has no placement group data source):
+# its properties GroupName, Strategy, SpreadLevel, PartitionCount (CloudFormation user guide,
+# aws-resource-ec2-placementgroup); no state.
+PLACEMENT_GROUP_TYPE = "AWS::EC2::PlacementGroup"
 
 
 def _date(value: Any) -> dt.datetime | None:
@@ -130,3 +145,53 @@ class ProviderAccount:
             quota_code=code,
         )
         return float(found.value)
+
+    def vpc(self, vpc_id: str) -> Vpc | None:
+        found = self._invoke(aws.ec2.get_vpc, "ec2:DescribeVpcs", not_found=True, id=vpc_id)
+        if found is None:
+            return None
+        return Vpc(vpc_id, bool(found.enable_dns_support), bool(found.enable_dns_hostnames))
+
+    def subnet(self, subnet_id: str) -> Subnet | None:
+        found = self._invoke(aws.ec2.get_subnet, "ec2:DescribeSubnets", not_found=True, id=subnet_id)
+        if found is None:
+            return None
+        return Subnet(
+            subnet_id, str(found.vpc_id), str(found.availability_zone), int(found.available_ip_address_count or 0)
+        )
+
+    def vpc_of(self, kind: str, resource_id: str) -> str | None:
+        if kind == "route-table":
+            found = self._invoke(
+                aws.ec2.get_route_table, "ec2:DescribeRouteTables", not_found=True, route_table_id=resource_id
+            )
+        else:
+            found = self._invoke(
+                aws.ec2.get_security_group, "ec2:DescribeSecurityGroups", not_found=True, id=resource_id
+            )
+        return None if found is None else str(found.vpc_id)
+
+    def placement_group(self, name: str) -> PlacementGroup | None:
+        found = self._invoke(
+            aws.cloudcontrol.get_resource,
+            "cloudformation:GetResource",
+            not_found=True,
+            type_name=PLACEMENT_GROUP_TYPE,
+            identifier=name,
+        )
+        if found is None:
+            return None
+        properties = json.loads(found.properties or "{}")
+        return PlacementGroup(name, str(properties.get("Strategy")), None)
+
+    def instances_in_group(self, name: str, availability_zone: str | None = None) -> int:
+        filters = [{"name": "placement-group-name", "values": [name]}]
+        if availability_zone:
+            filters.append({"name": "availability-zone", "values": [availability_zone]})
+        found = self._invoke(
+            aws.ec2.get_instances,
+            "ec2:DescribeInstances",
+            filters=filters,
+            instance_state_names=list(OWN_INSTANCE_STATES),
+        )
+        return len(found.ids or [])

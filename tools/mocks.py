@@ -131,10 +131,6 @@ class PlanMocks(pulumi_mocks.Mocks):
             return {"name": self.region, "region": self.region, "id": self.region}, []
         if tok == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
-        if tok == "aws:eks/getAddonVersion:getAddonVersion":
-            # The real answer comes from DescribeAddonVersions at deploy.
-            version = f"<EKS default for {args.args.get('kubernetesVersion')}>"
-            return {**args.args, "version": version, "id": args.args.get("addonName")}, []
         return {}, []
 
 

@@ -8,12 +8,18 @@ with the catalog's number of EFA interfaces; its capacity reservation or Capacit
 tools/reservations.py) exists, is for the right type and AZ, was made in the placement group the
 config names (or none), can hold the node group (its free instances plus those the group's own
 instances already use, so day 2 is not refused), is in a state that allows the group's desired
-size (a scheduled block is fine at 0), does not end within the margin, and (Capacity Blocks) ends
-when `endsAt` says, with the scale-down still ahead; a Capacity Block group is at desired size 0
+size (a scheduled block is fine at 0), does not end within the group's margin
+(`capacity.endMarginHours`: by default 24 h for a reservation, 0 for a Capacity Block, whose own
+scale-down drains it), and (Capacity Blocks) ends when `endsAt` says, with the scale-down still ahead
+and after the block's start; a Capacity Block group is at desired size 0
 before its Kubernetes version changes; the identity running Pulumi is not listed again in
 `adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
 instance family covers the node groups at their desired size, with a warning (and the request that
-fixes it) when it does not reach their maximum size (tools/quotas.py).
+fixes it) when it does not reach their maximum size (tools/quotas.py); with an existing VPC, that the
+VPC resolves DNS and gives hostnames, each subnet exists in that VPC and in the AZ it is keyed by
+with the free addresses the plan needs, and its named route tables and security groups are in it;
+and that each named placement group exists, is a cluster group and is in its node group's AZ
+(tools/network_checks.py).
 
 A deployed stack's day-2 edits are held against what is deployed: `cluster.kubernetesVersion`
 moves one minor version at a time, forward (the system node group's version, which follows the
@@ -46,13 +52,14 @@ from facts import instances
 from facts.names import SYSTEM_NODE_GROUP
 from facts.quotas import QUOTA_CODES
 from infra.context import StackContext, aws_provider
-from tools.account import Account, AccountError, Boto3Account
+from tools.account import Account, AccountError
+from tools.account_boto3 import Boto3Account
 from tools.account_invokes import ProviderAccount
 from tools.cli import add_stack_arguments, load_stack_config
+from tools.network_checks import check_placement_groups, check_vpc
 from tools.quotas import check_quotas
 from tools.reservations import Finding, check_reservations
 
-DEFAULT_MARGIN_HOURS = 24
 DAY2 = "day2"
 """Findings of this kind refuse a config edit the deployed stack cannot take in place (exit 2)."""
 
@@ -172,14 +179,17 @@ def check_admin_entries(account: Account, cfg: StackConfig) -> list[Finding]:
 
 
 def run_checks(
-    account: Account, cfg: StackConfig, *, margin_hours: float = DEFAULT_MARGIN_HOURS, now: dt.datetime | None = None
+    account: Account, cfg: StackConfig, *, margin_hours: float | None = None, now: dt.datetime | None = None
 ) -> list[Finding]:
-    """Every check against the account behind `account`; AccountError when AWS cannot be asked."""
+    """Every check against the account behind `account`; AccountError when AWS cannot be asked.
+    `margin_hours` overrides every group's reservation end margin (the command line's --margin-hours)."""
     now = now or dt.datetime.now(dt.UTC)
     return [
         *check_offerings(account, cfg),
         *check_efa(account, cfg),
+        *check_vpc(account, cfg),
         *check_reservations(account, cfg, now, margin_hours),
+        *check_placement_groups(account, cfg),
         *check_capacity_block_upgrades(account, cfg),
         *check_version_step(account, cfg),
         *check_admin_entries(account, cfg),
@@ -223,7 +233,13 @@ def _parser() -> argparse.ArgumentParser:
         "--profile", help="AWS profile to ask with (default: the environment's, as the stack's AWS provider uses)"
     )
     parser.add_argument("--region", help="must be the stack's aws:region (the default), where its provider works")
-    parser.add_argument("--margin-hours", type=float, default=DEFAULT_MARGIN_HOURS, help="reservation end margin")
+    parser.add_argument(
+        "--margin-hours",
+        type=float,
+        default=None,
+        help="reservation end margin for every group (default: each group's capacity.endMarginHours, or 24 h for a"
+        " reservation and 0 for a Capacity Block)",
+    )
     return parser
 
 

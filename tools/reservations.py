@@ -82,10 +82,14 @@ def group_not_checked(ng: NodeGroupConfig) -> Finding:
     )
 
 
-def check_reservations(account: Account, cfg: StackConfig, now: dt.datetime, margin_hours: float) -> list[Finding]:
+def check_reservations(
+    account: Account, cfg: StackConfig, now: dt.datetime, margin_hours: float | None = None
+) -> list[Finding]:
     """Each reservation or Capacity Block exists, is for the node group's type and AZ, was made in
     the placement group the config names, can hold the group in its current state, does not end
-    within the margin, and (Capacity Blocks) ends at `endsAt`."""
+    within the margin (the group's `capacity.endMarginHours`, by default per capacity type, unless
+    `margin_hours` overrides it for every group), and (Capacity Blocks) ends at `endsAt`, with the
+    scale-down between the block's start and now."""
     out = []
     for ng in cfg.node_groups:
         if not ng.capacity.targets_reservation:
@@ -103,7 +107,8 @@ def check_reservations(account: Account, cfg: StackConfig, now: dt.datetime, mar
         az = cfg.node_group_az(ng)
         problems = match_problems(cr, ng, az)
         note, capacity = capacity_problems(account, cr, ng, own_instance_tags(cfg, ng))
-        problems += capacity + end_problems(cr, ng, now, margin_hours)
+        margin = ng.capacity.end_margin if margin_hours is None else dt.timedelta(hours=margin_hours)
+        problems += capacity + end_problems(cr, ng, now, margin)
         problems += placement_problems(cr, ng) + block_end_problems(cr, ng, now)
         out += [Finding("reservation", subject, False, p) for p in problems]
         if not problems:
@@ -157,12 +162,19 @@ def capacity_problems(
     return cr.state, [f"is in state {cr.state!r}, which preflight does not know: check it in the EC2 console"]
 
 
-def end_problems(cr: Reservation, ng: NodeGroupConfig, now: dt.datetime, margin_hours: float) -> list[str]:
-    """A group that runs nodes needs its reservation beyond the margin (a group at 0 runs none)."""
+def end_problems(cr: Reservation, ng: NodeGroupConfig, now: dt.datetime, margin: dt.timedelta) -> list[str]:
+    """A group that runs nodes needs its reservation beyond the margin (a group at 0 runs none).
+    A Capacity Block's default margin is 0: its scale-down (`block_end_problems`) drains it."""
     if ng.desired_size == 0 or cr.state in GONE or cr.end is None:
         return []
-    if cr.end - now < dt.timedelta(hours=margin_hours):
-        return [f"ends at {iso(cr.end)}, within {margin_hours:g} h: extend it or scale the node group to 0 before then"]
+    hours = f"{margin.total_seconds() / 3600:g} h"
+    if margin and cr.end - now < margin:
+        return [
+            f"ends at {iso(cr.end)}, within {hours} (capacity.endMarginHours): extend it or scale the node group"
+            " to 0 before then"
+        ]
+    if cr.end <= now:
+        return [f"ended at {iso(cr.end)}: scale the node group to 0 or use another reservation"]
     return []
 
 
@@ -194,5 +206,10 @@ def block_end_problems(cr: Reservation, ng: NodeGroupConfig, now: dt.datetime) -
         out.append(
             f"the scale-down at {iso(when)} is already past: remove the node group or set a new block's"
             " reservationId and endsAt"
+        )
+    if cr.start is not None and when <= cr.start:
+        out.append(
+            f"the scale-down at {iso(when)} comes before the block starts ({iso(cr.start)}): the group would never"
+            " run nodes; lower capacity.scaleDownMinutesBeforeEnd"
         )
     return out

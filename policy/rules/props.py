@@ -45,6 +45,10 @@ T_SSE = (
     "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2",
 )
 T_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+T_LIFECYCLE = (
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+    "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2",
+)
 T_HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 T_KUBERNETES = "kubernetes:*"
 """Every Kubernetes object (a prefix: rules match `kubernetes:` types)."""

@@ -23,6 +23,7 @@ from policy.rules.props import (
     T_FLOW_LOG,
     T_FSX,
     T_LAUNCH_TEMPLATE,
+    T_LIFECYCLE,
     T_LOG_GROUP,
     T_NODE_GROUP,
     T_PUBLIC_ACCESS_BLOCK,
@@ -164,7 +165,8 @@ def _enabled(status: object) -> bool:
 
 def check_buckets(resources: Sequence[Resource], context: Context) -> Iterator[Finding]:
     """S3 buckets: versioned, encrypted, public access blocked (by their companion resources,
-    or inline on a v1 bucket)."""
+    or inline on a v1 bucket), and a versioned bucket's old versions and unfinished uploads bounded
+    by a lifecycle rule."""
     for b in of_type(resources, *T_BUCKETS):
         i = inputs(b)
 
@@ -187,6 +189,30 @@ def check_buckets(resources: Sequence[Resource], context: Context) -> Iterator[F
         )
         if not blocked:
             yield b, "public access is not blocked (BucketPublicAccessBlock with all four settings true)"
+        if versioned and not any(_bounds_versions(inputs(c).get("rules")) for c in companions(*T_LIFECYCLE)):
+            yield (
+                b,
+                (
+                    "versioned bucket keeps every old version forever: a BucketLifecycleConfiguration rule must expire"
+                    " noncurrent versions and abort incomplete multipart uploads"
+                ),
+            )
+
+
+def _bounds_versions(rules: object) -> bool:
+    """An enabled rule that expires noncurrent versions and aborts unfinished uploads (unknown on a
+    first preview counts)."""
+    if unknown(rules):
+        return True
+    return any(
+        _enabled(dig(r, "status"))
+        and (unknown(dig(r, "noncurrentVersionExpiration")) or dig(r, "noncurrentVersionExpiration", "noncurrentDays"))
+        and (
+            unknown(dig(r, "abortIncompleteMultipartUpload"))
+            or dig(r, "abortIncompleteMultipartUpload", "daysAfterInitiation")
+        )
+        for r in as_list(rules)
+    )
 
 
 def check_flow_log_groups(resources: Sequence[Resource], context: Context) -> Iterator[Finding]:

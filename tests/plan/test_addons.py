@@ -10,7 +10,7 @@ import pytest
 
 import config
 import stack as program
-from facts import names
+from facts import eks_addons, names
 from facts.names import STORAGE_CLAIM, WORKLOADS_NAMESPACE
 from infra.charts import (
     accelerator_groups,
@@ -148,8 +148,8 @@ def test_eks_addon_versions_come_from_config() -> None:
     values = {**MINIMAL, "llm-training-eks:addons": {"eksAddonVersions": {"vpcCni": "v1.20.1-eksbuild.3"}}}
     addons = {r["inputs"]["addonName"]: r["inputs"] for r in resources(run_plan(values), "aws:eks/addon:Addon")}
     assert addons["vpc-cni"]["addonVersion"] == "v1.20.1-eksbuild.3"
-    # Not configured: the EKS default for the cluster version, looked up at deploy (mocked here).
-    assert addons["coredns"]["addonVersion"] == "<EKS default for 1.35>"
+    # Not configured: the version facts/eks_addons.py pins for the cluster's minor.
+    assert addons["coredns"]["addonVersion"] == eks_addons.addon_version("1.35", "coredns")
 
 
 def test_fsx_csi_controller_role_is_least_privilege() -> None:

@@ -74,7 +74,6 @@ def test_every_pinned_chart_has_facts() -> None:
         (charts.NEURON, a.neuron_chart),
         (charts.FSX_CSI_DRIVER, a.fsx_csi_driver_chart),
         (charts.KUEUE, a.kueue_chart),
-        (charts.DCGM_EXPORTER, a.dcgm_exporter_chart),
     ]:
         assert chart_facts({"chart": chart.chart, "version": version})["version"] == version
 
@@ -86,7 +85,6 @@ def test_published_versions() -> None:
     for name, version in [
         ("aws-efa-k8s-device-plugin", a.efa_device_plugin_chart),
         ("aws-fsx-csi-driver", a.fsx_csi_driver_chart),
-        ("dcgm-exporter", a.dcgm_exporter_chart),
     ]:
         assert upstream.facts(f"chart-{name}-{version}")["published_in_index"] is True
     kueue = upstream.facts(f"chart-kueue-{a.kueue_chart}")

@@ -30,7 +30,7 @@ import config
 from infra.context import StackContext, aws_provider
 from tests import upstream
 from tools import mocks as plan_mocks
-from tools.account import Boto3Account
+from tools.account_boto3 import Boto3Account
 from tools.account_invokes import ProviderAccount
 
 REGION = "us-west-2"
@@ -111,7 +111,8 @@ class ProviderFailed(grpc.RpcError):
 
 class InvokeMocks(plan_mocks.PlanMocks):
     """The offline plan's mocks, answering preflight's invokes from `answers` (token -> answer,
-    or a provider error text); every call is recorded with the provider it was made through."""
+    or a provider error text, or a function of the invoke's arguments to either); every call is
+    recorded with the provider it was made through."""
 
     def __init__(self, answers: dict[str, Any]):
         super().__init__(REGION, None)
@@ -124,9 +125,11 @@ class InvokeMocks(plan_mocks.PlanMocks):
         if args.token not in self.answers:
             return super().call(args)
         answer = self.answers[args.token]
+        if callable(answer):
+            answer = answer(args.args)
         if isinstance(answer, str):
             raise ProviderFailed(args.token, answer)
-        return (answer(args.args) if callable(answer) else answer), []
+        return answer, []
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if args.typ == "pulumi:providers:aws":

@@ -159,8 +159,19 @@ def buckets(*, good: bool, bucket_ref: str = "data-bucket") -> list[dict[str, An
                     ),
                 },
             ),
+            res(props.T_LIFECYCLE[0], "l", {**ref, "rules": [bounded_versions()]}),
         ]
     return out
+
+
+def bounded_versions(**over: Any) -> dict[str, Any]:
+    return {
+        "id": "bounded-versions",
+        "status": "Enabled",
+        "noncurrentVersionExpiration": {"noncurrentDays": 14},
+        "abortIncompleteMultipartUpload": {"daysAfterInitiation": 7},
+        **over,
+    }
 
 
 def test_buckets_pass_versioned_encrypted_private():
@@ -170,6 +181,22 @@ def test_buckets_pass_versioned_encrypted_private():
 def test_buckets_fail_bare():
     msgs = messages(buckets(good=False), "s3-buckets")
     assert len(msgs) == 3
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        bounded_versions(status="Disabled"),
+        bounded_versions(noncurrentVersionExpiration=None),
+        bounded_versions(abortIncompleteMultipartUpload=None),
+    ],
+)
+def test_a_versioned_bucket_without_a_rule_bounding_its_versions_fails(rule: dict[str, Any]):
+    found = buckets(good=True)
+    found[-1]["inputs"]["rules"] = [rule]
+    (msg,) = messages(found, "s3-buckets")
+    assert "keeps every old version forever" in msg
+    assert len(messages(buckets(good=True)[:-1], "s3-buckets")) == 1
 
 
 def test_buckets_on_a_first_preview_follow_dependencies():

@@ -19,7 +19,7 @@ from tests import upstream
 from tests.conftest import API_PATH, BASE, MINIMAL
 from tests.unit.preflight_sources import NOW, reservation
 from tools import preflight
-from tools.account import Boto3Account
+from tools.account_boto3 import Boto3Account
 
 
 def cfg_of(**ng: Any) -> config.StackConfig:
@@ -371,7 +371,14 @@ def test_kubernetes_version_moves_one_minor_at_a_time(deployed: str | None, want
     """Issue 20 item 24: 1.34 -> 1.36 is refused, naming the key and the next step (EKS user guide,
     update-cluster: one minor version at a time)."""
     facts = upstream.facts("aws-eks-update-cluster-2024-12")
-    cfg = config.parse({"region": "us-west-2", "cluster": {**API_PATH, "kubernetesVersion": wanted}})
+    # A 1.36 stack names the add-on versions facts/eks_addons.py records none of for 1.36.
+    named = {
+        "vpcCni": "v1.22.4-eksbuild.3",
+        "podIdentityAgent": "v1.3.10-eksbuild.3",
+        "nodeMonitoringAgent": "v1.6.4-eksbuild.1",
+    }
+    addons = {"eksAddonVersions": named} if wanted == "1.36" else {}
+    cfg = config.parse({"region": "us-west-2", "cluster": {**API_PATH, "kubernetesVersion": wanted}, "addons": addons})
     (finding,) = preflight.check_version_step(account(eks=_eks_system_group(deployed)), cfg)
     assert finding.ok is ok and finding.subject == "cluster.kubernetesVersion"
     if deployed == "1.34" and not ok:
