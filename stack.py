@@ -23,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, checkpoints, checks
+from config import ConfigError, checks
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import RECIPES, Run
@@ -223,14 +223,7 @@ def checkpoint_plans(
     `node_types` is the instance type of each node group."""
     plans = {}
     for name, run in workloads.items():
-        plan = checkpoints.plan(
-            run.RECIPE,
-            run.model_shape,
-            run.checkpoints_kept,
-            run.checkpoint_interval,
-            storage,
-            cost.estimated_step_seconds(cfg, name, node_types.get(run.node_group))[0],
-        )
+        plan = run.checkpoint_plan(storage, cost.estimated_step_seconds(cfg, name, node_types.get(run.node_group))[0])
         if plan is not None:
             plans[name] = plan.as_dict()
     return plans

@@ -3,7 +3,7 @@
 botocore ships every service's API model: enums, integer ranges, string lengths and
 patterns, list and map sizes. A config value that ends up in an AWS request is checked
 against the shape of the member it fills, so AWS's rule (not a looser local one) decides,
-and the error names the API member. `tests/unit/test_aws_inputs.py` holds every planned
+and the error names the API member. `tests/plan/test_aws_inputs.py` holds every planned
 input of the EKS, EC2, FSx, ECR, S3, KMS and IAM resources against the same shapes.
 
 Shapes are addressed as `service:Operation:Member.Member` (`[]` steps into a list member,

@@ -1,9 +1,10 @@
-"""How big a run's checkpoints are, how long one takes to write to the shared file system,
-and whether the file system can hold the ones a run keeps.
+"""How big a run's checkpoints are, how long one interval's take to write to the shared file
+system, and whether the file system can hold the ones a run keeps.
 
 Sizes are estimates from the model shape: parameters x bytes per parameter of what the
-framework saves. Write time assumes the whole file system's throughput goes to the
-checkpoint (FSx for Lustre: storage TiB x throughput tier), which is the best case.
+framework saves. Each recipe states its own `CheckpointModel` (config/workloads/<recipe>.py);
+nothing here knows a recipe by name. Write time assumes the whole file system's throughput
+goes to the checkpoint (FSx for Lustre: storage TiB x throughput tier), which is the best case.
 """
 
 from __future__ import annotations
@@ -17,21 +18,33 @@ GIB = 1024**3
 TB = 1000**4
 LLAMA2_VOCAB = 32000
 """Llama 2's tokenizer vocabulary (Meta's model card); embedding and output layers are untied."""
-BERT_LARGE_PARAMETERS = 335_000_000
-"""BERT-large with its pretraining heads (Devlin et al. 2019: 340M; bert-large-uncased: 335M)."""
-
-# Bytes each parameter takes in a checkpoint: weights plus AdamW's two moments.
-# llama2-neuron: neuronx-nemo-megatron's bf16SR mode (XLA_USE_BF16=1, optimizer adamw;
-# train_setup.sh) keeps tensors float32 on the host side, so weights, exp_avg and exp_avg_sq
-# are saved in fp32: 12 bytes. nemo-gpu: NeMo's llama config trains bf16-mixed without
-# megatron_amp_O2, so the weights are fp32 and fused_adam's moments fp32: 12 bytes.
-# bert-neuron: the model in bf16 (model.to(torch.bfloat16)) and AdamW_FP32OptimParams's fp32
-# moments: 2 + 8 = 10 bytes.
-BYTES_PER_PARAMETER = {"llama2-neuron": 12, "nemo-gpu": 12, "bert-neuron": 10}
 STORAGE_SHARE = 0.8
 """Share of the file system the kept checkpoints may fill; the rest is for data, logs, caches."""
 MAX_WRITE_SHARE = 0.02
 """The example stacks keep checkpoint writing at or under 2% of training time."""
+
+
+@dataclass(frozen=True)
+class CheckpointSize:
+    """How a recipe's checkpoints are sized: the run's parameters (from its model shape) x the
+    bytes each parameter takes in what the framework saves (weights plus optimizer state)."""
+
+    bytes_per_parameter: int
+    why: str
+    """What the framework saves per parameter, and where that is read (the source of the number)."""
+    written_per_interval: int = 1
+    """Checkpoints written at each checkpoint interval (the write time counts each)."""
+
+
+@dataclass(frozen=True)
+class NotSized:
+    """A recipe whose checkpoints the project does not size, and why (no storage check, no write time)."""
+
+    why: str
+
+
+CheckpointModel = CheckpointSize | NotSized
+"""What a recipe says about its checkpoints."""
 
 
 def llama_parameters(m: ModelConfig, vocab: int = LLAMA2_VOCAB) -> int:
@@ -86,26 +99,18 @@ class CheckpointPlan:
         }
 
 
-def checkpoint_bytes(recipe: str, model: ModelConfig | None) -> int | None:
-    """Bytes of one checkpoint of a recipe (None: unknown, e.g. bring-your-own code)."""
-    if recipe == "bert-neuron":
-        return BERT_LARGE_PARAMETERS * BYTES_PER_PARAMETER[recipe]
-    if model is None or recipe not in BYTES_PER_PARAMETER:
-        return None
-    return llama_parameters(model) * BYTES_PER_PARAMETER[recipe]
-
-
 def plan(
-    recipe: str,
-    model: ModelConfig | None,
+    model: CheckpointModel,
+    parameters: int | None,
     kept: int,
     interval_steps: int | None,
     storage: StorageConfig,
     step_seconds: float | None = None,
 ) -> CheckpointPlan | None:
-    """The checkpoint plan of one run (None when its checkpoint size is unknown)."""
-    size = checkpoint_bytes(recipe, model)
-    if size is None:
+    """The checkpoint plan of one run (None when its recipe does not size its checkpoints, or
+    the run has no parameter count)."""
+    if isinstance(model, NotSized) or parameters is None:
         return None
-    seconds = size / (write_mb_per_second(storage) * 1e6)
+    size = parameters * model.bytes_per_parameter
+    seconds = model.written_per_interval * size / (write_mb_per_second(storage) * 1e6)
     return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds)

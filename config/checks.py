@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 from config.addons import EFA_PLUGIN_FIRST_CHART_FOR, chart_version
 from config.aws import tag_problems
 from config.base import did_you_mean
-from config.checkpoints import GIB, STORAGE_SHARE, plan
+from config.checkpoints import GIB, STORAGE_SHARE
 from config.layers import layer_problems
 from config.names import (
     node_group_azs_in_vpc,
@@ -34,7 +34,7 @@ from config.stack import StackConfig
 from config.stackfile import SECRET
 from config.storage import StorageConfig
 from config.teams import TeamConfig
-from config.workloads import RunConfig, WorkloadConfig
+from config.workloads import RECIPES, RunConfig, WorkloadConfig
 from facts import eks_addons, instances, versions
 from facts.names import CLUSTER_TAG, SYSTEM_NODE_GROUP
 
@@ -93,6 +93,9 @@ def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
     return [f"{key}.nodeGroup: unknown node group {wanted!r}{did_you_mean(wanted, groups)}; node groups: {known}"]
 
 
+CPU_RECIPES = [name for name, model in RECIPES.items() if model.RUNS_ON_CPU]
+
+
 def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     """A CPU recipe runs on the system node group (an accelerated node's taints keep its pods
     off); every other recipe needs an accelerated group, of its accelerator where it names one."""
@@ -108,7 +111,7 @@ def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
             ]
         return [
             f"{key}.nodeGroup: recipe {run.RECIPE} needs an accelerated node group; {ng.name!r} is the system node"
-            f" group ({it.name}, no accelerator), where only CPU recipes (ddp-cpu) run"
+            f" group ({it.name}, no accelerator), where only CPU recipes ({', '.join(CPU_RECIPES)}) run"
         ]
     if run.ACCELERATOR is None or it.accelerator == run.ACCELERATOR:
         return []
@@ -206,11 +209,7 @@ def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collecti
 
 def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageConfig) -> list[str]:
     """The checkpoints every run keeps fit in the shared file system, with room to spare."""
-    kept = {
-        name: p
-        for name, run in sorted(workloads.items())
-        if (p := plan(run.RECIPE, run.model_shape, run.checkpoints_kept, None, storage))
-    }
+    kept = {name: p for name, run in sorted(workloads.items()) if (p := run.checkpoint_plan(storage))}
     total = sum(p.kept_bytes for p in kept.values())
     room = storage.storage_capacity_gib * GIB * STORAGE_SHARE
     if total <= room:

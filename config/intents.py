@@ -25,7 +25,8 @@ from config.storage import StorageConfig
 
 EKSCTL, TF_EKS, TF_VPC, DOEKS, FSX = "eksctl", "terraform-aws-eks", "terraform-aws-vpc", "data-on-eks", "fsx-api"
 OWN = "this project"
-"""A key people write from this project's own vocabulary (the stack output `dataBucket`, issue 18)."""
+"""A key people write from this project's own vocabulary: a bucket key (`storage.bucketName`,
+`storage.dataBucket`) named after the stack output `dataBucket`, though the stack creates its bucket."""
 
 
 @dataclass(frozen=True)

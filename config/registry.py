@@ -10,6 +10,8 @@ from config.aws import problems
 from config.base import Model, matches
 from config.workloads import RECIPES
 
+BUILT = [recipe.REPOSITORY for recipe in RECIPES.values() if recipe.REPOSITORY]
+"""The repositories of the recipes whose images the stack builds."""
 _ECR_NAME_RE = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*", re.ASCII)
 
 
@@ -27,8 +29,8 @@ class RepositoryConfig(Model):
 
 
 def _default_repositories() -> dict[str, RepositoryConfig]:
-    # One repository per recipe whose image the stack builds (neuronx-nemo-megatron, nemo, bert-neuronx).
-    return {recipe.REPOSITORY: RepositoryConfig() for recipe in RECIPES.values() if recipe.REPOSITORY}
+    # One repository per recipe whose image the stack builds.
+    return {repository: RepositoryConfig() for repository in BUILT}
 
 
 class RegistryConfig(Model):
@@ -37,7 +39,7 @@ class RegistryConfig(Model):
     repositories: dict[str, RepositoryConfig] = Field(
         default_factory=_default_repositories,
         description="Repository key -> options; created as <cluster.name>/<key>. Replaces the defaults"
-        " (neuronx-nemo-megatron, nemo, bert-neuronx) when given.",
+        f" ({', '.join(BUILT)}) when given.",
     )
 
     @field_validator("repositories")

@@ -6,7 +6,7 @@ Sources (tests/upstream/aws-ec2-on-demand-quotas-2026-11.yaml records each, with
 - AWS's own default for L-1216C47A, as `get-aws-default-service-quota` reports it: 5 vCPUs (AWS
   CLI example); the EC2 user guide says new accounts may start below the documented limits.
 - What new accounts are actually given (the applied quota): 32 Standard vCPUs in the reports
-  of new-account users (VcpuLimitExceeded "current vCPU limit of 32") and in issue 18, and no P
+  of new-account users (VcpuLimitExceeded "current vCPU limit of 32"), and no P
   or Trn quota (0) until an increase is granted. AWS publishes no single figure: an account can
   start lower (5 is the documented default), so preflight asks the account, never this table.
 

@@ -6,7 +6,8 @@ tests/upstream/neuron-dlc-pytorch-training.yaml hold them):
   training from Neuron 2.30.0 (PyTorch 2.9 is the last PyTorch/XLA training version); the
   pytorch-training-neuronx DLC is no longer published from 2.31.0; NeMo Megatron
   (neuronx-nemo-megatron) support ends with 2.23; trn2 arrives in 2.21.0. TorchNeuron, the
-  successor, targets trn2 and trn3 (FACTS.md), so trn1/trn1n training stays on SDK <= 2.29.
+  successor, targets Trn2 and Trn3 only (frameworks/torch/about/index.rst, "Target Platforms"),
+  so trn1/trn1n training stays on SDK <= 2.29.
 - aws-neuron/deep-learning-containers: the PyTorch training DLC configures sshd for the MPI
   operator from tag 2.22.0 (not 2.20.1: the Dockerfile at that tag has no openssh).
 """

@@ -4,6 +4,7 @@ Items: node groups (nodes x on-demand price; an ODCR bills at the on-demand rate
 used or not; Capacity Blocks and spot are shown at the on-demand rate as an upper bound),
 the EKS control plane, NAT gateways (none in an existing VPC) and FSx for Lustre (storage x
 throughput tier).
+What the estimate leaves out is listed with it (`NOT_COUNTED`, the cost's `notCounted`).
 Prices come from `Prices`: the AWS Price List API through boto3 (`--live`, needs
 credentials; `tools.cost`) or the dated table in `facts.prices` (the offline plan always
 uses the table, so the plan stays deterministic).
@@ -11,7 +12,7 @@ uses the table, so the plan stays deterministic).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +69,45 @@ class CostItem:
         }
 
 
-def summary(items: Sequence[CostItem], prices: Prices, runs: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """The `cost` object of the plan JSON."""
+NOT_COUNTED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("EBS: each node's encrypted gp3 root volume", ("aws:ec2/launchTemplate:LaunchTemplate",)),
+    ("KMS: the stack's customer-managed keys (a monthly charge per key) and their requests", ("aws:kms/key:Key",)),
+    (
+        "public IPv4: the NAT gateways' Elastic IPs (AWS bills every public IPv4 address by the hour)",
+        ("aws:ec2/eip:Eip",),
+    ),
+    (
+        "CloudWatch: the log groups (control plane, flow logs, FSx, builds) and Container Insights",
+        ("aws:cloudwatch/logGroup:LogGroup",),
+    ),
+    ("backups: FSx for Lustre automatic and final backups", ("aws:fsx/lustreFileSystem:LustreFileSystem",)),
+    ("S3: the buckets' storage, object versions and requests", ("aws:s3/bucket:Bucket",)),
+    (
+        "CodeBuild and ECR: build minutes (image builds, the CI runner) and image storage",
+        ("aws:codebuild/project:Project", "aws:ecr/repository:Repository"),
+    ),
+    (
+        "data transfer: NAT gateway processing per GB, traffic between AZs, internet egress",
+        ("aws:ec2/natGateway:NatGateway", "aws:eks/nodeGroup:NodeGroup"),
+    ),
+)
+"""What is billed besides the estimate (by use or size, or small beside the nodes), each with the
+resource types that bring it: the plan lists those its resources have."""
+
+
+def not_counted(types: Collection[str] | None = None) -> list[str]:
+    """What the estimate leaves out, of a stack declaring resources of `types` (None: all of it)."""
+    return [what for what, brought_by in NOT_COUNTED if types is None or set(brought_by) & set(types)]
+
+
+def summary(
+    items: Sequence[CostItem],
+    prices: Prices,
+    runs: Sequence[dict[str, Any]] = (),
+    types: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The `cost` object of the plan JSON; `types`: the resource types of the stack (for what
+    the estimate leaves out; None: list all of it)."""
     hourly = sum(i.hourly for i in items)
     return {
         "currency": "USD",
@@ -78,6 +116,7 @@ def summary(items: Sequence[CostItem], prices: Prices, runs: Sequence[dict[str, 
         "items": [i.as_dict() for i in items],
         "totalHourly": round(hourly, 4),
         "totalMonthly": round(hourly * table.HOURS_PER_MONTH, 2),
+        "notCounted": not_counted(types),
         "trainingRuns": list(runs),
     }
 
@@ -125,14 +164,9 @@ def items_from_config(cfg: StackConfig, prices: Prices) -> list[CostItem]:
     return items
 
 
-# Neuron performance sample (aws-neuron-sdk trn1_trn1n_nlp_data.csv, Neuron 2.13.1): Llama2-7B,
-# TP=8, global batch 256, 16 trn1.32xlarge nodes: 49.75 sequences/s. Scaled linearly per node,
-# it estimates a 7B step where no measured `stepSeconds` is configured.
-LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16
-
-
 def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | None = None) -> tuple[float | None, str]:
-    """Seconds per step of a run: configured, estimated from a published sample, or unknown.
+    """Seconds per step of a run: configured, estimated from its recipe's published
+    measurement (the recipe's STEP_TIME), or unknown.
 
     `instance_type` is that of the run's node group (default: from the stack's own groups)."""
     run = cfg.workloads[name]
@@ -140,15 +174,9 @@ def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | Non
         return run.step_seconds, "configured"
     if instance_type is None:
         instance_type = own_node_types(cfg).get(run.node_group)
-    model = run.model_shape
-    if (
-        run.recipe == "llama2-neuron"
-        and model is not None
-        and model.preset == "7b"
-        and instance_type in ("trn1.32xlarge", "trn1n.32xlarge")
-    ):
-        per_second = LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE * run.nodes
-        return model.global_batch_size / per_second, "estimated from the Neuron 2.13.1 Llama2-7B sample"
+    estimate = run.estimated_step_time(instance_type) if instance_type is not None else None
+    if estimate is not None:
+        return estimate
     return None, "unknown: set workloads.<name>.stepSeconds"
 
 

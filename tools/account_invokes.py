@@ -7,7 +7,7 @@ resources, not with whatever a bare boto3 session would find. The invokes are th
 forms, so a failing check stops the program before any other resource is declared.
 
 What each data source returns, and that it errors rather than returning nothing for a missing
-reservation, is in tests/upstream/pulumi-aws-invokes.yaml.
+reservation, is in tests/upstream/pulumi-aws-invokes-7.51.1.yaml.
 """
 
 from __future__ import annotations

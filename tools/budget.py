@@ -6,7 +6,8 @@ runner) or the OIDC session (GitHub-hosted), each before the platform limit abov
 killed mid-update leaves the stack's lock and pending operations behind (pulumi/pulumi
 pkg/backend/diy/lock.go): every later deploy of that stack fails until someone cancels it.
 
-The bound of one resource is its create timeout (tests/upstream/await-timeouts.yaml):
+The bound of one resource is its create timeout (tests/upstream/pulumi-kubernetes-4.32.0-await.yaml,
+tests/upstream/terraform-provider-aws-create-timeouts.yaml):
 - Kubernetes objects (pulumi-kubernetes await.go, metadata/overrides.go): the resource's
   customTimeouts, else `pulumi.com/timeoutSeconds`, else 10 minutes; nothing for
   `pulumi.com/skipAwait: "true"`. Helm releases: `timeout`, else 300 s, nothing with skipAwait.

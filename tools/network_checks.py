@@ -1,5 +1,5 @@
 """Preflight's checks of what an existing VPC and named placement groups must give, read from the
-account instead of taken on trust (issue 20, item 15).
+account instead of taken on trust.
 
 With `network.vpcId` the stack creates no network: it puts nodes, pods, the file system and the
 EKS interfaces into `privateSubnetIds`. Config can only check the ids' shape; the account says

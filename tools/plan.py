@@ -137,6 +137,7 @@ def run(
             cost.items_from_plan(resources, cfg.region, cost.Prices()),
             cost.Prices(),
             cost.runs_from_config(cfg, cost.Prices(), run_node_types(cfg, below)),
+            {r["type"] for r in resources},
         ),
         "policy": [v.as_dict() for v in violations],
     }

@@ -1,5 +1,11 @@
 """The offline plan as a table: resources grouped by top-level component, with the facts a
-reviewer checks first (`python -m tools.plan --format table`)."""
+reviewer checks first (`python -m tools.plan --format table`).
+
+Each top-level component type has a facts function (`FACTS`) or is listed as resources-only
+(`RESOURCES_ONLY`); the functions read the plan through `tools.plan_view.PlanView`, which
+records every input and child type asked for, so tests/plan/test_plan_table.py fails when one
+is set in no example stack (renamed, or no longer set) instead of a line silently vanishing.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +16,15 @@ from typing import Any
 
 from facts.names import PROJECT, component_type
 from infra.ci_runner import runner_label
+from tools.plan_view import PlanView, Reads
 from tools.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
 
 
-def _children(plan: dict[str, Any], urn: str) -> list[dict[str, Any]]:
-    return [r for r in plan["resources"] if r["parent"] == urn]
-
-
-def _of_type(rs: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:
-    return [r for r in rs if r["type"] == type_]
-
-
-def _existing_network_facts(comp: dict[str, Any], kids: list[dict[str, Any]]) -> list[str]:
+def _existing_network_facts(view: PlanView, comp: dict[str, Any], kids: list[dict[str, Any]]) -> list[str]:
     """An existing VPC: what the stack uses of it, what it does not create, what it needs."""
     i = comp["inputs"]
     private = i.get("privateSubnetIds") or {}
-    endpoint = _of_type(kids, "aws:ec2/vpcEndpoint:VpcEndpoint")
+    endpoint = view.of_type(kids, "aws:ec2/vpcEndpoint:VpcEndpoint")
     facts = [
         f"existing VPC {i.get('vpcId')}: creates no VPC, subnets, NAT gateway or internet gateway",
         "private subnets: " + ", ".join(f"{az} {sid}" for az, sid in private.items()),
@@ -39,37 +38,23 @@ def _existing_network_facts(comp: dict[str, Any], kids: list[dict[str, Any]]) ->
     return facts
 
 
-def _subnet_azs(plan: dict[str, Any]) -> dict[str, str]:
-    """Subnet id -> AZ: of the subnets the plan creates, and of an existing VPC's subnets."""
-    azs = {
-        r["id"]: r["inputs"].get("availabilityZone", "?")
-        for r in plan["resources"]
-        if r["type"] == "aws:ec2/subnet:Subnet"
-    }
-    for r in plan["resources"]:
-        if r["type"] == component_type("infra", "Network"):
-            for key in ("privateSubnetIds", "publicSubnetIds"):
-                azs.update({sid: az for az, sid in (r["inputs"].get(key) or {}).items()})
-    return azs
-
-
-def _network_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    kids = _children(plan, comp["urn"])
+def _network_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    kids = view.children(comp["urn"])
     if comp["inputs"].get("vpcId"):
-        return _existing_network_facts(comp, kids)
-    vpc = _of_type(kids, "aws:ec2/vpc:Vpc")
-    subnets = _of_type(kids, "aws:ec2/subnet:Subnet")
+        return _existing_network_facts(view, comp, kids)
+    vpc = view.of_type(kids, "aws:ec2/vpc:Vpc")
+    subnets = view.of_type(kids, "aws:ec2/subnet:Subnet")
     azs = sorted({s["inputs"].get("availabilityZone", "?") for s in subnets})
     facts = [f"VPC {vpc[0]['inputs'].get('cidrBlock')}" if vpc else "no VPC"]
     facts.append(f"AZs {', '.join(azs)}; {len(subnets)} subnets")
-    facts.append(f"NAT gateways: {len(_of_type(kids, 'aws:ec2/natGateway:NatGateway'))}")
+    facts.append(f"NAT gateways: {len(view.of_type(kids, 'aws:ec2/natGateway:NatGateway'))}")
     return facts
 
 
-def _cluster_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    kids = _children(plan, comp["urn"])
+def _cluster_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    kids = view.children(comp["urn"])
     facts = []
-    for c in _of_type(kids, "eks:index:Cluster"):
+    for c in view.of_type(kids, "eks:index:Cluster"):
         i = c["inputs"]
         public = i.get("endpointPublicAccess")
         facts.append(f"EKS {i.get('name')} v{i.get('version')}, auth {i.get('authenticationMode')}")
@@ -79,17 +64,17 @@ def _cluster_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
         )
         facts.append(f"logs: {', '.join(i.get('enabledClusterLogTypes') or [])}")
         facts.append("secrets: KMS" if i.get("encryptionConfigKeyArn") else "secrets: NOT ENCRYPTED")
-        inside = Counter(_short(r["type"]) for r in _descendants(plan, c["urn"]))
-        addons = [r["inputs"].get("addonName") for r in _descendants(plan, c["urn"]) if r["type"].endswith(":Addon")]
+        inside = Counter(view.name(r["type"]) for r in view.descendants(c["urn"]))
+        addons = [r["inputs"].get("addonName") for r in view.descendants(c["urn"]) if r["type"].endswith(":Addon")]
         facts.append(
             f"pulumi-eks {PULUMI_EKS_VERSION} creates (modelled): "
             + ", ".join(f"{n} {t}" for t, n in sorted(inside.items()))
             + f"; its EKS add-ons: {', '.join(addons) or 'none'}"
         )
-    for rule in _of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+    for rule in view.of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         i = rule["inputs"]
         facts.append(f"API (TCP 443) from {i.get('cidrIpv4') or i.get('referencedSecurityGroupId')}")
-    for ng in _of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
+    for ng in view.of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
         s = ng["inputs"].get("scalingConfig", {})
         facts.append(
             f"node group {ng['inputs'].get('nodeGroupName')}: {', '.join(ng['inputs'].get('instanceTypes', []))}"
@@ -98,7 +83,7 @@ def _cluster_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     return facts
 
 
-def _provider_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+def _provider_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     i = comp["inputs"]
     tags = i.get("defaultTags")
     if isinstance(tags, str):  # provider inputs reach the engine JSON-encoded
@@ -107,11 +92,11 @@ def _provider_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
     return [f"region {i.get('region')}; default tags {listed}"]
 
 
-def _node_group_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    kids = _children(plan, comp["urn"])
+def _node_group_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    kids = view.children(comp["urn"])
     facts = []
-    lts = _of_type(kids, "aws:ec2/launchTemplate:LaunchTemplate")
-    for ng in _of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
+    lts = view.of_type(kids, "aws:ec2/launchTemplate:LaunchTemplate")
+    for ng in view.of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
         i = ng["inputs"]
         s = i.get("scalingConfig", {})
         facts.append(
@@ -119,7 +104,7 @@ def _node_group_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             f" (min {s.get('minSize')}, max {s.get('maxSize')}),"
             f" {i.get('amiType')}, capacity {i.get('capacityType')}"
         )
-        subnets = _subnet_azs(plan)
+        subnets = view.subnet_azs()
         azs = [subnets[sid] for sid in i.get("subnetIds", []) if sid in subnets]
         facts.append(f"AZ {', '.join(azs)} ({len(i.get('subnetIds', []))} subnet)")
     for lt in lts:
@@ -136,17 +121,17 @@ def _node_group_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             f"IMDS tokens {md.get('httpTokens')}, hop limit {md.get('httpPutResponseHopLimit')};"
             f" placement group: {li.get('placement', {}).get('groupName', 'none')}"
         )
-    for ng in _of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
+    for ng in view.of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
         facts.append(f"update strategy {ng['inputs'].get('updateConfig', {}).get('updateStrategy', 'DEFAULT')}")
-    for s in _of_type(kids, "aws:autoscaling/schedule:Schedule"):
+    for s in view.of_type(kids, "aws:autoscaling/schedule:Schedule"):
         facts.append(f"scales to {s['inputs'].get('desiredCapacity')} at {s['inputs'].get('startTime')}")
     return facts
 
 
-def _storage_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    kids = _children(plan, comp["urn"])
+def _storage_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    kids = view.children(comp["urn"])
     facts = []
-    for fs in _of_type(kids, "aws:fsx/lustreFileSystem:LustreFileSystem"):
+    for fs in view.of_type(kids, "aws:fsx/lustreFileSystem:LustreFileSystem"):
         i = fs["inputs"]
         facts.append(
             f"FSx for Lustre {i.get('deploymentType')} {i.get('storageCapacity')} GiB,"
@@ -157,44 +142,44 @@ def _storage_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             f"backups: {i.get('automaticBackupRetentionDays', 0)} days;"
             f" final backup on delete: {'yes' if i.get('skipFinalBackup') is False else 'NO'}"
         )
-    for dra in _of_type(kids, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"):
+    for dra in view.of_type(kids, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"):
         s3 = dra["inputs"].get("s3", {})
         facts.append(
             f"S3 link {dra['inputs'].get('fileSystemPath')} <-> {dra['inputs'].get('dataRepositoryPath')}:"
             f" import {','.join(s3.get('autoImportPolicy', {}).get('events', []))},"
             f" export {','.join(s3.get('autoExportPolicy', {}).get('events', []))}"
         )
-    rules = _of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    rules = view.of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     facts.append(f"security-group rules: {len(rules)} ingress (TCP 988, 1018-1023)")
     return facts
 
 
-def _registry_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    kids = _children(plan, comp["urn"])
+def _registry_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    kids = view.children(comp["urn"])
     return [
         f"ECR {r['inputs'].get('name')}: tags {r['inputs'].get('imageTagMutability')},"
         f" scan on push {r['inputs'].get('imageScanningConfiguration', {}).get('scanOnPush')}"
-        for r in _of_type(kids, "aws:ecr/repository:Repository")
+        for r in view.of_type(kids, "aws:ecr/repository:Repository")
     ]
 
 
-def _addons_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    kids = _children(plan, comp["urn"])
+def _addons_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    kids = view.children(comp["urn"])
     facts = []
-    for r in _of_type(kids, "aws:eks/addon:Addon"):
+    for r in view.of_type(kids, "aws:eks/addon:Addon"):
         facts.append(f"EKS add-on {r['inputs'].get('addonName')} {r['inputs'].get('addonVersion', '(EKS default)')}")
-    for r in _of_type(kids, "kubernetes:helm.sh/v3:Release"):
+    for r in view.of_type(kids, "kubernetes:helm.sh/v3:Release"):
         i = r["inputs"]
         facts.append(f"Helm {i.get('name')} {i.get('version')} ({i.get('chart')})")
-    for r in _of_type(kids, "kubernetes:yaml/v2:ConfigFile"):
+    for r in view.of_type(kids, "kubernetes:yaml/v2:ConfigFile"):
         facts.append(f"manifest {r['inputs'].get('file')}")
     return facts
 
 
-def _training_run_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     i = comp["inputs"]
     facts = [f"recipe {i.get('recipe')}, run {i.get('runId')}, steps in order:"]
-    kids = {r["urn"]: r for r in _children(plan, comp["urn"])}
+    kids = {r["urn"]: r for r in view.children(comp["urn"])}
     depth: dict[str, int] = {}
 
     def _depth(urn: str) -> int:
@@ -242,23 +227,24 @@ def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
     return [line]
 
 
-def _images_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    kids = _children(plan, comp["urn"])
+def _images_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    kids = view.children(comp["urn"])
     facts = []
-    for p in _of_type(kids, "aws:codebuild/project:Project"):
+    for p in view.of_type(kids, "aws:codebuild/project:Project"):
         env = {v["name"]: v.get("value") for v in p["inputs"].get("environment", {}).get("environmentVariables", [])}
         size = p["inputs"].get("environment", {}).get("computeType")
         facts.append(
             f"CodeBuild {p['inputs'].get('name')}: builds tag {env.get('IMAGE_TAG')} on {size},"
             f" at most {p['inputs'].get('buildTimeout')} min"
         )
-    return facts
+    # stack.built_repositories: only the images/ of runs that name no image or tag of their own
+    return facts or ["nothing to build: no run takes its image from images/"]
 
 
-def _ci_runner_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
-    kids = _children(plan, comp["urn"])
+def _ci_runner_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    kids = view.children(comp["urn"])
     facts = []
-    for r in _of_type(kids, "aws:codebuild/project:Project"):
+    for r in view.of_type(kids, "aws:codebuild/project:Project"):
         env = r["inputs"].get("environment") or {}
         vpc = r["inputs"].get("vpcConfig") or {}
         facts.append(
@@ -267,16 +253,16 @@ def _ci_runner_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
             f" lives at most {r['inputs'].get('buildTimeout')} min"
         )
         facts.append(f"runs-on: {runner_label(str(r['inputs'].get('name')))}")
-    for r in _of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+    for r in view.of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         facts.append(f"cluster API: TCP {r['inputs'].get('fromPort')} from the runner's security group")
     return facts
 
 
-def _stack_reference_facts(plan: dict[str, Any], comp: dict[str, Any]) -> list[str]:
+def _stack_reference_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     return [f"reads the outputs of stack {comp['inputs'].get('name')}"]
 
 
-FACTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
+FACTS: dict[str, Callable[[PlanView, dict[str, Any]], list[str]]] = {
     "pulumi:pulumi:StackReference": _stack_reference_facts,
     component_type("infra", "CiRunner"): _ci_runner_facts,
     component_type("workloads", "TrainingRun"): _training_run_facts,
@@ -291,62 +277,28 @@ FACTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[str]]] = {
 }
 
 
-def _descendants(plan: dict[str, Any], urn: str) -> list[dict[str, Any]]:
-    out = []
-    for r in _children(plan, urn):
-        out.append(r)
-        out.extend(_descendants(plan, r["urn"]))
-    return out
+RESOURCES_ONLY = frozenset(
+    {component_type("infra", "SharedVolume"), component_type("infra", "TeamQueues"), "pulumi:providers:kubernetes"}
+)
+"""Top-level resources whose kind, name and resources line say all the table says of them."""
 
 
-def _short(type_token: str) -> str:
-    if type_token.startswith("pulumi:providers:"):
-        return f"{type_token.split(':')[-1]} provider"
-    return type_token.split(":")[-1]
-
-
-def render_table(plan: dict[str, Any]) -> str:
-    """Resources grouped by top-level component, with the facts a reviewer checks first."""
+def render_table(plan: dict[str, Any], reads: Reads | None = None) -> str:
+    """Resources grouped by top-level component, with the facts a reviewer checks first;
+    `reads` records what the table asked of the plan (tools/plan_view.py)."""
+    view = PlanView(plan, reads)
     lines = [f"Offline plan of stack '{plan['stack']}' ({len(plan['resources'])} resources)", ""]
-    top = [r for r in plan["resources"] if r["parent"].endswith("pulumi:pulumi:Stack::" + f"{PROJECT}-{plan['stack']}")]
+    stack = "pulumi:pulumi:Stack::" + f"{PROJECT}-{plan['stack']}"
+    top = [r for r in view.all if r["parent"].endswith(stack)]
     top.sort(key=lambda r: (0 if not r["custom"] else 1, r["type"], r["name"]))
     for comp in top:
-        lines.append(f"{_short(comp['type'])} {comp['name']}")
-        for fact in FACTS.get(comp["type"], lambda p, c: [])(plan, comp):
-            lines.append(f"    {fact}")
-        counts = Counter(r["type"] for r in _descendants(plan, comp["urn"]) if r["custom"] or ":index:" in r["type"])
-        if counts:
-            lines.append("    resources: " + ", ".join(f"{n} {_short(t)}" for t, n in sorted(counts.items())))
-        protected = [r["name"] for r in _descendants(plan, comp["urn"]) if r["protect"]]
-        if protected:
-            lines.append(f"    protected: {', '.join(sorted(protected))}")
-        lines.append("")
+        lines.extend(_component_lines(view, comp))
     if plan.get("cost"):
-        cost = plan["cost"]
-        lines.append(f"Cost: ${cost.get('totalHourly', 0):,.2f}/hour, ${cost.get('totalMonthly', 0):,.0f}/month")
-        for item in cost.get("items", []):
-            lines.append(f"    {item['name']}: {item['quantity']:g} x {item['unit']} = ${item['hourly']:,.3f}/hour")
-        for run in cost.get("trainingRuns", []):
-            if run.get("onSystemNodes"):
-                lines.append(
-                    f"    training run {run['name']}: {run['nodes']} workers on the system nodes"
-                    f" ({run['instanceType']}, counted above): no cost of its own"
-                )
-            elif run.get("total") is not None:
-                lines.append(
-                    f"    training run {run['name']}: {run['nodes']} x {run['instanceType']} for {run['hours']:,.1f} h"
-                    f" ({run['steps']} steps x {run['stepSeconds']:g} s, {run['stepTimeBasis']}) = ${run['total']:,.0f}"
-                )
-            else:
-                lines.append(
-                    f"    training run {run['name']}: ${run['hourly']:,.2f}/hour; length {run['stepTimeBasis']}"
-                )
-        lines.append(f"    prices: {cost.get('priceSource')}")
-        lines.append("")
+        lines.extend(_cost_lines(plan["cost"]))
     opaque = Counter(r["type"] for r in plan["resources"] if r["type"] in OPAQUE_TYPES)
     if opaque:
         lines.append("Not visible in this plan (inside these, only the real deploy shows what exists):")
-        lines.extend(f"    {n} {_short(t)}: {OPAQUE_TYPES[t]}" for t, n in sorted(opaque.items()))
+        lines.extend(f"    {n} {view.name(t)}: {OPAQUE_TYPES[t]}" for t, n in sorted(opaque.items()))
         lines.append(
             f"    pulumi-eks {PULUMI_EKS_VERSION} Cluster: its children are modelled from its source"
             " (tools/remote_components.py), not run"
@@ -361,6 +313,49 @@ def render_table(plan: dict[str, Any]) -> str:
     lines.append("")
     lines.append("Outputs: " + ", ".join(sorted(plan["outputs"])))
     return "\n".join(lines) + "\n"
+
+
+def _component_lines(view: PlanView, comp: dict[str, Any]) -> list[str]:
+    """A top-level component: its kind and name, its facts, its resources, what is protected."""
+    lines = [f"{view.name(comp['type'])} {comp['name']}"]
+    describe = FACTS.get(comp["type"])
+    if describe is None and view.reads is not None and comp["type"] not in RESOURCES_ONLY:
+        view.reads.undescribed.add(comp["type"])
+    lines.extend(f"    {fact}" for fact in (describe(view, comp) if describe else []))
+    inside = view.descendants(comp["urn"])
+    counts = Counter(r["type"] for r in inside if r["custom"] or ":index:" in r["type"])
+    if counts:
+        lines.append("    resources: " + ", ".join(f"{n} {view.name(t)}" for t, n in sorted(counts.items())))
+    protected = [r["name"] for r in inside if r["protect"]]
+    if protected:
+        lines.append(f"    protected: {', '.join(sorted(protected))}")
+    return [*lines, ""]
+
+
+def _cost_lines(cost: dict[str, Any]) -> list[str]:
+    """The cost total, its items and runs, its prices, and what it leaves out."""
+    lines = [f"Cost: ${cost.get('totalHourly', 0):,.2f}/hour, ${cost.get('totalMonthly', 0):,.0f}/month"]
+    for item in cost.get("items", []):
+        lines.append(f"    {item['name']}: {item['quantity']:g} x {item['unit']} = ${item['hourly']:,.3f}/hour")
+    for run in cost.get("trainingRuns", []):
+        if run.get("onSystemNodes"):
+            lines.append(
+                f"    training run {run['name']}: {run['nodes']} workers on the system nodes"
+                f" ({run['instanceType']}, counted above): no cost of its own"
+            )
+        elif run.get("total") is not None:
+            lines.append(
+                f"    training run {run['name']}: {run['nodes']} x {run['instanceType']} for {run['hours']:,.1f} h"
+                f" ({run['steps']} steps x {run['stepSeconds']:g} s, {run['stepTimeBasis']}) = ${run['total']:,.0f}"
+            )
+        else:
+            lines.append(f"    training run {run['name']}: ${run['hourly']:,.2f}/hour; length {run['stepTimeBasis']}")
+    lines.append(f"    prices: {cost.get('priceSource')}")
+    left_out = cost.get("notCounted") or []
+    if left_out:
+        lines.append("    not counted (billed besides, by use or size):")
+        lines.extend(f"        {item}" for item in left_out)
+    return [*lines, ""]
 
 
 def violation_line(v: dict[str, Any]) -> str:

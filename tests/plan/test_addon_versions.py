@@ -1,5 +1,5 @@
-"""EKS add-on versions pinned per Kubernetes minor (issue 20, item 16), and the Neuron scheduler
-extension: off by default, and on, the kube-scheduler of the cluster's minor (item 13).
+"""EKS add-on versions pinned per Kubernetes minor, and the Neuron scheduler
+extension: off by default, and on, the kube-scheduler of the cluster's minor.
 
 Before, every add-on left unpinned was looked up as EKS's default at each preview and update
 (`aws.eks.get_addon_version`): plans reviewed one day deployed other versions the next, drift

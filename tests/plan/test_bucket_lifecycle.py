@@ -1,4 +1,4 @@
-"""Every bucket keeps old versions and unfinished uploads for a bounded time (issue 20, item 12).
+"""Every bucket keeps old versions and unfinished uploads for a bounded time.
 
 The data bucket is versioned and linked to FSx: each changed file is exported again, leaving the
 previous copy as a noncurrent version, and nothing expired any of them. The rule every bucket

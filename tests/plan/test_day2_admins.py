@@ -1,5 +1,7 @@
 """Day 2: editing `cluster.adminPrincipalArns` touches only the entries of the principals added
-or removed (items 7 and 23 of issue 20), and a stack deployed with the entries pulumi-eks made
+or removed (entries keyed by list position would replace another admin's entry create-before-delete,
+and EKS refuses the duplicate principal: 409 ResourceInUseException), and a stack deployed with the
+entries pulumi-eks made
 (`admin-<position>`) keeps them."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Day 2 on the shared file system: growing it is an update in place all the way to the claims
-(item 20 of issue 20)."""
+"""Day 2 on the shared file system: growing it is an update in place, and the claims' storage
+request does not follow it (the PersistentVolumeClaimResize admission refuses to resize a claim
+whose StorageClass does not allow expansion)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_a_new_stack_requests_what_its_file_system_holds() -> None:
 
 
 def test_a_team_named_default_is_refused(tmp_path: Any) -> None:
-    """Issue 20 item 22: a first team `default` would take over the volume of the stack without
+    """A first team `default` would take over the volume of the stack without
     teams (its URN and name), still bound to the old `training` claim: the team's claim would
     never bind. Refused, naming the key."""
     from tests.conftest import plan_exit

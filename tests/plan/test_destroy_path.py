@@ -1,4 +1,4 @@
-"""The documented way to delete everything (issue 20, item 8): `protectStatefulResources: false`,
+"""The documented way to delete everything: `protectStatefulResources: false`,
 `pulumi up` (lifts protection, and sets the switches that let a destroy empty what holds data),
 then `pulumi destroy`. Offline, as far as a plan can show it: the first step is an update of
 nothing but those switches, and after it nothing the destroy meets is protected, retained, or

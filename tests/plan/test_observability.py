@@ -1,10 +1,10 @@
-"""The CloudWatch observability add-on: bounded logs the stack owns (issue 20, item 10), and one
-DCGM exporter per GPU node (item 14).
+"""The CloudWatch observability add-on: bounded logs the stack owns, and one
+DCGM exporter per GPU node.
 
-Held against the chart the pinned add-on version runs (tests/upstream/chart-amazon-cloudwatch-
-observability-6.4.0.yaml): the configuration values we set are chart values its templates read,
-the log groups are the ones its Fluent Bit writes, and its own DCGM exporter and Neuron monitor
-reach every accelerated type of the catalog.
+Held against the chart the pinned add-on version runs
+(tests/upstream/chart-amazon-cloudwatch-observability-6.4.0.yaml): the configuration values we
+set are chart values its templates read, the log groups are the ones its Fluent Bit writes, and
+its own DCGM exporter and Neuron monitor reach every accelerated type of the catalog.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ neuronx-nemo-megatron's compile-only run."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import pytest
@@ -12,61 +11,35 @@ import pytest
 from tests import upstream
 from tests.conftest import resources, stack_plan
 from tests.unit.test_recipes import built_with
+from tests.upstream import arguments
 from tests.upstream.hydra import launches
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
-HF = upstream.facts("huggingface-hub-0.22.2")
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
-
-
-def _script(container: dict[str, Any]) -> str:
-    return str(container["command"][-1])
 
 
 def _launcher(obj: dict[str, Any]) -> str:
     (c,) = obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
-    return _script(c)
+    return arguments.script(c)
 
 
 def test_downloads_copy_files_onto_shared() -> None:
-    """Issue 12, defect 7: with huggingface-hub < 0.23 (neuronx-nemo-megatron's pin), `--local-dir`
-    symlinks files over 5 MB into the pod's cache unless `--local-dir-use-symlinks False`."""
+    """With huggingface-hub < 0.23 (neuronx-nemo-megatron's pin), `--local-dir` symlinks files
+    over 5 MB into the pod's cache unless `--local-dir-use-symlinks False`; a link left behind
+    fails the Job."""
     jobs = [r["inputs"] for r in resources(stack_plan("trn1-llama2"), "kubernetes:batch/v1:Job")]
-    downloads = 0
-    for job in jobs:
-        (c,) = job["spec"]["template"]["spec"]["containers"]
-        for line in _script(c).splitlines():
-            words = shlex.split(line)
-            if words[:2] != ["huggingface-cli", "download"]:
-                continue
-            downloads += 1
-            options = [w for w in words if w.startswith("--")]
-            assert set(options) <= set(HF["download_options"]), options
-            assert "--local-dir" in options
-            value = words[words.index("--local-dir-use-symlinks") + 1]
-            assert value == "False" and value in HF["local_dir_use_symlinks_choices"]
-        if "huggingface-cli download" in _script(c):
-            assert 'if [ -n "$(find ' in _script(c), "a link left behind fails the Job"
-    assert downloads == 2
-
-
-def _bert_runs(script: str) -> list[list[str]]:
-    found = []
-    for line in script.splitlines():
-        if "dp_bert_large_hf_pretrain_hdf5.py" not in line:
-            continue
-        (inner,) = [w for w in shlex.split(line) if "dp_bert_large_hf_pretrain_hdf5.py" in w]
-        words = shlex.split(inner.split(BERT["script"], 1)[1].replace("$r", ""))
-        found.append(words)
-    return found
+    assert arguments.huggingface_downloads(jobs) == 2
+    for _, c in arguments.containers(jobs):
+        if "huggingface-cli download" in arguments.script(c):
+            assert 'if [ -n "$(find ' in arguments.script(c), "a link left behind fails the Job"
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 4])
 def test_bert_passes_only_the_scripts_options_and_keeps_the_global_batch(nodes: int) -> None:
-    """Issue 12, defect 12: the tutorial keeps phase 1's global batch at 16384 by dividing the
+    """The tutorial keeps phase 1's global batch at 16384 by dividing the
     gradient accumulation by the node count; the options are the script's own."""
     (train,) = [s.obj for s in built_with("bert-neuron", {"nodes": nodes}) if s.obj["kind"] == "MPIJob"]
-    runs = _bert_runs(_launcher(train))
+    runs = arguments.bert_runs(_launcher(train))
     assert len(runs) == 2  # precompile, training
     for words in runs:
         options = {w.split("=", 1)[0] for w in words if w.startswith("--")}
@@ -80,7 +53,7 @@ def test_bert_passes_only_the_scripts_options_and_keeps_the_global_batch(nodes: 
 
 def test_bert_precompile_is_the_tutorials_short_run_outside_the_checkpoints() -> None:
     (train,) = [s.obj for s in built_with("bert-neuron", {}) if s.obj["kind"] == "MPIJob"]
-    precompile, training = _bert_runs(_launcher(train))
+    precompile, training = arguments.bert_runs(_launcher(train))
     assert "--steps_this_run=10" in precompile
     assert "--output_dir=/shared/w/r1/precompile" in precompile
     assert "--output_dir=/shared/w/r1/checkpoints" in training
@@ -88,7 +61,7 @@ def test_bert_precompile_is_the_tutorials_short_run_outside_the_checkpoints() ->
 
 
 def test_llama2_precompile_is_upstreams_compile_only_run() -> None:
-    """Issue 12, defect 12: neuronx-nemo-megatron's COMPILE=1 run turns TensorBoard and the
+    """neuronx-nemo-megatron's COMPILE=1 run turns TensorBoard and the
     checkpoint callback off; it runs a few steps in its own log directory, not the run's."""
     facts = upstream.facts("neuronx-nemo-megatron-2.21")["compile_only_run"]
     plan = stack_plan("trn1-llama2")

@@ -72,8 +72,10 @@ def test_exactly_one_component_remediates(example_stack: str) -> None:
     ("p4de-nemo", "nvidia-smi -L", "/opt/nccl-tests/build/all_reduce_perf"),
 ])  # fmt: skip
 def test_every_training_launch_checks_its_own_nodes_first(stack: str, device_check: str, collective: str) -> None:
-    """Issue 12 (defect 11): the gate runs in the training launcher, on the nodes training got,
-    at every (re)start, before training; there is no separate health-check job to time out."""
+    """The gate runs in the training launcher, on the nodes training got, at every (re)start,
+    before training: a separate health-check workload can be admitted onto other nodes of a
+    larger group, and its failure would show only as a timeout that also has to cover admission
+    and image pulls."""
     assert not [n for n in jobs(stack) if n.endswith("-healthcheck")]
     (job,) = [j for n, j in jobs(stack).items() if n.endswith("-train")]
     script = launcher_script(job)
@@ -86,11 +88,12 @@ def test_every_training_launch_checks_its_own_nodes_first(stack: str, device_che
 
 
 def test_multi_node_nccom_test_runs_on_the_first_worker_with_its_root_comm_id() -> None:
-    """Issue 12 (defect 5): nccom-test -N > 1 needs NEURON_RT_ROOT_COMM_ID=<first host IP>:<port>
+    """nccom-test -N > 1 needs NEURON_RT_ROOT_COMM_ID=<first host IP>:<port>
     (tests/upstream/nccom-test-2.29.1.yaml); it runs on the first worker, by absolute path."""
     script = launcher_script(jobs("trn1-llama2")["llama2-run-001-train"])
     (line,) = [ln for ln in script.splitlines() if "nccom-test -r 128" in ln]
-    # over ssh with the ssh options of mpirun (the image's ssh_config is not relied on: issue 12, defect 8)
+    # over ssh with the ssh options of mpirun: the image's ssh_config (host-key checking, with a
+    # read-only .ssh) is not relied on, as the mpi-operator base image does (kubeflow/mpi-operator#580)
     assert line.startswith(f'ssh {SSH_OPTIONS} "$first" "')
     assert "NEURON_RT_ROOT_COMM_ID=$root:45654 /opt/aws/neuron/bin/nccom-test" in line
     assert 'first=$(head -n 1 /etc/mpi/hostfile | cut -d" " -f1)' in script
@@ -98,7 +101,8 @@ def test_multi_node_nccom_test_runs_on_the_first_worker_with_its_root_comm_id() 
 
 
 def test_gpu_gate_fails_when_nccl_does_not_use_efa() -> None:
-    """Issue 12 (defect 9): the fabric is checked with the training image, and the check fails
+    """The fabric is checked with the training image (a check from another image can pass while
+    training falls back to NCCL over TCP), and the check fails
     unless NCCL reports the aws-ofi-nccl network (tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml)."""
     job = jobs("p4de-nemo")["nemo-run-001-train"]
     script = launcher_script(job)
@@ -178,7 +182,7 @@ def test_nemo_recipes_resume_from_the_latest_checkpoint(stack: str, workload: st
 
 @pytest.mark.parametrize(("stack", "workload"), [("trn1-bert", "bert"), ("trn1-shared", "bert-research")])
 def test_bert_resumes_from_its_newest_checkpoint(stack: str, workload: str) -> None:
-    """Issue 12 (defect 10): the BERT script resumes only with --resume_ckpt, and refuses it when
+    """The BERT script resumes only with --resume_ckpt, and refuses it when
     its output directory has no ckpt_<step>.pt (tests/upstream/dp-bert-hf-pretrain-v2.27.0.yaml)."""
     job = jobs(stack)[f"{workload}-run-001-train"]
     ckpt = f"/shared/{workload}/run-001/checkpoints"

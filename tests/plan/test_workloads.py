@@ -74,7 +74,7 @@ def test_every_mpijob_validates_against_the_mpijob_schema(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", WORKLOAD_STACKS)
 def test_every_core_object_validates_with_kubernetes_validate(stack: str) -> None:
-    # Kueue objects have no schema in kubernetes_validate; tests/test_queues.py checks them.
+    # Kueue objects have no schema in kubernetes_validate; tests/unit/test_queues.py checks them.
     objs = [
         r["inputs"]
         for r in k8s_resources(stack_plan(stack))
@@ -89,7 +89,8 @@ def test_every_core_object_validates_with_kubernetes_validate(stack: str) -> Non
 
 @pytest.mark.parametrize("stack", WORKLOAD_STACKS)
 def test_every_container_has_cpu_and_memory_requests_and_limits(stack: str) -> None:
-    """Issue 12, defect 13: TensorBoard, the data Jobs and the shell pod had no CPU limit."""
+    """Every container has CPU and memory requests and limits: TensorBoard, the data Jobs and
+    the shell pod too."""
     for r in k8s_resources(stack_plan(stack)):
         obj = r["inputs"]
         spec = obj.get("spec", {})
@@ -217,7 +218,7 @@ def test_rendering_is_deterministic() -> None:
 
 @pytest.mark.parametrize("stack", WORKLOAD_STACKS)
 def test_golden_yaml(stack: str) -> None:
-    """Regenerate with: UPDATE_GOLDEN=1 python -m pytest -q tests/test_workloads.py -k golden"""
+    """Regenerate with: UPDATE_GOLDEN=1 python -m pytest -q tests/plan/test_workloads.py -k golden"""
     files = golden_files(stack_plan(stack))
     d = GOLDEN / stack
     if os.environ.get("UPDATE_GOLDEN"):

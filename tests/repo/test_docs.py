@@ -14,7 +14,7 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
 README_MAX_LINES = 300
-"""The README is a tutorial path (issue 18: 'at most about 300 lines'); reference goes to docs/."""
+"""The README is a tutorial path a newcomer finishes (at most about 300 lines); reference goes to docs/."""
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 

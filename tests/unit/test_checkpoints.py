@@ -9,6 +9,7 @@ import config
 from config import checkpoints
 from config.storage import StorageConfig
 from config.training import ModelConfig
+from config.workloads import CustomWorkload, Llama2NeuronWorkload, NemoGpuWorkload
 from tests.conftest import stack_plan, stack_values
 
 
@@ -23,19 +24,35 @@ def test_write_time_follows_storage_throughput() -> None:
     slow = StorageConfig.model_validate({})
     fast = StorageConfig.model_validate({"throughputPerTib": 500})
     assert checkpoints.write_mb_per_second(slow) == pytest.approx(1200 / 1024 * 250)
-    model = ModelConfig.model_validate({})
-    a = checkpoints.plan("llama2-neuron", model, 2, 500, slow, 20.0)
-    b = checkpoints.plan("llama2-neuron", model, 2, 500, fast, 20.0)
+    run = Llama2NeuronWorkload.model_validate(
+        {"recipe": "llama2-neuron", "nodeGroup": "trn1", "nodes": 4, "runId": "r"}
+    )
+    a = run.checkpoint_plan(slow, 20.0)
+    b = run.checkpoint_plan(fast, 20.0)
     assert a is not None and b is not None
     assert a.write_seconds == pytest.approx(2 * b.write_seconds)
     assert a.size_bytes == pytest.approx(6.74e9 * 12, rel=0.01)
     assert b.write_share == pytest.approx(b.write_seconds / (b.write_seconds + 500 * 20.0))
 
 
+def test_write_time_counts_every_checkpoint_written_per_interval() -> None:
+    storage = StorageConfig.model_validate({})
+    one = checkpoints.plan(checkpoints.CheckpointSize(12, "x"), 10**9, 2, 500, storage)
+    two = checkpoints.plan(checkpoints.CheckpointSize(12, "x", written_per_interval=2), 10**9, 2, 500, storage)
+    assert one is not None and two is not None
+    assert two.write_seconds == pytest.approx(2 * one.write_seconds)
+    assert two.kept_bytes == one.kept_bytes
+
+
 def test_unknown_step_time_gives_no_share() -> None:
-    p = checkpoints.plan("nemo-gpu", ModelConfig.model_validate({}), 2, 500, StorageConfig.model_validate({}))
+    storage = StorageConfig.model_validate({})
+    run = NemoGpuWorkload.model_validate({"recipe": "nemo-gpu", "nodeGroup": "p5", "nodes": 2, "runId": "r"})
+    p = run.checkpoint_plan(storage)
     assert p is not None and p.write_share is None
-    assert checkpoints.plan("custom", None, 1, 500, StorageConfig.model_validate({})) is None
+    custom = CustomWorkload.model_validate(
+        {"recipe": "custom", "nodeGroup": "p5", "nodes": 1, "runId": "r", "image": "x/y:1", "command": ["true"]}
+    )
+    assert custom.checkpoint_plan(storage) is None
 
 
 def test_70b_needs_a_bigger_file_system() -> None:

@@ -3,8 +3,9 @@ at the version its image carries (tests/upstream/neuronx-nemo-megatron-2.21.yaml
 tests/upstream/nemo-r2.0.0rc1.yaml): a plain `key=value` needs the key, `+key=value` needs it
 absent, no `???` may be left, and exp_manager keys must be fields of the upstream schema.
 
-The overrides are read from the rendered launcher scripts (the example stacks, and every preset
-and data mode of each recipe), so what is checked is what would run.
+The overrides are read from the rendered launcher scripts of every preset and data mode of each
+recipe (the example stacks' in tests/plan/test_recipe_arguments.py), so what is checked is what
+would run; the check itself is tests/upstream/arguments.py's, the one each recipe names.
 """
 
 from __future__ import annotations
@@ -14,50 +15,12 @@ from typing import Any
 import pytest
 from hydra.errors import ConfigCompositionException
 
+from config.workloads import RECIPES
+from config.workloads.recipe import HeldAgainst
 from tests import upstream
-from tests.conftest import stack_plan
 from tests.unit.test_recipes import built_with
-from tests.upstream.hydra import Launch, compose_upstream, launches, schema_problems
-
-# The image repository a recipe runs -> the upstream whose configs that image carries. The
-# Dockerfiles pin these versions (tests/unit/test_images.py holds each Dockerfile to its source).
-UPSTREAM_OF_IMAGE = {"neuronx-nemo-megatron": "neuronx-nemo-megatron-2.21", "nemo": "nemo-r2.0.0rc1"}
-STACKS = ["p4de-nemo", "trn1-llama2"]
-
-
-def _launcher_script(mpijob: dict[str, Any]) -> tuple[str, str]:
-    (c,) = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
-    repository = c["image"].rsplit(":", 1)[0].rsplit("/", 1)[-1]
-    return repository, c["command"][-1]
-
-
-def _rendered_launches(objs: list[dict[str, Any]]) -> list[tuple[str, Launch]]:
-    out = []
-    for obj in objs:
-        if obj.get("kind") != "MPIJob":
-            continue
-        repository, script = _launcher_script(obj)
-        out.extend((UPSTREAM_OF_IMAGE[repository], launch) for launch in launches(script))
-    return out
-
-
-def _check(facts_name: str, launch: Launch) -> None:
-    try:
-        cfg = compose_upstream(facts_name, launch.config_name, launch.overrides)
-    except ConfigCompositionException as e:
-        cause = e.__cause__ or e
-        pytest.fail(f"{launch.config_name} ({facts_name}): {e}: {cause}")
-    assert schema_problems(facts_name, cfg) == [], launch.config_name
-
-
-@pytest.mark.parametrize("stack", STACKS)
-def test_example_stack_overrides_compose_against_upstream(stack: str) -> None:
-    objs = [r["inputs"] for r in stack_plan(stack)["resources"] if r["type"].startswith("kubernetes:")]
-    found = _rendered_launches(objs)
-    assert found, "no megatron_gpt_pretraining.py launch found"
-    for facts_name, launch in found:
-        _check(facts_name, launch)
-
+from tests.upstream.arguments import CHECKS, launcher_scripts
+from tests.upstream.hydra import compose_upstream, launches, schema_problems
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("llama2-neuron", {"model": {"preset": "7b"}}),
@@ -74,15 +37,17 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("recipe", "extra"), CASES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(CASES)])
 def test_every_preset_and_data_mode_composes(recipe: str, extra: dict[str, Any]) -> None:
-    steps = built_with(recipe, extra)
-    found = _rendered_launches([s.obj for s in steps])
-    assert found
-    for facts_name, launch in found:
-        _check(facts_name, launch)
+    """The checks of the upstream facts the recipe names (its ARGUMENTS), on each shape."""
+    held = RECIPES[recipe].ARGUMENTS
+    assert isinstance(held, HeldAgainst)
+    objs = [s.obj for s in built_with(recipe, extra)]
+    assert all(CHECKS[name](objs) for name in held.facts)
 
 
 def test_the_checker_catches_each_kind_of_mistake() -> None:
-    """The rebuilt config refuses what the real one refuses (the defects of issue 12)."""
+    """The rebuilt config refuses what the real one refuses: a key the config lacks, a key
+    upstream has only in a comment without `+`, an exp_manager key only its schema defaults,
+    `+` on a key that exists, and a `???` left unset."""
     nnm, nemo = "neuronx-nemo-megatron-2.21", "nemo-r2.0.0rc1"
     data = "model.data.data_prefix=[1.0,/x]"
     with pytest.raises(ConfigCompositionException):  # not a key of megatron_llama_config
@@ -107,9 +72,9 @@ def test_grouped_query_attention_reaches_the_model(recipe: str, kv_key: str, pp:
     """The 70b shape's 8 KV heads are passed under the framework's own key (a config that merely
     composes would otherwise train 64 KV heads)."""
     extra = {"model": {"preset": "70b", "pipelineParallel": pp}, "nodes": 4, "training": {"checkpointsToKeep": 1}}
-    found = _rendered_launches([s.obj for s in built_with(recipe, extra)])
+    found = [launch for text in launcher_scripts(s.obj for s in built_with(recipe, extra)) for launch in launches(text)]
     assert found
-    for _, launch in found:
+    for launch in found:
         assert f"{kv_key}=8" in launch.overrides, launch.config_name
 
 

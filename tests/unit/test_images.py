@@ -123,8 +123,9 @@ def test_recipe_commands_use_only_what_their_image_has(recipe: str, extra: dict[
 
 
 def test_the_check_catches_what_an_image_lacks() -> None:
-    """Issue 12: defect 6 (a code path no image has), defect 5 (nccom-test by PATH over ssh),
-    defect 9 (nccl-tests in an image that does not build it), an ENV-only variable read by a rank."""
+    """A code path no image has, nccom-test by PATH over ssh (ranks started over ssh get sshd's
+    default environment, not the image's ENV), nccl-tests in an image that does not build them,
+    and a variable only the image's ENV sets, read by a rank."""
     nnm, nemo = _provides("neuronx-nemo-megatron"), _provides("nemo")
     env = set(nnm.env)
     old_path = (

@@ -368,7 +368,7 @@ def _eks_system_group(version: str | None) -> Any:
     ],
 )
 def test_kubernetes_version_moves_one_minor_at_a_time(deployed: str | None, wanted: str, ok: bool):
-    """Issue 20 item 24: 1.34 -> 1.36 is refused, naming the key and the next step (EKS user guide,
+    """1.34 -> 1.36 is refused, naming the key and the next step (EKS user guide,
     update-cluster: one minor version at a time)."""
     facts = upstream.facts("aws-eks-update-cluster-2024-12")
     # A 1.36 stack names the add-on versions facts/eks_addons.py records none of for 1.36.

@@ -1,4 +1,4 @@
-"""Preflight's reservation end margin, per capacity type (issue 20, item 1).
+"""Preflight's reservation end margin, per capacity type.
 
 EC2 sells Capacity Blocks in 1-day increments ending 11:30 UTC, and a first day can be shorter
 (tests/upstream/aws-ec2-capacity-blocks-purchase-2026-11.yaml): a fixed 24 h margin refused a

@@ -1,5 +1,5 @@
-"""Preflight reads what a bring-your-own VPC and a named placement group really are (issue 20,
-item 15), through both sources: boto3 (botocore Stubber, the real response shapes) and the stack's
+"""Preflight reads what a bring-your-own VPC and a named placement group really are,
+through both sources: boto3 (botocore Stubber, the real response shapes) and the stack's
 AWS provider (its invokes under mocks, answered with the SDK's result types). The scenario is the
 byo-vpc example stack: an existing VPC, two private and two public subnets, a p4de group in
 us-east-1c launching into the placement group ml-p4de-cluster.

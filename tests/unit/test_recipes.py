@@ -32,6 +32,8 @@ def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config
     model = RECIPES[recipe]
     ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
     group = SYSTEM_NODE_GROUP if model.RUNS_ON_CPU else ng["name"]
+    if recipe not in FULL:
+        pytest.fail(f"FULL (tests/unit/test_recipes.py) has no {recipe}: add the run keys that turn its every step on")
     run = {"recipe": recipe, "nodeGroup": group, "nodes": 2, "runId": "r1", **FULL[recipe], **(extra or {})}
     values = {
         "region": "us-west-2",

@@ -22,6 +22,14 @@ def test_boundaries_are_the_release_notes() -> None:
     assert versions.parse(DLC["mpi_operator_ssh"]["first_pytorch_training_tag"]) == versions.DLC_MPI_SSH_FIRST
 
 
+def test_trn1_has_no_training_after_pytorch_xla() -> None:
+    """TorchNeuron, the successor of PyTorch/XLA training, targets neither trn1 nor trn1n."""
+    for family in ("trn1", "trn1n"):
+        assert family not in SUPPORT["torchneuron_targets"]
+        assert family not in versions.xla_training_families(SUPPORT["pytorch_xla_training_ends"])
+        assert family in versions.xla_training_families(SUPPORT["pytorch_xla_training_last_sdk"] + ".0")
+
+
 @pytest.mark.parametrize("tag", DLC["mpi_operator_ssh"]["tags_without"])
 def test_dlcs_without_sshd_are_refused(tag: str) -> None:
     image = f"public.ecr.aws/neuron/pytorch-training-neuronx:2.1.2-neuronx-py310-sdk{tag}-ubuntu20.04"

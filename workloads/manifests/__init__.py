@@ -4,7 +4,7 @@
 Kubernetes object plus the names of the steps it must follow. Nothing here touches Pulumi,
 so the objects can be rendered to YAML for review and validated against the Kubernetes
 and MPIJob schemas; `workloads.deploy` applies them. Each recipe is one module here (its
-`steps`) and one config model in `config.workloads`.
+`steps`, and `MODEL`, the config model of config/workloads/ it renders).
 """
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ from workloads.manifests import bert_neuron, custom, ddp_cpu, llama2_neuron, nem
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
-    "llama2-neuron": llama2_neuron.steps,
-    "nemo-gpu": nemo_gpu.steps,
-    "bert-neuron": bert_neuron.steps,
-    "custom": custom.steps,
-    "ddp-cpu": ddp_cpu.steps,
+    module.MODEL.RECIPE: module.steps for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu)
 }
+"""Recipe name -> its builder."""
 
 __all__ = ["BUILDERS", "Context", "Step", "steps"]
 

@@ -106,6 +106,10 @@ def launch(workload_name: str, run: BertNeuronWorkload, ctx: Context, data: str)
     )
 
 
+MODEL = BertNeuronWorkload
+"""The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
+
+
 def steps(workload_name: str, run: BertNeuronWorkload, ctx: Context) -> list[Step]:
     """Image check -> shared directories -> dataset Job -> the training MPIJob, plus TensorBoard."""
     image = image_check(workload_name, ctx, run)

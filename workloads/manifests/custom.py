@@ -9,6 +9,9 @@ from config.workloads import CustomWorkload
 from workloads.manifests.healthcheck import training
 from workloads.manifests.objects import Context, Step, extras, image_check
 
+MODEL = CustomWorkload
+"""The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
+
 
 def steps(workload_name: str, run: CustomWorkload, ctx: Context) -> list[Step]:
     """Image check -> the health gate and the user's command on every node, plus TensorBoard."""

@@ -42,6 +42,10 @@ def launch(workload_name: str, run: DdpCpuWorkload, ctx: Context) -> str:
     )
 
 
+MODEL = DdpCpuWorkload
+"""The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
+
+
 def steps(workload_name: str, run: DdpCpuWorkload, ctx: Context) -> list[Step]:
     """The training MPIJob on the system nodes, after its NetworkPolicy (and its Secret with
     `secretEnv`). No image check: the image is public (nothing to wait for a build of), and its

@@ -208,6 +208,10 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
     )
 
 
+MODEL = Llama2NeuronWorkload
+"""The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
+
+
 def steps(workload_name: str, run: Llama2NeuronWorkload, ctx: Context) -> list[Step]:
     """Image check -> shared directories -> data steps -> the training MPIJob, plus TensorBoard
     and the shell pod."""

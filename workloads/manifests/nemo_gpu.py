@@ -9,6 +9,9 @@ from workloads.manifests.healthcheck import training
 from workloads.manifests.megatron import EXAMPLES, SCRIPT, nemo_overrides, torchrun
 from workloads.manifests.objects import Context, Step, extras, image_check, run_dir
 
+MODEL = NemoGpuWorkload
+"""The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
+
 
 def steps(workload_name: str, run: NemoGpuWorkload, ctx: Context) -> list[Step]:
     """Image check -> the training MPIJob (health gate, then NeMo), plus TensorBoard."""

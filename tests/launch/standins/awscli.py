@@ -1,6 +1,7 @@
 """Stand-in for the AWS CLI's `aws s3 cp [--no-progress] [--no-sign-request] <s3 url> -`: streams
-a tar of the BERT tutorial's tokenized dataset to stdout (tests/upstream/dp-bert-hf-pretrain-
-v2.27.0.yaml: its public URL, read without credentials, and the folder the tar holds), shards
+a tar of the BERT tutorial's tokenized dataset to stdout
+(tests/upstream/dp-bert-hf-pretrain-v2.27.0.yaml: its public URL, read without credentials, and
+the folder the tar holds), shards
 named as the script globs them (`*_training_*.hdf5`), empty. The pod has no AWS credentials,
 so a signed request fails as the CLI does without any."""
 

@@ -1,0 +1,46 @@
+"""Training runs (`workloads`): one model per recipe, discriminated by `recipe`; the registry.
+
+`workloads` is a map of named runs. Each run names its recipe; the recipe picks its model (a
+union discriminated by `recipe`). A recipe is one module of this package: its config model,
+which states the recipe's facts as class attributes (the accelerator it needs, the ECR
+repository its image is built into from images/<repository>/, the steps it plans, its
+checkpoint model, step-time source, docs row, example stacks, the upstream facts its
+arguments are held against; base.RunConfig lists them), and one builder in
+workloads/manifests/. Checks that need the node groups or the storage (unknown node group,
+accelerator mismatch, node count, ranks and parallelism, Neuron SDK versus instance family,
+checkpoint space) run after parsing, in config/checks.py, so each can name its key.
+
+To add a recipe: docs-pending/i18-recipes.md (the checklist), and the tests it names.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, get_args
+
+from pydantic import Field
+
+from config.workloads.base import RECIPE_FACTS, MegatronRun, RunConfig
+from config.workloads.bert_neuron import BertNeuronWorkload
+from config.workloads.custom import CustomWorkload
+from config.workloads.ddp_cpu import DdpCpuWorkload
+from config.workloads.llama2_neuron import Llama2NeuronWorkload
+from config.workloads.nemo_gpu import NemoGpuWorkload
+
+__all__ = [
+    "RECIPES",
+    "RECIPE_FACTS",
+    "BertNeuronWorkload",
+    "CustomWorkload",
+    "DdpCpuWorkload",
+    "Llama2NeuronWorkload",
+    "MegatronRun",
+    "NemoGpuWorkload",
+    "Run",
+    "RunConfig",
+    "WorkloadConfig",
+]
+
+Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload | DdpCpuWorkload
+WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
+RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
+"""Recipe name -> its config model."""

@@ -1,0 +1,212 @@
+"""What every training run says, whatever its recipe, and what each recipe must state about itself."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
+from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan
+from config.run_env import ProcessEnv
+from config.storage import StorageConfig
+from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
+from config.workloads.recipe import Arguments, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
+from facts import images, instances, versions
+
+
+class RunConfig(ProcessEnv):
+    """What every training run says, whatever its recipe.
+
+    A recipe subclass states its facts as class attributes: the accelerator it needs
+    (None: any), the ECR repository of its image (None: the stack must name `image`), and
+    the steps it plans, in order (the builder in workloads/manifests/ emits exactly these);
+    and, each stated by the recipe itself (inherited from a shared base like MegatronRun at
+    most, never from another recipe; RECIPE_FACTS lists them and a test holds every recipe to
+    them): its checkpoint model, step-time source, docs row, example stacks, and the upstream
+    facts its script arguments are held against.
+    """
+
+    RECIPE: ClassVar[str]
+    ACCELERATOR: ClassVar[instances.Accelerator | None] = None
+    REPOSITORY: ClassVar[str | None] = None
+    STEPS: ClassVar[tuple[str, ...]]
+    HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = None
+    """Why the recipe needs the stack's Hugging Face token; None: it does not."""
+    NEMO_MEGATRON: ClassVar[bool] = False
+    """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
+    RUNS_ON_CPU: ClassVar[bool] = False
+    """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
+    CHECKPOINTS: ClassVar[CheckpointModel]
+    """How big its checkpoints are (bytes per parameter and its source), or why they are not sized."""
+    STEP_TIME: ClassVar[StepTime]
+    """The published measurement its step time is estimated from, or why there is none."""
+    DOCS: ClassVar[RecipeDocs]
+    """Its row of the recipe table: what it follows upstream, its image, its steps."""
+    EXAMPLE_STACKS: ClassVar[ExampleStacks]
+    """The example stacks that run it."""
+    ARGUMENTS: ClassVar[Arguments]
+    """The upstream facts its script arguments are held against, or why they are not."""
+
+    node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
+    nodes: int = Field(ge=1, description="Nodes of the run (one worker pod per node).")
+    run_id: str = Field(description="Run id; a new value starts a new run. Lowercase letters, digits, hyphens.")
+    image: str | None = Field(None, description="Container image with an explicit tag or digest.")
+    image_tag: str | None = Field(
+        None,
+        description="Tag in the stack's ECR repository of the recipe; default: the tag the stack builds from"
+        " images/<repository>/.",
+    )
+    neuron_sdk: str | None = Field(
+        None,
+        description="Neuron SDK of the image (Neuron node groups), when neither its tag nor the repository's"
+        " Dockerfile says.",
+    )
+    health_check: HealthCheckConfig = Field(default_factory=HealthCheckConfig, description="Pre-training gate.")
+    step_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Measured seconds per optimizer step, for the run's cost; default: an estimate where one exists.",
+    )
+    team: str | None = Field(
+        None, description="Team (teams.<name>) whose Kueue queue the run goes through; required when teams exist."
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="Restarts of the launcher (runPolicy.backoffLimit) after a failure, each resuming from the"
+        " latest checkpoint.",
+    )
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, v: str) -> str:
+        if not matches(RUN_ID_RE, v):
+            raise ValueError(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        return check_image(v)
+
+    @field_validator("image_tag")
+    @classmethod
+    def _tag(cls, v: str | None) -> str | None:
+        if v is not None and (v == "latest" or not matches(IMAGE_TAG_RE, v)):
+            raise ValueError(f"{v!r} is not an immutable image tag (ECR tags are immutable; 'latest' is not allowed)")
+        return v
+
+    @field_validator("neuron_sdk")
+    @classmethod
+    def _sdk(cls, v: str | None) -> str | None:
+        if v is not None and not matches(r"2\.[0-9]+\.[0-9]+", v):
+            raise ValueError(f"{v!r} is not a Neuron SDK version like 2.22.0")
+        return v
+
+    @model_validator(mode="after")
+    def _image_source(self) -> RunConfig:
+        if self.image is not None and self.image_tag is not None:
+            raise KeyProblem("imageTag", "give image or imageTag, not both")
+        if self.image is None and self.REPOSITORY is None:
+            raise KeyProblem("image", f"required for recipe {self.RECIPE} (there is no default repository)")
+        return self
+
+    @property
+    def built_image(self) -> images.Image | None:
+        """The image this repository builds, when the run uses the recipe's repository."""
+        return images.IMAGES.get(self.REPOSITORY or "") if self.image is None else None
+
+    @property
+    def image_tag_or_built(self) -> str | None:
+        """The tag in the recipe's repository: as configured, or the one the stack builds."""
+        if self.image is not None:
+            return None
+        built = self.built_image
+        return self.image_tag or (built.tag if built else None)
+
+    @property
+    def sdk(self) -> tuple[str | None, str]:
+        """The Neuron SDK of the run's image and the key that says so."""
+        if self.neuron_sdk:
+            return self.neuron_sdk, "neuronSdk"
+        if self.image:
+            return versions.sdk_of_image(self.image), "image"
+        built = self.built_image
+        return (built.neuron_sdk if built else None), "image"
+
+    @property
+    def model_shape(self) -> ModelConfig | None:
+        """The transformer shape and parallelism, for recipes that train a Megatron model."""
+        return None
+
+    @property
+    def optimizer_steps(self) -> int | None:
+        """Optimizer steps of the whole run, where the config says (for its cost)."""
+        return None
+
+    @property
+    def checkpoint_interval(self) -> int | None:
+        """Steps between checkpoints (None: not counted in steps)."""
+        raise NotImplementedError
+
+    @property
+    def checkpoints_kept(self) -> int:
+        """How many checkpoints the run keeps on the shared file system at once."""
+        raise NotImplementedError
+
+    def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
+        """The recipe's own rules against the instance type of its node group."""
+        model = self.model_shape
+        return parallelism_problems(key, model, self.nodes, instance) if model is not None else []
+
+    @property
+    def checkpoint_parameters(self) -> int | None:
+        """Parameters a checkpoint holds (None: unknown, e.g. bring-your-own code)."""
+        return None
+
+    def checkpoint_plan(self, storage: StorageConfig, step_seconds: float | None = None) -> CheckpointPlan | None:
+        """The run's checkpoints against the shared file system (None: the recipe does not size them)."""
+        parameters, kept, interval = self.checkpoint_parameters, self.checkpoints_kept, self.checkpoint_interval
+        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds)
+
+    def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
+        """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
+        and how the plan names it (None: no published measurement applies)."""
+        source = self.STEP_TIME
+        if not isinstance(source, PublishedStepTime):
+            return None
+        seconds = source.estimate(self, instance_type)
+        return None if seconds is None else (seconds, source.basis)
+
+
+RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS")
+"""What every recipe states itself (a test names the recipe and the one it lacks)."""
+
+
+class MegatronRun(RunConfig):
+    """A run that trains a Megatron GPT model (NeMo, neuronx-nemo-megatron): shape and schedule."""
+
+    model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}), description="Model shape.")
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Steps and schedule.")
+
+    @property
+    def model_shape(self) -> ModelConfig:
+        return self.model
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.training.max_steps
+
+    @property
+    def checkpoint_interval(self) -> int:
+        return self.training.checkpoint_every_steps
+
+    @property
+    def checkpoints_kept(self) -> int:
+        return self.training.checkpoints_to_keep
+
+    @property
+    def checkpoint_parameters(self) -> int:
+        return llama_parameters(self.model)

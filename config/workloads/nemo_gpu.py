@@ -1,0 +1,70 @@
+"""Recipe `nemo-gpu`: NVIDIA NeMo Llama pretraining on GPU nodes (its builder:
+workloads/manifests/nemo_gpu.py)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from config.checkpoints import CheckpointModel, CheckpointSize
+from config.training import NemoTokenizerConfig
+from config.workloads.base import MegatronRun
+from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, UnknownStepTime
+from facts import instances
+
+
+class NemoGpuWorkload(MegatronRun):
+    """NVIDIA NeMo pretraining on GPU nodes (p4de, p5)."""
+
+    RECIPE: ClassVar[str] = "nemo-gpu"
+    ACCELERATOR: ClassVar[instances.Accelerator | None] = "nvidia"
+    REPOSITORY: ClassVar[str | None] = "nemo"
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "train", "tensorboard")
+    CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
+        12,
+        "NeMo's llama config trains bf16-mixed without megatron_amp_O2, so the weights are fp32 and"
+        " fused_adam's two moments fp32",
+    )
+    STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
+        "no published measurement of this configuration (NeMo 2.0.0rc1's Llama config on p4de or p5 over EFA)"
+        " is recorded in the project; set stepSeconds from a measured step"
+    )
+    DOCS: ClassVar[RecipeDocs] = RecipeDocs(
+        follows="NVIDIA NeMo 2.0.0rc1 (NGC `nemo:24.07`): `megatron_gpt_pretraining.py` with"
+        " `conf/megatron_llama_config.yaml`",
+        image="NGC nemo:24.07 + EFA installer 1.37.0, aws-ofi-nccl 1.13.2, nccl-tests 2.13.10",
+        steps={
+            "image": "image check Job",
+            "train": "training MPIJob (health gate with nccl-tests over EFA, NeMo training)",
+            "tensorboard": "TensorBoard",
+        },
+        beside=("tensorboard",),
+    )
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p4de-nemo",)
+    ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
+        ("nemo-r2.0.0rc1",),
+        "the Hydra overrides of megatron_gpt_pretraining.py composed against megatron_llama_config.yaml and the"
+        " exp_manager schema of NeMo r2.0.0rc1",
+    )
+
+    recipe: Literal["nemo-gpu"] = Field(description="nemo-gpu")
+    data_prefix: str | None = Field(
+        None, description="Megatron data prefix under /shared (tokenized .bin/.idx); default: NeMo mock data."
+    )
+    tokenizer: NemoTokenizerConfig = Field(
+        default_factory=NemoTokenizerConfig, description="The tokenizer the data was made with."
+    )
+    config_name: Literal["megatron_llama_config"] = Field(
+        "megatron_llama_config", description="NeMo Hydra config of megatron_gpt_pretraining.py."
+    )
+    repo_dir: str = Field("/opt/NeMo", description="The NeMo checkout in the image (examples/ is under it).")
+    overrides: dict[str, str] = Field(default_factory=dict, description="Extra Hydra overrides (key: value).")
+    tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
+
+    @field_validator("data_prefix")
+    @classmethod
+    def _prefix(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/shared/"):
+            raise ValueError(f"{v!r} must be a path under /shared/ (the FSx file system every worker mounts)")
+        return v

@@ -1,0 +1,83 @@
+"""What a recipe states about itself, besides its config keys: the shapes of its facts.
+
+Each recipe model (one module of this package) sets every one of these as a class attribute
+of its own; tests/unit/test_recipe_registry.py reads the registry and names the recipe and the
+fact it lacks. The checkpoint model's shapes live with the sizing (config/checkpoints.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PublishedStepTime:
+    """A step-time estimate from a published measurement, for the cost of a run that sets no
+    `stepSeconds`."""
+
+    source: str
+    """The publication, its version and the numbers the estimate scales."""
+    basis: str
+    """How the plan names the estimate (its `stepTimeBasis`)."""
+    estimate: Callable[[Any, str], float | None]
+    """(run, instance type of its node group) -> seconds per optimizer step; None where the
+    published measurement does not apply (another shape or instance type)."""
+
+
+@dataclass(frozen=True)
+class UnknownStepTime:
+    """No published step time the project holds for the recipe: a run's cost needs `stepSeconds`."""
+
+    why: str
+
+
+StepTime = PublishedStepTime | UnknownStepTime
+
+
+@dataclass(frozen=True)
+class RecipeDocs:
+    """The recipe's row of the recipe table (tools/recipe_table.py renders the table from these)."""
+
+    follows: str
+    """What it follows upstream, with the version."""
+    image: str
+    """The image: for a built one, what its Dockerfile starts from (the folder is derived from
+    the recipe's repository); otherwise where it comes from."""
+    steps: Mapping[str, str]
+    """Step (one of the recipe's STEPS, in their order) -> what runs in it."""
+    beside: tuple[str, ...] = ()
+    """Steps that run beside the others (TensorBoard, a shell pod): nothing waits for them and
+    they wait for nothing; the table lists them after the chain."""
+
+
+@dataclass(frozen=True)
+class HeldAgainst:
+    """The upstream facts (tests/upstream/<name>.yaml) the recipe's rendered commands and script
+    arguments are held against; tests/plan/test_recipe_arguments.py has one check per file."""
+
+    facts: tuple[str, ...]
+    what: str
+    """What of the rendered commands the facts hold (for the docs and a reader)."""
+
+
+@dataclass(frozen=True)
+class NotHeld:
+    """A recipe whose script arguments are not checked against any upstream, and why."""
+
+    why: str
+
+
+Arguments = HeldAgainst | NotHeld
+
+
+@dataclass(frozen=True)
+class NoExampleStack:
+    """A recipe that no example stack runs, and why (what exercises it instead)."""
+
+    why: str
+
+
+ExampleStacks = tuple[str, ...] | NoExampleStack
+"""The example stacks (Pulumi.<name>.yaml) that run the recipe."""

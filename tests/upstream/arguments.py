@@ -1,0 +1,144 @@
+"""One check per upstream facts file that a recipe holds its rendered commands against.
+
+A recipe names its files (`ARGUMENTS = HeldAgainst(("dp-bert-hf-pretrain-v2.27.0",), ...)`,
+config/workloads/<recipe>.py); tests/plan/test_recipe_arguments.py runs the check of each
+named file over the Kubernetes objects the recipe renders. A check raises AssertionError on
+an argument the upstream does not accept and returns how many commands it checked: a recipe
+that names a file whose commands it never runs fails too (0 checked).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from hydra.errors import ConfigCompositionException
+
+from tests import upstream
+from tests.upstream.hydra import Launch, compose_upstream, launches, schema_problems
+
+Objects = Iterable[dict[str, Any]]
+Check = Callable[[Objects], int]
+
+
+def containers(objs: Objects) -> list[tuple[str, dict[str, Any]]]:
+    """(role, container) of every Job and MPIJob: `job`, `launcher` or `worker`."""
+    found = []
+    for obj in objs:
+        if obj.get("kind") == "Job":
+            found.extend(("job", c) for c in obj["spec"]["template"]["spec"]["containers"])
+        elif obj.get("kind") == "MPIJob":
+            for role, spec in obj["spec"]["mpiReplicaSpecs"].items():
+                found.extend((role.lower(), c) for c in spec["template"]["spec"]["containers"])
+    return found
+
+
+def script(container: dict[str, Any]) -> str:
+    """The shell script a container runs (the last word of its command)."""
+    return str(container["command"][-1])
+
+
+def launcher_scripts(objs: Objects) -> list[str]:
+    return [script(c) for role, c in containers(objs) if role == "launcher"]
+
+
+def compose(facts_name: str, launch: Launch) -> None:
+    """Compose one launch's overrides against the upstream config it names, as the upstream
+    script would; no `???` may be left and exp_manager keys must be fields of its schema."""
+    try:
+        cfg = compose_upstream(facts_name, launch.config_name, launch.overrides)
+    except ConfigCompositionException as e:
+        cause = e.__cause__ or e
+        raise AssertionError(f"{launch.config_name} ({facts_name}): {e}: {cause}") from None
+    problems = schema_problems(facts_name, cfg)
+    assert problems == [], f"{launch.config_name} ({facts_name}): {problems}"
+
+
+def hydra(facts_name: str) -> Check:
+    """Every megatron_gpt_pretraining.py launch composes against `facts_name`'s configs; a
+    neuron_parallel_compile launch is upstream's compile-only run (where the facts record one)."""
+
+    def check(objs: Objects) -> int:
+        compile_only = upstream.facts(facts_name).get("compile_only_run")
+        found = [launch for text in launcher_scripts(objs) for launch in launches(text)]
+        for launch in found:
+            compose(facts_name, launch)
+            if compile_only and "neuron_parallel_compile" in launch.prefix:
+                args = dict(o.split("=", 1) for o in launch.overrides)
+                assert args["exp_manager.create_tensorboard_logger"] == compile_only["CREATE_TB_LOGGER"]
+                assert args["exp_manager.create_checkpoint_callback"] == compile_only["CHECKPOINT_CALLBACK"]
+        return len(found)
+
+    return check
+
+
+BERT = "dp-bert-hf-pretrain-v2.27.0"
+
+
+def bert_runs(text: str) -> list[list[str]]:
+    """The words after the BERT script of each of its runs in a launcher script."""
+    name = upstream.facts(BERT)["script"]
+    found = []
+    for line in text.splitlines():
+        if name not in line:
+            continue
+        (inner,) = [w for w in shlex.split(line) if name in w]
+        found.append(shlex.split(inner.split(name, 1)[1].replace("$r", "")))
+    return found
+
+
+def bert_options(objs: Objects) -> int:
+    """Every option passed to dp_bert_large_hf_pretrain_hdf5.py is one its argparse defines."""
+    accepted = set(upstream.facts(BERT)["options"])
+    runs = [words for text in launcher_scripts(objs) for words in bert_runs(text)]
+    for words in runs:
+        options = {w.split("=", 1)[0] for w in words if w.startswith("--")}
+        assert options <= accepted, f"not options of {BERT}: {sorted(options - accepted)}"
+    return len(runs)
+
+
+def huggingface_downloads(objs: Objects) -> int:
+    """Every `huggingface-cli download` passes only the command's options, and copies files
+    (`--local-dir-use-symlinks False`: below 0.23 it links large files into the pod's cache)."""
+    facts = upstream.facts("huggingface-hub-0.22.2")
+    downloads = 0
+    for _, c in containers(objs):
+        for line in script(c).splitlines():
+            words = shlex.split(line) if "huggingface-cli" in line else []
+            if words[:2] != ["huggingface-cli", "download"]:
+                continue
+            downloads += 1
+            options = [w for w in words if w.startswith("--")]
+            assert set(options) <= set(facts["download_options"]), options
+            value = words[words.index("--local-dir-use-symlinks") + 1]
+            assert value == "False" and value in facts["local_dir_use_symlinks_choices"]
+    return downloads
+
+
+def horovod_cpu_programs(objs: Objects) -> int:
+    """The programs the launcher and worker call are where the public image has them."""
+    programs = upstream.facts("horovod-cpu-0.28.1")["programs"]
+    checked = 0
+    for role, c in containers(objs):
+        text = "\n".join(c["command"])
+        if role == "worker":
+            assert c["command"][0] == programs["bash"] and programs["sshd"] in text
+            checked += 1
+        elif role == "launcher":
+            for name in ("ssh", "mpirun", "torchrun", "getconf"):
+                if re.search(rf"(^|[\s'(]){name}\s", text):
+                    assert name in programs, name
+                    checked += 1
+    return checked
+
+
+CHECKS: dict[str, Check] = {
+    "neuronx-nemo-megatron-2.21": hydra("neuronx-nemo-megatron-2.21"),
+    "nemo-r2.0.0rc1": hydra("nemo-r2.0.0rc1"),
+    BERT: bert_options,
+    "huggingface-hub-0.22.2": huggingface_downloads,
+    "horovod-cpu-0.28.1": horovod_cpu_programs,
+}
+"""Upstream facts file -> the check of rendered objects against it."""
