@@ -157,7 +157,10 @@ def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
         ]
     family = ng.instance.neuron_family
     return [
-        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image)
+        f"{key}.{source}: {p}"
+        for p in versions.problems(
+            sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image, xla_training=run.XLA_TRAINING
+        )
     ]
 
 

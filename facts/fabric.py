@@ -94,7 +94,7 @@ class AllReduceFloor:
 
 _NCCL_TESTS_README = "awslabs/awsome-distributed-ai micro-benchmarks/nccl-tests/README.md"
 _PCS_COMPUTE_TEST = "awslabs/awsome-distributed-ai architectures/aws-pcs/tests/compute-test.md"
-_NCCOM_TEST = "aws-neuron/aws-neuron-sdk tools/neuron-sys-tools/nccom-test.rst (Multiple Instances Example)"
+_NCCOM_TEST = "aws-neuron/aws-neuron-sdk:tools/neuron-sys-tools/nccom-test.rst (Multiple Instances Example)"
 _P5 = PublishedAllReduce(487.09, "16G", 2, _NCCL_TESTS_README)
 
 FLOORS: dict[str, AllReduceFloor] = {
@@ -126,12 +126,7 @@ FLOORS: dict[str, AllReduceFloor] = {
     ),
     "trn1.32xlarge": AllReduceFloor(
         "1G",
-        PublishedAllReduce(
-            47.09,
-            "1G",
-            2,
-            "aws-neuron/aws-neuron-sdk tools/neuron-sys-tools/nccom-test.rst (Multiple Instances Example)",
-        ),
+        PublishedAllReduce(47.09, "1G", 2, _NCCOM_TEST),
     ),
     "trn1n.32xlarge": AllReduceFloor("2G", presence_floor_gbps=50.0, why="twice trn1's EFA, nothing published"),
     "trn2.48xlarge": AllReduceFloor("2G", presence_floor_gbps=50.0, why="no trn2 nccom-test figure is published"),

@@ -118,6 +118,23 @@ IMAGES: dict[str, Image] = {
             60,
             "the Neuron training DLC plus apt packages and a git clone: nothing compiles; 128 GB of disk",
         ),
+        Image(
+            "gpu-fabric",
+            None,
+            "the current GPU fabric stack: EFA installer 1.51.0, NCCL v2.30.7-1, nccl-tests v2.18.5 (CUDA 13.0.2)",
+            "BUILD_GENERAL1_XLARGE",
+            120,
+            "NCCL and nccl-tests compile for four GPU architectures with make -j$(nproc) (36 vCPUs: NCCL's kernels"
+            " are most of the build); the CUDA devel image and the build tree fit 256 GB",
+        ),
+        Image(
+            "neuron-fabric",
+            "2.32.0",
+            "Neuron SDK 2.32.0 runtime, collectives and nccom-test with EFA installer 1.51.0",
+            "BUILD_GENERAL1_MEDIUM",
+            60,
+            "Ubuntu plus apt packages and the EFA installer: nothing compiles; 128 GB of disk",
+        ),
     )
 }
 """Repository -> the image built for it."""

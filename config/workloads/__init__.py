@@ -23,6 +23,8 @@ from config.workloads.base import RECIPE_FACTS, MegatronRun, RunConfig
 from config.workloads.bert_neuron import BertNeuronWorkload
 from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
+from config.workloads.fabric_gpu import FabricGpuRun
+from config.workloads.fabric_neuron import FabricNeuronRun
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
 
@@ -32,6 +34,8 @@ __all__ = [
     "BertNeuronWorkload",
     "CustomWorkload",
     "DdpCpuWorkload",
+    "FabricGpuRun",
+    "FabricNeuronRun",
     "Llama2NeuronWorkload",
     "MegatronRun",
     "NemoGpuWorkload",
@@ -40,7 +44,15 @@ __all__ = [
     "WorkloadConfig",
 ]
 
-Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload | DdpCpuWorkload
+Run = (
+    Llama2NeuronWorkload
+    | NemoGpuWorkload
+    | BertNeuronWorkload
+    | CustomWorkload
+    | DdpCpuWorkload
+    | FabricGpuRun
+    | FabricNeuronRun
+)
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
 """Recipe name -> its config model."""

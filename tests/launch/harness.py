@@ -23,7 +23,7 @@ from workloads.manifests.mpijob import POLL_ENV, WAIT_ENV
 # torchrun processes per node here (the job renders 32, 8 or 2): two on 2 nodes, where a lost
 # --nproc_per_node or a wrong local rank shows; one on 3 nodes (node ranks across 3 hosts),
 # which saves a third of the torch start-ups the harness pays for.
-RANKS_PER_NODE = {2: 2, 3: 1}
+RANKS_PER_NODE = {2: 2, 3: 1, 4: 1}
 CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+\.pt|.*step=\d+.*)$")
 RULES = upstream.facts("training-resume-rules")
 # What a resumed run logs: the frameworks' lines (upstream), and ddp-cpu's own script's
@@ -101,6 +101,12 @@ class WorkloadRun:
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
             facts["busBandwidthGbps"] = 2 * FLOORS[instance.name].min_bus_bandwidth_gbps
+            if instance.ultraserver:
+                facts["ultraserverSize"] = instance.ultraserver.instances
+                facts["ultraserverSysfs"] = upstream.facts("nccom-test-2.32.0")["ultraserver_sysfs"]
+        if framework == "fabric":  # the EFA installer 1.51.0 of images/gpu-fabric bundles aws-ofi-nccl 1.22.0
+            ofi = upstream.facts("aws-ofi-nccl-v1.21.1")
+            facts["ofiProviderLine"] = ofi["log_prefix"] + ofi["provider_line"]
         return facts
 
     def checkpoints(self) -> list[Path]:

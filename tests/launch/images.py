@@ -60,6 +60,8 @@ FRAMEWORKS = {
     "nemo": "nemo",
     "bert-neuronx": "bert",
     "horovod-cpu": "ddp-cpu",
+    "gpu-fabric": "fabric",
+    "neuron-fabric": "fabric",
 }
 # Public images a recipe runs unbuilt, and the fact file that describes each.
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}

@@ -74,6 +74,8 @@ class PodSpec:
     binds: list[dict[str, object]] = field(default_factory=list)
     secrets: list[dict[str, object]] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
+    sysfs: dict[str, str] = field(default_factory=dict)
+    """Files under /sys/class the node's drivers would show (path -> content)."""
     working_dir: str | None = None
     security: Security | None = None  # None: root with the runtime's default capabilities
 
@@ -190,6 +192,7 @@ class Cluster:
             "binds": binds,
             "secrets": spec.secrets,
             "devices": spec.devices,
+            "sysfs": spec.sysfs,
             "workingDir": spec.working_dir,
             "nofile": [RUNTIME["rlimits"]["RLIMIT_NOFILE"]["soft"], RUNTIME["rlimits"]["RLIMIT_NOFILE"]["hard"]],
             **process_identity(spec.security),

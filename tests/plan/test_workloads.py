@@ -20,7 +20,7 @@ from facts import names
 from tests.conftest import BASE, GOLDEN, ROOT, stack_plan, stack_values, stack_yaml
 from tools import plan as plan_mod
 
-WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared"]
+WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared", "p5en", "p6-b200", "p6-b300", "trn2"]
 MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 

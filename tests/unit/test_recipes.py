@@ -25,6 +25,8 @@ FULL: dict[str, dict[str, Any]] = {
     "bert-neuron": {"tensorboard": True},
     "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
     "ddp-cpu": {"interruptOnceAtStep": 100},
+    "fabric-gpu": {"sweep": True},
+    "fabric-neuron": {"sweep": True},
 }
 
 

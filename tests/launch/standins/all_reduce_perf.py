@@ -5,14 +5,17 @@ at NCCL_DEBUG=WARN, and the bandwidth is what TCP gives. At NCCL_DEBUG=INFO ever
 `NCCL INFO Using network <name>` (NCCL init.cc; aws-ofi-nccl's network is named "Libfabric":
 tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml), and the plugin logs the provider it selected with
 the EFA devices it found: the ones this pod was given (/dev/infiniband/uverbs*). Rank 0 prints the
-nccl-tests table and `# Avg bus bandwidth    : <value> ` (nccl-tests src/common.cu)."""
+nccl-tests table and `# Avg bus bandwidth    : <value> ` (nccl-tests src/util.cu), and with `-J
+<file>.json` the results as JSON there (nccl-tests 2.18)."""
 
 from __future__ import annotations
 
 import ctypes
 import glob
+import json
 import os
 import socket
+import sys
 
 from _common import fail, job, record
 
@@ -47,3 +50,6 @@ if rank == 0:
     print(f"  2147483648     536870912     float     sum      -1   1000.0   {bw:.2f}   {bw:.2f}      0")
     print("# Out of bounds values : 0 OK")
     print(f"# Avg bus bandwidth    : {bw:g} ", flush=True)
+    if "-J" in sys.argv:
+        with open(sys.argv[sys.argv.index("-J") + 1], "w") as f:
+            json.dump({"average_bus_bandwidth": {"bandwidth": bw, "okay": "unchecked"}}, f)

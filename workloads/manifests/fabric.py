@@ -1,8 +1,9 @@
-"""Recipes `fabric-acceptance-gpu` and `fabric-acceptance-neuron`: the run a platform team starts
-on new capacity before anything trains on it. On the node group's nodes, with the fabric image
-of images/gpu-fabric or images/neuron-fabric: the per-node checks of the training gate (devices,
-EFA devices, a self-test), on a Trn2 UltraServer each node's UltraServer ids, then the all-reduce
-across the nodes against the instance type's floor, a size sweep for the record, and a report.
+"""What the fabric acceptance recipes render (their modules: fabric_gpu.py, fabric_neuron.py): the
+run a platform team starts on new capacity before anything trains on it. On the node group's
+nodes, with the fabric image of images/gpu-fabric or images/neuron-fabric: the per-node checks of
+the training gate (devices, EFA devices, a self-test), on a Trn2 UltraServer each node's
+UltraServer ids, then the all-reduce across the nodes against the instance type's floor, a size
+sweep for the record, and a report.
 
 `pulumi up` waits for it (condition Succeeded, bounded): on failure the launcher log says which
 node or which measurement failed, and nothing after it in the stack is created. The report,
@@ -12,8 +13,8 @@ node or which measurement failed, and nothing after it in the stack is created. 
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
+from config.workloads.fabric import FabricAcceptanceRun
 from facts import fabric
 from workloads.manifests.healthcheck import ALL_REDUCE_PERF, NCCOM_TEST, NEURON_ROOT_COMM_PORT, health_gate
 from workloads.manifests.mpijob import (
@@ -63,7 +64,7 @@ def ultraserver_check(ctx: Context, nodes: int) -> str:
     )
 
 
-def sweep(run: Any, ctx: Context, size: str, env: dict[str, str]) -> str:
+def sweep(run: FabricAcceptanceRun, ctx: Context, size: str, env: dict[str, str]) -> str:
     """The all-reduce from SWEEP_FROM up to the gated size, doubling, kept as JSON in the run's
     directory for the record (nccl-tests -J, nccom-test --report-to-json-file); not gated."""
     ng = ctx.node_group
@@ -85,7 +86,7 @@ def sweep(run: Any, ctx: Context, size: str, env: dict[str, str]) -> str:
     return f'ssh {SSH_OPTIONS} "$first" "{remote}"'
 
 
-def report(run: Any, ctx: Context, size: str, floor: float, basis: str) -> str:
+def report(run: FabricAcceptanceRun, ctx: Context, size: str, floor: float, basis: str) -> str:
     """`fabric-acceptance.json` in the run's directory: instance type, nodes, size, measured and
     floor bus bandwidth, where the floor comes from, passed."""
     it = ctx.node_group.instance
@@ -103,7 +104,7 @@ def report(run: Any, ctx: Context, size: str, floor: float, basis: str) -> str:
     )
 
 
-def acceptance_script(workload_name: str, run: Any, ctx: Context, env: dict[str, str]) -> str:
+def acceptance_script(workload_name: str, run: FabricAcceptanceRun, ctx: Context, env: dict[str, str]) -> str:
     """The launcher's script: the UltraServer check, the training gate, the sweep, the report."""
     it = ctx.node_group.instance
     floor_fact = fabric.FLOORS[it.name]
@@ -124,7 +125,7 @@ def acceptance_script(workload_name: str, run: Any, ctx: Context, env: dict[str,
     return "\n".join(p for p in parts if p) + "\n"
 
 
-def steps(workload_name: str, run: Any, ctx: Context) -> list[Step]:
+def steps(workload_name: str, run: FabricAcceptanceRun, ctx: Context) -> list[Step]:
     """Image check -> the acceptance MPIJob, awaited (and its NetworkPolicy before it)."""
     name = f"{workload_name}-{run.run_id}-accept"
     image = image_check(workload_name, ctx, run)
