@@ -7,6 +7,7 @@
 #   make test                lint (code and CI workflows), type check and the test suite
 #   make diagram             regenerate the README's architecture diagram from the dev plan
 #   make schema              regenerate schema/stack-config.schema.json from the config models
+#   make docs                regenerate the generated parts of docs/ (configuration reference, recipe table, stack needs)
 #
 # Everything but a command's own output goes to stderr (the install says what it is doing and
 # keeps pip's output in .venv/install.log, shown only when it fails), so stdout stays clean.
@@ -20,7 +21,7 @@ FORMAT ?= table
 OUT    ?=
 WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
-.PHONY: plan test lint typecheck pytest venv diagram schema clean launch-deps checkov
+.PHONY: plan test lint typecheck pytest venv diagram schema docs clean launch-deps checkov
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@echo "setting up $(VENV): installing the pinned requirements (first run or changed requirements, 1-2 minutes)" >&2
@@ -81,6 +82,9 @@ diagram: venv
 
 schema: venv
 	$(PY) -m tools.schema --write
+
+docs: venv
+	$(PY) -m tools.docs
 
 typecheck: venv
 	$(VENV)/bin/mypy

@@ -21,12 +21,66 @@ class EksAddonVersions(Model):
     moves the add-ons in the same reviewed change and nothing moves on its own between previews;
     a minor with no recorded version needs it named here (config.checks)."""
 
-    vpc_cni: str | None = Field(None, description="vpc-cni, e.g. v1.20.1-eksbuild.3.")
-    coredns: str | None = Field(None, description="coredns.")
-    kube_proxy: str | None = Field(None, description="kube-proxy.")
-    pod_identity_agent: str | None = Field(None, description="eks-pod-identity-agent.")
-    cloudwatch_observability: str | None = Field(None, description="amazon-cloudwatch-observability.")
-    node_monitoring_agent: str | None = Field(None, description="eks-node-monitoring-agent.")
+    vpc_cni: str | None = Field(
+        None,
+        description="Pin `vpc-cni`, e.g. `v1.20.1-eksbuild.3`.",
+        json_schema_extra={
+            "x-default": (
+                "the version `facts/eks_addons.py` pins for the cluster's Kubernetes minor (required where it records "
+                "none)"
+            )
+        },
+    )
+    coredns: str | None = Field(
+        None,
+        description="Pin `coredns`.",
+        json_schema_extra={
+            "x-default": (
+                "the version `facts/eks_addons.py` pins for the cluster's Kubernetes minor (required where it records "
+                "none)"
+            )
+        },
+    )
+    kube_proxy: str | None = Field(
+        None,
+        description="Pin `kube-proxy`.",
+        json_schema_extra={
+            "x-default": (
+                "the version `facts/eks_addons.py` pins for the cluster's Kubernetes minor (required where it records "
+                "none)"
+            )
+        },
+    )
+    pod_identity_agent: str | None = Field(
+        None,
+        description="Pin `eks-pod-identity-agent`.",
+        json_schema_extra={
+            "x-default": (
+                "the version `facts/eks_addons.py` pins for the cluster's Kubernetes minor (required where it records "
+                "none)"
+            )
+        },
+    )
+    cloudwatch_observability: str | None = Field(
+        None,
+        description="Pin `amazon-cloudwatch-observability`.",
+        json_schema_extra={
+            "x-default": (
+                "the version `facts/eks_addons.py` pins for the cluster's Kubernetes minor (required where it records "
+                "none)"
+            )
+        },
+    )
+    node_monitoring_agent: str | None = Field(
+        None,
+        description="Pin `eks-node-monitoring-agent`.",
+        json_schema_extra={
+            "x-default": (
+                "the version `facts/eks_addons.py` pins for the cluster's Kubernetes minor (required where it records "
+                "none)"
+            )
+        },
+    )
 
     @field_validator("*")
     @classmethod
@@ -97,11 +151,18 @@ class AddonsConfig(Model):
 
     # aws/eks-charts stable/aws-efa-k8s-device-plugin, v0.5.30 (image v0.5.20) at bfe91c4b
     # (2026-07-21); images below v0.5.10 miscount devices on newer instances.
-    efa_device_plugin_chart: str = Field("v0.5.30", description="aws-efa-k8s-device-plugin chart version.")
+    efa_device_plugin_chart: str = Field(
+        "v0.5.30", description="`aws-efa-k8s-device-plugin` chart version (eks-charts)."
+    )
     # NVIDIA/k8s-device-plugin tag v0.19.3 (deployments/helm/nvidia-device-plugin); not 0.19.0-0.19.2.
-    nvidia_device_plugin_chart: str = Field("0.19.3", description="nvidia-device-plugin chart version.")
+    nvidia_device_plugin_chart: str = Field(
+        "0.19.3",
+        description=(
+            "`nvidia-device-plugin` chart version; 0.19.0 to 0.19.2 are refused (MOFED on by default clashes with EFA)."
+        ),
+    )
     # oci://public.ecr.aws/neuron/neuron-helm-chart; aws-neuron/neuron-helm-charts Chart.yaml 1.1.2 at 1a1d41e3.
-    neuron_chart: str = Field("1.1.2", description="neuron-helm-chart version.")
+    neuron_chart: str = Field("1.1.2", description="`oci://public.ecr.aws/neuron/neuron-helm-chart` version.")
     # kubernetes-sigs/aws-fsx-csi-driver tag helm-chart-aws-fsx-csi-driver-1.17.0 (driver v1.9.0), in the
     # chart repository index; the first versions with controller.podDisruptionBudget and node.region.
     fsx_csi_driver_chart: str = Field("1.17.0", description="aws-fsx-csi-driver chart version.")
@@ -111,10 +172,14 @@ class AddonsConfig(Model):
         None,
         description="MPI operator image to run instead of the release manifest's Docker Hub image"
         " (mpioperator/mpi-operator, the only registry the project publishes to), e.g. a copy in your ECR.",
+        json_schema_extra={"x-default": "none (the release's `mpioperator/mpi-operator` on Docker Hub)"},
     )
     # kubernetes-sigs/kueue tag v0.19.2 (8eab6877, 2026-08-20): charts/kueue 0.19.2, pushed to
     # oci://registry.k8s.io/kueue/charts/kueue (its README). 0.19.7 does not exist.
-    kueue_chart: str = Field("0.19.2", description="Kueue chart version (v0.19.x: kueue.x-k8s.io/v1beta2).")
+    kueue_chart: str = Field(
+        "0.19.2",
+        description="`oci://registry.k8s.io/kueue/charts/kueue` version (v0.19.x, API `kueue.x-k8s.io/v1beta2`).",
+    )
     neuron_scheduler: bool = Field(
         False,
         description="Install the Neuron scheduler extension (Neuron stacks): a second kube-scheduler (EKS Distro, the"

@@ -57,15 +57,28 @@ DEFAULT_IMAGE = "aws/codebuild/standard:7.0"
 class CiRunnerConfig(Model):
     """A CodeBuild-hosted GitHub Actions runner in the VPC's private subnets (aws layer)."""
 
-    enabled: bool = Field(False, description="Declare the runner.")
-    repository: str | None = Field(None, description="GitHub repository (owner/name) whose jobs the runner takes.")
+    enabled: bool = Field(
+        False,
+        description=(
+            "Declare the in-VPC CI runners (CodeBuild-hosted GitHub Actions runners: one that previews, one that "
+            "deploys)."
+        ),
+    )
+    repository: str | None = Field(
+        None,
+        description="GitHub repository (owner/name) whose jobs the runner takes.",
+        json_schema_extra={"x-default": "(required when enabled)"},
+    )
     connection_arn: str | None = Field(
         None,
         description="CodeConnections connection to GitHub (a GitHub App); default: the account's CodeBuild"
         " source credential.",
+        json_schema_extra={"x-default": "the account's CodeBuild GitHub credential"},
     )
     compute_type: ComputeType = Field("BUILD_GENERAL1_MEDIUM", description="CodeBuild Linux container size.")
-    image: str = Field(DEFAULT_IMAGE, description="CodeBuild image of the runner.")
+    image: str = Field(
+        DEFAULT_IMAGE, description="CodeBuild image of the runners (needs make, Python 3.11 and the AWS CLI v2)."
+    )
     build_timeout_minutes: int = Field(
         DEPLOY_BUILD_TIMEOUT_MINUTES,
         ge=BUILD_TIMEOUT_RANGE[0],
@@ -89,21 +102,28 @@ class CiRunnerConfig(Model):
         default_factory=list,
         description="GitHub account ids (numeric) whose workflow jobs the preview runner takes: who opens pull"
         " requests and starts drift checks. `gh api users/<login> --jq .id` prints one.",
+        json_schema_extra={"x-default": "(required when enabled)"},
     )
     deploy_actor_ids: list[int] = Field(
         default_factory=list,
         description="GitHub account ids (numeric) whose workflow jobs the deploy runner takes: who merges to main.",
+        json_schema_extra={"x-default": "(required when enabled)"},
     )
     deploy_stacks: list[str] | None = Field(
         None,
         description="Stacks whose state the deploy runner may write (default: <cluster.name>-cluster and"
         " <cluster.name>-runs); the preview runner only reads state.",
+        json_schema_extra={"x-default": "`<cluster.name>-cluster`, `<cluster.name>-runs`"},
     )
     state_bucket: str | None = Field(
-        None, description="S3 bucket of the Pulumi state backend the runner reads and writes (none: Pulumi Cloud)."
+        None,
+        description="S3 bucket of the Pulumi state backend the runner reads and writes (none: Pulumi Cloud).",
+        json_schema_extra={"x-default": "none (Pulumi Cloud)"},
     )
     secrets_key_arn: str | None = Field(
-        None, description="KMS key of the stacks' secrets provider (none: passphrase or Pulumi Cloud)."
+        None,
+        description="KMS key of the stacks' secrets provider (none: passphrase or Pulumi Cloud).",
+        json_schema_extra={"x-default": "none (passphrase or Pulumi Cloud)"},
     )
 
     @field_validator("repository", "connection_arn", "secrets_key_arn", "state_bucket", "image")

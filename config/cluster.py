@@ -50,10 +50,16 @@ class ClusterConfig(Model):
         description="EKS cluster name: lowercase letters, digits, hyphens; up to 100 (it also names S3"
         " buckets and ECR repositories).",
     )
-    kubernetes_version: str = Field(DEFAULT_KUBERNETES_VERSION, description="Kubernetes minor version.")
+    kubernetes_version: str = Field(
+        DEFAULT_KUBERNETES_VERSION,
+        description="Kubernetes minor version in EKS standard support: "
+        + ", ".join(SUPPORTED_KUBERNETES_VERSIONS)
+        + ".",
+    )
     public_access_cidrs: list[str] = Field(
         default_factory=list,
-        description="CIDRs allowed to reach the public API endpoint; empty means the public endpoint is off.",
+        description="CIDRs allowed to reach the public API endpoint; empty: the public endpoint is off.",
+        json_schema_extra={"x-default": "`[]` (public endpoint off)"},
     )
     private_access_cidrs: list[str] = Field(
         default_factory=list,
@@ -69,9 +75,13 @@ class ClusterConfig(Model):
         False, description="Must be true to put 0.0.0.0/0 in publicAccessCidrs; a deliberate choice."
     )
     admin_principal_arns: list[str] = Field(
-        default_factory=list, description="IAM role/user ARNs given cluster-admin through EKS access entries."
+        default_factory=list,
+        description=(
+            "IAM role or user ARNs given cluster admin through EKS access entries (not STS session ARNs, each "
+            "once; the identity running Pulumi is admin already)."
+        ),
     )
-    log_retention_days: int = Field(90, description="CloudWatch retention of control-plane logs, days.")
+    log_retention_days: int = Field(90, description="CloudWatch retention of the control-plane logs, days.")
 
     @field_validator("name")
     @classmethod
@@ -152,10 +162,22 @@ class SystemNodeGroupConfig(Model):
     """The general-purpose managed node group that runs controllers, add-ons and MPI launchers,
     across AZs; CPU runs (recipe ddp-cpu) train there too, as node group `system`."""
 
-    instance_type: str = Field("m6i.2xlarge", description="General-purpose instance type from the instances.")
-    desired_size: int = Field(2, ge=1, description="Nodes (at least one per AZ is recommended).")
-    min_size: int | None = Field(None, ge=1, description="Default: desiredSize.")
-    max_size: int | None = Field(None, ge=1, description="Default: desiredSize + 2.")
+    instance_type: str = Field(
+        "m6i.2xlarge",
+        description=(
+            "Nodes for controllers, add-ons, MPI launchers and CPU runs (node group `system`): a general-purpose "
+            "instance type."
+        ),
+    )
+    desired_size: int = Field(
+        2, ge=1, description="Nodes, spread across the VPC's AZs (at least one per AZ is recommended)."
+    )
+    min_size: int | None = Field(
+        None, ge=1, description="Autoscaling floor.", json_schema_extra={"x-default": "`desiredSize`"}
+    )
+    max_size: int | None = Field(
+        None, ge=1, description="Autoscaling ceiling.", json_schema_extra={"x-default": "`desiredSize` + 2"}
+    )
     root_volume_size_gib: int = Field(
         100, ge=50, le=16384, alias="rootVolumeSizeGiB", description="Encrypted gp3 root volume, GiB."
     )

@@ -67,17 +67,27 @@ class NetworkConfig(Model):
 
     cidr: str = Field("10.0.0.0/16", description="VPC IPv4 CIDR, /16 to /20 (a created VPC).")
     availability_zones: list[str] | None = Field(
-        None, description="AZ names; default: the node groups' AZs, then the region's first, to azCount."
+        None,
+        description="2 to 4 AZs that exist in the region (`facts/regions.py`), for a VPC the stack creates.",
+        json_schema_extra={"x-default": "the node groups' AZs, then the region's first AZs, to `azCount`"},
     )
-    az_count: int = Field(2, ge=2, le=4, description="Number of AZs when availabilityZones is not given (2-4).")
+    az_count: int = Field(
+        2, ge=2, le=4, description="AZs when `availabilityZones` is not given (a VPC the stack creates)."
+    )
     nat_gateways: Literal["single", "per-az"] = Field(
-        "single", description="One NAT gateway (cheaper) or one per AZ (survives an AZ outage)."
+        "single",
+        description="NAT gateways of a VPC the stack creates: one (cheaper) or one per AZ (survives an AZ outage).",
     )
-    flow_logs: bool = Field(True, description="VPC flow logs (rejected traffic) to CloudWatch Logs.")
+    flow_logs: bool = Field(
+        True, description="VPC flow logs of rejected traffic to CloudWatch Logs (on an existing VPC too)."
+    )
     vpc_id: str | None = Field(
         None,
-        description="An existing VPC (vpc-...): the stack creates no VPC, subnets, NAT or internet gateway;"
-        " give its private subnets in privateSubnetIds.",
+        description=(
+            "An existing VPC (`vpc-...`): the stack creates no VPC, subnets, NAT or internet gateway; give its "
+            "private subnets in `privateSubnetIds` (docs/deploy.md, Bring your own network)."
+        ),
+        json_schema_extra={"x-default": "none (the stack creates the VPC)"},
     )
     private_subnet_ids: dict[str, str] = Field(
         default_factory=dict,

@@ -57,9 +57,15 @@ class CapacityConfig(Model):
     )
     ends_at: dt.datetime | None = Field(
         None,
-        description="End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g. 2027-03-01T11:30:00Z);"
-        " required for capacity-block: the group scales to 0 before it.",
-        strict=False,  # ISO 8601 text, as a stack file and the engine both hand it over
+        description=(
+            "End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g. 2027-03-01T11:30:00Z): the "
+            "group scales to 0 before it."
+        ),
+        strict=False,
+        json_schema_extra={
+            "x-default": "(required for capacity-block)",
+            "x-type": "string",
+        },  # ISO 8601 text, as a stack file and the engine both hand it over
     )
     scale_down_minutes_before_end: int = Field(
         60,
@@ -72,6 +78,7 @@ class CapacityConfig(Model):
         le=8760,
         description="Preflight refuses running nodes on a reservation that ends within this many hours; default"
         " per type: reservation 24, capacity-block 0 (the block's own scale-down, which must lie ahead, drains it).",
+        json_schema_extra={"x-default": "`24` for reservation, `0` for capacity-block"},
     )
 
     @field_validator("reservation_id")
@@ -193,15 +200,24 @@ DEFAULT_REPAIR_REASONS: dict[str, tuple[str, ...]] = {
 class NodeRepairConfig(Model):
     """EKS managed node group auto repair (on by default for accelerated node groups)."""
 
-    enabled: bool = Field(True, description="Let EKS replace or reboot nodes the monitoring agent marks unhealthy.")
+    enabled: bool = Field(
+        True,
+        description="EKS node auto repair: EKS replaces or reboots nodes the node monitoring agent marks unhealthy.",
+    )
     max_unhealthy_node_threshold_percentage: int | None = Field(
-        None, ge=1, le=100, description="Pause repair when more than this % of nodes are unhealthy (EKS default: 20%)."
+        None,
+        ge=1,
+        le=100,
+        description="Pause repair when more than this share of the group's nodes is unhealthy, %.",
+        json_schema_extra={"x-default": "EKS default (20%)"},
     )
     max_parallel_nodes_repaired_count: int = Field(
         1, ge=1, description="Nodes repaired at once (1: a job loses at most one node at a time to repair)."
     )
     overrides: list[RepairOverride] | None = Field(
-        None, description="Per-condition actions; default: replace on fatal Neuron/NVIDIA hardware errors."
+        None,
+        description="Per-condition actions; default: replace on fatal Neuron/NVIDIA hardware errors.",
+        json_schema_extra={"x-default": "replace on fatal Neuron and NVIDIA errors"},
     )
 
     def effective_overrides(self, accelerator: str | None) -> list[RepairOverride]:
@@ -219,13 +235,26 @@ class NodeRepairConfig(Model):
 class NodeGroupConfig(Model):
     """One accelerated EFA node group: one instance type, one AZ, one subnet."""
 
-    name: str = Field(description="Node group name: lowercase letters, digits, hyphens (1-40).")
-    instance_type: str = Field(description="Accelerated instance type from the instances.")
-    desired_size: int = Field(description="Nodes to run.", ge=0)
-    min_size: int | None = Field(None, ge=0, description="Default: desiredSize.")
-    max_size: int | None = Field(None, ge=0, description="Default: desiredSize (at least 1).")
+    name: str = Field(description="Node group name, unique: lowercase letters, digits, hyphens (1-40).")
+    instance_type: str = Field(
+        description="Accelerated instance type from the catalog (`facts/instances.py`): "
+        + ", ".join(instances.ACCELERATED)
+        + "."
+    )
+    desired_size: int = Field(description="Nodes to run; 0 scales the group to zero.", ge=0)
+    min_size: int | None = Field(
+        None, ge=0, description="Autoscaling floor.", json_schema_extra={"x-default": "`desiredSize`"}
+    )
+    max_size: int | None = Field(
+        None,
+        ge=0,
+        description="Autoscaling ceiling (EKS needs at least 1).",
+        json_schema_extra={"x-default": "max(`desiredSize`, 1)"},
+    )
     availability_zone: str | None = Field(
-        None, description="AZ of the nodes (and of the reservation); default: the VPC's first AZ."
+        None,
+        description="AZ of the nodes: must exist in the region and be the reservation's AZ.",
+        json_schema_extra={"x-default": "the VPC's first AZ"},
     )
     capacity: CapacityConfig = Field(default_factory=CapacityConfig, description="Capacity source.")
     placement_group: bool | None = Field(
@@ -233,6 +262,7 @@ class NodeGroupConfig(Model):
         description="On-demand and spot: launch into a new `cluster` placement group (default true, unless"
         " capacity.placementGroupName names an existing one). Reservations and Capacity Blocks use"
         " capacity.placementGroupName instead (their own group, or none).",
+        json_schema_extra={"x-default": "`true` for on-demand and spot (unless `capacity.placementGroupName`)"},
     )
     root_volume_size_gib: int = Field(
         500,
@@ -241,7 +271,13 @@ class NodeGroupConfig(Model):
         alias="rootVolumeSizeGiB",
         description="Encrypted gp3 root volume, GiB (training images are many GB).",
     )
-    labels: dict[str, str] = Field(default_factory=dict, description="Extra node labels.")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Extra node labels, by Kubernetes label rules; not the platform's own labels, nor the "
+            "`kubernetes.io`/`k8s.io` ones the kubelet refuses."
+        ),
+    )
     max_unavailable: int = Field(1, ge=1, le=100, description="Nodes an update may replace at once (EKS: 1-100).")
     node_repair: NodeRepairConfig = Field(default_factory=NodeRepairConfig, description="EKS node auto repair.")
 

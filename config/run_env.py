@@ -15,7 +15,13 @@ class ProcessEnv(Model):
     """Plain environment (written into the objects), secret environment (through a Kubernetes
     Secret) and whether the run's pods may reach the internet."""
 
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment of every process.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Extra environment of every process: plain values, written into the objects; a value named or shaped "
+            "like a secret, or stored encrypted, is refused (use `secretEnv`)."
+        ),
+    )
     secret_env: dict[str, SecretStr] = Field(
         default_factory=dict,
         description="Environment of every process from secrets, each stored encrypted with"

@@ -29,13 +29,28 @@ _STACK_REF_RE = re.compile(r"(?:[A-Za-z0-9_.-]+/){0,2}[A-Za-z0-9_.-]{1,100}", re
 class StackConfig(Model):
     """The whole stack config (`llm-training-eks:*` keys plus `aws:region`)."""
 
-    region: str = Field(description="aws:region")
+    region: str = Field(
+        description=(
+            "AWS region with EKS in the `aws` partition (botocore's endpoint data; GovCloud and China are "
+            "refused: the program writes `arn:aws:` ARNs); every layer sets it, and a cluster or runs layer's "
+            "must be its aws layer's."
+        )
+    )
     layer: str = Field(
         "all",
-        description="What this stack declares: all (one stack), or one layer: aws, cluster or runs.",
+        description=(
+            "What the stack declares: everything (`all`), or one layer of a layered environment "
+            "(docs/layered-and-ci.md)."
+        ),
+        json_schema_extra={"x-values": ["all", "aws", "cluster", "runs"]},
     )
     lower_stack: str = Field(
-        "", description="The stack of the layer below (cluster: the aws stack; runs: the cluster stack)."
+        "",
+        description=(
+            "Cluster and runs layers: the stack of the layer below, e.g. `organization/llm-training-eks/prod-aws` "
+            "(cluster: its aws stack; runs: its cluster stack)."
+        ),
+        json_schema_extra={"x-default": "none"},
     )
     ci_runner: CiRunnerConfig = Field(default_factory=CiRunnerConfig, description="In-VPC CI runner (aws layer).")
     network: NetworkConfig = Field(default_factory=NetworkConfig, description="VPC layout.")
@@ -55,7 +70,13 @@ class StackConfig(Model):
     bucket_lifecycle: BucketLifecycleConfig = Field(
         default_factory=BucketLifecycleConfig, description="Lifecycle rule of every S3 bucket the stack makes."
     )
-    tags: dict[str, str] = Field(default_factory=dict, description="Tags on every AWS resource.")
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Tags on every taggable AWS resource (provider default tags) and on the instances, volumes and "
+            "network interfaces the launch templates start; checked against every service's tag rules."
+        ),
+    )
     workloads: dict[str, WorkloadConfig] = Field(default_factory=dict, description="Training runs by name.")
     teams: dict[str, TeamConfig] = Field(
         default_factory=dict,
@@ -64,7 +85,10 @@ class StackConfig(Model):
     queueing: QueueingConfig = Field(default_factory=QueueingConfig, description="Kueue admission settings.")
     hugging_face_token: SecretStr | None = Field(
         None,
-        description="Hugging Face token for gated tokenizers and datasets; a Pulumi secret (config set --secret).",
+        description=(
+            "Hugging Face token, stored encrypted (`pulumi config set --secret huggingFaceToken hf_...`); "
+            "required by the recipes that download gated files (`llama2-neuron`)."
+        ),
     )
 
     @field_validator("region")

@@ -10,15 +10,20 @@ from config.base import Model
 class TeamConfig(Model):
     """One team sharing the cluster: a Kueue ClusterQueue with a quota in whole nodes of one node group."""
 
-    node_group: str = Field(description="Node group (nodeGroups[].name) the team's quota is on.")
-    nodes: int = Field(ge=0, description="Nodes of the node group the team is guaranteed (nominal quota).")
+    node_group: str = Field(description="The `nodeGroups[].name` the team's quota is on, or `system` (CPU runs).")
+    nodes: int = Field(
+        ge=0,
+        description=(
+            "Nodes guaranteed to the team (nominal quota); the teams of a node group share at most its `desiredSize`."
+        ),
+    )
     borrowing_limit_nodes: int | None = Field(
         0,
         ge=0,
         description="Nodes the team may borrow from other teams' unused quota; null: no limit.",
     )
     priority: int = Field(
-        0, ge=-1_000_000, le=1_000_000, description="Priority of the team's runs (a WorkloadPriorityClass)."
+        0, ge=-1_000_000, le=1_000_000, description="The team's WorkloadPriorityClass value: its runs' priority."
     )
 
 

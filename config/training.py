@@ -66,12 +66,22 @@ class HealthCheckConfig(Model):
 
     enabled: bool = Field(
         True,
-        description="Per-node checks, then an nccom-test (Neuron) or nccl-tests (GPU) all-reduce, at every launch.",
+        description=(
+            "Per-node checks, then an nccom-test (Neuron) or nccl-tests (GPU) all-reduce, at the start of every "
+            "training launch, with the training image."
+        ),
     )
     min_bus_bandwidth_gbps: float | None = Field(
-        None, gt=0, description="Fail below this all-reduce bus bandwidth, GB/s; default per instance type."
+        None,
+        gt=0,
+        description="Fail below this all-reduce bus bandwidth, GB/s; default per instance type.",
+        json_schema_extra={"x-default": "per instance type (`facts/instances.py`)"},
     )
-    message_size: str | None = Field(None, description="All-reduce size, e.g. 2G; default per instance type.")
+    message_size: str | None = Field(
+        None,
+        description="All-reduce size, e.g. 2G; default per instance type.",
+        json_schema_extra={"x-default": "per instance type: `2G` (p5: `16G`)"},
+    )
 
     @field_validator("message_size")
     @classmethod
@@ -84,20 +94,46 @@ class HealthCheckConfig(Model):
 class ModelConfig(Model):
     """Transformer shape, parallelism and batch sizes; unset fields come from the preset."""
 
-    preset: Literal["7b", "13b", "70b"] = Field("7b", description="Llama2 size whose values are the defaults.")
-    seq_length: int = Field(ge=128, description="Sequence length (tokens).")
-    hidden_size: int = Field(ge=64, description="Hidden size.")
-    ffn_hidden_size: int = Field(ge=64, description="Feed-forward hidden size.")
-    num_layers: int = Field(ge=1, description="Transformer layers.")
-    num_attention_heads: int = Field(ge=1, description="Attention heads.")
-    num_kv_heads: int = Field(ge=1, description="Key/value heads (grouped-query attention when fewer).")
-    tensor_parallel: int = Field(ge=1, description="Tensor-parallel degree (TP).")
-    pipeline_parallel: int = Field(ge=1, description="Pipeline-parallel degree (PP).")
+    preset: Literal["7b", "13b", "70b"] = Field(
+        "7b", description="Llama 2 size whose shape and parallelism the other `model` keys default to."
+    )
+    seq_length: int = Field(
+        ge=128, description="Sequence length (tokens).", json_schema_extra={"x-default": "from `preset`"}
+    )
+    hidden_size: int = Field(ge=64, description="Hidden size.", json_schema_extra={"x-default": "from `preset`"})
+    ffn_hidden_size: int = Field(
+        ge=64, description="Feed-forward hidden size.", json_schema_extra={"x-default": "from `preset`"}
+    )
+    num_layers: int = Field(ge=1, description="Transformer layers.", json_schema_extra={"x-default": "from `preset`"})
+    num_attention_heads: int = Field(
+        ge=1, description="Attention heads.", json_schema_extra={"x-default": "from `preset`"}
+    )
+    num_kv_heads: int = Field(
+        ge=1,
+        description="Key/value heads (grouped-query attention when fewer).",
+        json_schema_extra={"x-default": "from `preset`"},
+    )
+    tensor_parallel: int = Field(
+        ge=1, description="Tensor-parallel degree (TP).", json_schema_extra={"x-default": "from `preset`"}
+    )
+    pipeline_parallel: int = Field(
+        ge=1, description="Pipeline-parallel degree (PP).", json_schema_extra={"x-default": "from `preset`"}
+    )
     sequence_parallel: bool = Field(True, description="Sequence parallelism (with TP > 1).")
-    micro_batch_size: int = Field(ge=1, description="Sequences per rank per micro step.")
-    global_batch_size: int = Field(ge=1, description="Sequences per optimizer step.")
-    init_method_std: float = Field(gt=0, description="Standard deviation of the weight initialisation.")
-    layernorm_epsilon: float = Field(gt=0, description="RMSNorm epsilon.")
+    micro_batch_size: int = Field(
+        ge=1, description="Sequences per rank per micro step.", json_schema_extra={"x-default": "from `preset`"}
+    )
+    global_batch_size: int = Field(
+        ge=1, description="Sequences per optimizer step.", json_schema_extra={"x-default": "from `preset`"}
+    )
+    init_method_std: float = Field(
+        gt=0,
+        description="Standard deviation of the weight initialisation.",
+        json_schema_extra={"x-default": "from `preset`"},
+    )
+    layernorm_epsilon: float = Field(
+        gt=0, description="RMSNorm epsilon.", json_schema_extra={"x-default": "from `preset`"}
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -148,7 +184,10 @@ class TrainingConfig(Model):
     adam_beta2: float = Field(0.95, gt=0, lt=1, description="AdamW beta2.")
     checkpoint_every_steps: int = Field(500, ge=1, description="Save a checkpoint every N steps.")
     checkpoints_to_keep: int = Field(
-        2, ge=1, le=20, description="Newest checkpoints kept (the storage must hold them; older ones are deleted)."
+        2,
+        ge=1,
+        le=20,
+        description="Newest checkpoints kept; the file system must hold them (config check), older ones are deleted.",
     )
 
     @model_validator(mode="after")
@@ -193,14 +232,27 @@ class NemoTokenizerConfig(Model):
     something is always set. Default: the GPT-2 BPE files baked into the nemo image."""
 
     library: Literal["megatron", "sentencepiece", "huggingface"] = Field(
-        "megatron", description="NeMo tokenizer library (model.tokenizer.library)."
+        "megatron",
+        description="NeMo tokenizer library (`model.tokenizer.library`): the tokenizer the data was made with.",
     )
     type: str | None = Field(
-        None, description="megatron: GPT2BPETokenizer (default); huggingface: the model name or a directory."
+        None,
+        description="megatron: the tokenizer name; huggingface: the model name or a directory.",
+        json_schema_extra={"x-default": "`GPT2BPETokenizer` (megatron)"},
     )
-    model: str | None = Field(None, description="sentencepiece: the tokenizer.model file (under /shared).")
-    vocab_file: str | None = Field(None, description="megatron: vocabulary file; default the image's GPT-2 vocab.")
-    merge_file: str | None = Field(None, description="megatron: merges file; default the image's GPT-2 merges.")
+    model: str | None = Field(
+        None, description="sentencepiece: the `tokenizer.model` file under `/shared` (required with `sentencepiece`)."
+    )
+    vocab_file: str | None = Field(
+        None,
+        description="megatron: the vocabulary file.",
+        json_schema_extra={"x-default": "the image's GPT-2 vocabulary in `/opt/tokenizers/gpt2/`"},
+    )
+    merge_file: str | None = Field(
+        None,
+        description="megatron: the merges file.",
+        json_schema_extra={"x-default": "the image's GPT-2 merges in `/opt/tokenizers/gpt2/`"},
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> NemoTokenizerConfig:
@@ -251,7 +303,10 @@ class BertTrainingConfig(Model):
 class BertDataConfig(Model):
     """Where the tokenized HDF5 shards come from (the tutorial's public archive)."""
 
-    archive: str = Field(BERT_DATASET, description="s3:// URL of a tar of tokenized HDF5 shards.")
+    archive: str = Field(
+        BERT_DATASET,
+        description="s3:// URL of a tar of tokenized HDF5 shards, unpacked onto `/shared` (default: the tutorial's).",
+    )
 
     @field_validator("archive")
     @classmethod

@@ -19,6 +19,8 @@ from pathlib import Path
 from config.workloads import RECIPES, RunConfig
 from tools.cli import ROOT
 
+DEFAULT_PAGE = ROOT / "docs" / "training.md"
+"""The page that holds the table."""
 HEADER = (
     "| recipe | follows (upstream version) | image (built by the stack) | what runs, in order |",
     "|---|---|---|---|",
@@ -60,9 +62,7 @@ def replaced(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.recipe_table", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "file", nargs="?", type=Path, default=ROOT / "docs" / "training.md", help="the page of the table"
-    )
+    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_PAGE, help="the page of the table")
     parser.add_argument("--write", action="store_true", help="replace the table in FILE")
     args = parser.parse_args(argv)
     if not args.write:

@@ -52,27 +52,41 @@ class RunConfig(ProcessEnv):
     """The upstream facts its script arguments are held against, or why they are not."""
 
     node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
-    nodes: int = Field(ge=1, description="Nodes of the run (one worker pod per node).")
-    run_id: str = Field(description="Run id; a new value starts a new run. Lowercase letters, digits, hyphens.")
-    image: str | None = Field(None, description="Container image with an explicit tag or digest.")
+    nodes: int = Field(ge=1, description="Nodes of the run, one worker pod each; at most the node group's `maxSize`.")
+    run_id: str = Field(
+        description=(
+            "Run id: 1-20 lowercase letters, digits and hyphens; a new value starts a new run (`<name>-<runId>` "
+            "must differ between runs)."
+        )
+    )
+    image: str | None = Field(
+        None,
+        description=(
+            "Any image with an explicit tag or digest, instead of the recipe's repository; required for `custom`."
+        ),
+        json_schema_extra={"x-default": "`<repository URL>:<imageTag>`"},
+    )
     image_tag: str | None = Field(
         None,
-        description="Tag in the stack's ECR repository of the recipe; default: the tag the stack builds from"
-        " images/<repository>/.",
+        description="Tag in the recipe's ECR repository; not `latest` (tags are immutable).",
+        json_schema_extra={"x-default": "the tag the stack builds from `images/<repository>/`"},
     )
     neuron_sdk: str | None = Field(
         None,
-        description="Neuron SDK of the image (Neuron node groups), when neither its tag nor the repository's"
-        " Dockerfile says.",
+        description="Neuron SDK of the image, checked against the node group's instance family (Neuron node groups).",
+        json_schema_extra={"x-default": "from the image tag (`-sdk2.22.0-`) or the repository's Dockerfile"},
     )
     health_check: HealthCheckConfig = Field(default_factory=HealthCheckConfig, description="Pre-training gate.")
     step_seconds: float | None = Field(
         None,
         gt=0,
-        description="Measured seconds per optimizer step, for the run's cost; default: an estimate where one exists.",
+        description="Measured seconds per optimizer step; sets the run's cost and checkpoint share.",
+        json_schema_extra={"x-default": "an estimate where a published sample exists"},
     )
     team: str | None = Field(
-        None, description="Team (teams.<name>) whose Kueue queue the run goes through; required when teams exist."
+        None,
+        description="A `teams` key: the run goes through that team's Kueue queue; required when teams exist.",
+        json_schema_extra={"x-default": "none (the `default` queue)"},
     )
     max_retries: int = Field(
         3,

@@ -46,10 +46,10 @@ class CustomWorkload(RunConfig):
     ARGUMENTS: ClassVar[Arguments] = NotHeld("your command is yours: the project renders it unchanged")
 
     recipe: Literal["custom"] = Field(description="custom")
-    command: list[str] = Field(min_length=1, description="Command run on every node (e.g. torchrun ...).")
+    command: list[str] = Field(min_length=1, description="Command run once per node by mpirun (e.g. torchrun ...).")
     processes_per_node: int = Field(1, ge=1, description="Processes mpirun starts per node (1 for torchrun).")
     working_dir: str | None = Field(None, description="Working directory of the command.")
-    tensorboard: bool = Field(False, description="TensorBoard over /shared/<workload>.")
+    tensorboard: bool = Field(False, description="TensorBoard over `/shared/<workload>`.")
     steps: int | None = Field(None, ge=1, description="Optimizer steps of the run, for its cost estimate.")
     checkpoint_every_steps: int = Field(
         500, ge=1, description="Exported as CHECKPOINT_EVERY_STEPS; the command saves to $CHECKPOINT_DIR that often."

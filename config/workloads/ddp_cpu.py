@@ -46,11 +46,21 @@ class DdpCpuWorkload(RunConfig):
 
     recipe: Literal["ddp-cpu"] = Field(description="ddp-cpu")
     node_group: str = Field(SYSTEM_NODE_GROUP, description="The system node group (`system`): it trains on its CPUs.")
-    image: str | None = Field(images.PUBLIC_CPU_IMAGE, description="PyTorch, Open MPI and sshd; default: public.")
-    processes_per_node: int = Field(2, ge=1, le=64, description="gloo ranks torchrun starts per node (<= its vCPUs).")
-    steps: int = Field(200, ge=1, le=1_000_000, description="Optimizer steps of the run.")
+    image: str | None = Field(
+        images.PUBLIC_CPU_IMAGE,
+        description=(
+            "Any image with PyTorch, Open MPI and sshd, with an explicit tag or digest; default: a public one "
+            "(nothing to build)."
+        ),
+    )
+    processes_per_node: int = Field(
+        2, ge=1, le=64, description="gloo ranks torchrun starts per node, at most a worker's vCPUs."
+    )
+    steps: int = Field(200, ge=1, le=1_000_000, description="Optimizer steps it trains.")
     checkpoint_every_steps: int = Field(50, ge=1, description="Steps between checkpoints in $CHECKPOINT_DIR.")
-    checkpoints_to_keep: int = Field(2, ge=1, le=100, description="Checkpoints kept on the shared file system.")
+    checkpoints_to_keep: int = Field(
+        2, ge=1, le=100, description="Checkpoints kept in `$CHECKPOINT_DIR` on the shared file system."
+    )
     interrupt_once_at_step: int | None = Field(
         None, ge=1, description="Stop the first attempt once, after the first checkpoint at or past this step, so the"
         " launcher's restart and the resume from that checkpoint are proven; the run fails if it never resumed."

@@ -50,7 +50,9 @@ class NemoGpuWorkload(MegatronRun):
 
     recipe: Literal["nemo-gpu"] = Field(description="nemo-gpu")
     data_prefix: str | None = Field(
-        None, description="Megatron data prefix under /shared (tokenized .bin/.idx); default: NeMo mock data."
+        None,
+        description="Megatron data prefix under /shared (tokenized .bin/.idx); default: NeMo mock data.",
+        json_schema_extra={"x-default": "NeMo mock data"},
     )
     tokenizer: NemoTokenizerConfig = Field(
         default_factory=NemoTokenizerConfig, description="The tokenizer the data was made with."

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tools import docs
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -81,3 +82,9 @@ def test_the_readme_indexes_every_docs_page() -> None:
     linked = {Path(t.partition("#")[0]).name for t in LINK.findall(text) if t.startswith("docs/")}
     missing = sorted(p.name for p in PAGES if p.name not in linked)
     assert not missing, f"README.md's documentation index lacks {missing}"
+
+
+def test_the_generated_parts_of_the_docs_are_current() -> None:
+    """The configuration reference, the recipe table and what each example stack needs are
+    generated from the code (`make docs`): a page that differs is stale."""
+    assert docs.stale() == [], "run `make docs` and commit docs/"

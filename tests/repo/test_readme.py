@@ -14,14 +14,14 @@ from pydantic import BaseModel
 
 import config
 import config.base
+from config import layers as config_layers
 from facts import names
 from tests.conftest import ROOT, stack_plan
-from tools import diagram
+from tools import diagram, reference
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 CONFIG_PAGE = DOCS / "configuration.md"
-REFERENCE = "Configuration reference"
 
 
 # --------------------------------------------------------------------------- keys of the models
@@ -82,36 +82,11 @@ def model_keys(model: type[BaseModel] = config.StackConfig, prefix: str = "") ->
 # --------------------------------------------------------------------------- keys of the README
 
 
-def reference_section(text: str) -> str:
-    m = re.search(rf"^## {REFERENCE}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    assert m, f"docs/configuration.md has no '## {REFERENCE}' section"
-    return m.group(1)
-
-
-def reference_rows(text: str) -> dict[str, list[str]]:
-    """key -> the row's cells, from the tables of the reference section.
-
-    The first cell names the key in backticks; a row may name more keys, and a later key
-    without a dot is a sibling of the first (`` `systemNodeGroup.minSize` / `maxSize` ``).
-    """
-    rows: dict[str, list[str]] = {}
-    for line in reference_section(text).splitlines():
-        if not line.startswith("|"):
-            continue
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-        keys = re.findall(r"`([^`]+)`", cells[0]) if cells else []
-        if not keys:
-            continue  # the header and separator rows
-        first = keys[0]
-        parent = first[: max(first.rfind("."), -1) + 1]
-        for key in keys:
-            full = key if ("." in key or ":" in key or key == first) else parent + key
-            assert full not in rows, f"README documents {full!r} twice"
-            rows[full] = cells
-    return rows
-
-
-# --------------------------------------------------------------------------- tests
+def documented_keys(text: str) -> set[str]:
+    """The keys the reference tables of the page name (first cell, in backticks)."""
+    block = reference.committed(text)
+    assert block is not None, f"docs/configuration.md lost its reference markers ({reference.START!r})"
+    return {m.group(1) for m in re.finditer(r"^\| `([^`]+)` \|", block, re.M)}
 
 
 def test_walker_sees_nested_models_lists_and_unions() -> None:
@@ -133,73 +108,39 @@ def test_walker_sees_nested_models_lists_and_unions() -> None:
     assert containers == {"child", "items[]", "either", "named.<name>"}
 
 
+def test_the_reference_is_what_the_models_say() -> None:
+    """The tables are generated (`make docs`); a changed model without `make docs` fails here."""
+    assert reference.committed(CONFIG_PAGE.read_text()) == reference.render(), "run `make docs` and commit the page"
+
+
 def test_every_config_key_is_documented_and_nothing_else() -> None:
+    """The generator's walk, against this test's own walk of the models."""
     leaves, containers = model_keys()
-    documented = set(reference_rows(CONFIG_PAGE.read_text()))
+    documented = documented_keys(CONFIG_PAGE.read_text())
     missing = sorted(leaves - documented)
     extra = sorted(documented - leaves - containers)
-    assert not missing and not extra, (
-        f"docs/configuration.md '{REFERENCE}' is out of date with the config models (config/).\n"
-        f"  missing (add a row): {missing}\n  not in the models (remove or fix): {extra}"
-    )
+    assert not missing and not extra, f"reference out of step with config/: missing {missing}, unknown {extra}"
 
 
-def test_every_row_has_type_default_and_meaning() -> None:
-    for key, cells in reference_rows(CONFIG_PAGE.read_text()).items():
-        assert len(cells) == 4 and all(cells[1:]), f"{key}: needs type, default and meaning: {cells}"
+def test_every_key_has_a_meaning_and_its_layer() -> None:
+    """A field without a description would leave its row empty; a top-level key the layers do not
+    place (config/layers.py) would be refused by every layered stack."""
+    for row in reference.rows():
+        assert row.meaning and row.default and row.type, f"{row.key}: needs a description, default and type"
+        top = row.key.split(".")[0].split("[")[0]
+        every = top in ("aws:region", *config_layers.EVERY_LAYER)
+        assert (row.layer == "every") == every, f"{row.key}: layer {row.layer!r}; add {top!r} to config/layers.OWNER"
 
 
-def _field(path: str) -> Any:
-    """The field a documented key names; `<name>` steps into a map, and a union (workload
-    recipes) is searched member by member for the next key."""
-    models: list[Any] = [config.StackConfig]
-    info = None
-    for part in path.replace("[]", "").split("."):
-        if part == "<name>":
+def test_a_stated_default_is_for_a_default_the_program_derives() -> None:
+    """`x-default` says a default the model cannot hold (from another key, per instance type...):
+    a field that has a plain default of its own must show that one, not a text."""
+    for key, info in reference.fields():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if "x-default" not in extra or info.is_required():
             continue
-        if part == "aws:region":
-            part = "region"
-        found = [
-            f
-            for m in models
-            for f in ({i.alias or n: i for n, i in m.model_fields.items()}.get(part),)
-            if f is not None
-        ]
-        info = found[0]
-        # Recipes may share a section name (`training`) with different models: follow them all.
-        models = [m for f in found for m in _models_in(f.annotation)[1]]
-    return info
-
-
-def test_documented_scalar_defaults_and_types_match_the_models() -> None:
-    leaves, _ = model_keys()
-    for key, cells in reference_rows(CONFIG_PAGE.read_text()).items():
-        if key not in leaves or key == "aws:region":
-            continue
-        info = _field(key)
-        ann = info.annotation
-        if ann is bool:
-            assert cells[1].startswith("bool"), f"{key}: type is bool"
-        elif ann is int:
-            assert cells[1].startswith("int"), f"{key}: type is int"
-        if info.is_required():
-            # The Llama2 shape keys are filled from `model.preset` before validation.
-            filled_by_preset = key.startswith("workloads.<name>.model.") and "from `preset`" in cells[2]
-            assert "required" in cells[2] or filled_by_preset, f"{key}: the model requires it"
-            continue
-        default = info.get_default(call_default_factory=True)
-        if isinstance(default, bool):
-            assert f"`{str(default).lower()}`" in cells[2], f"{key}: default is {default}"
-        elif isinstance(default, (int, str)) and default != "":
-            assert f"`{default}`" in cells[2], f"{key}: default is {default!r}, docs/configuration.md says {cells[2]}"
-
-
-def test_the_row_parser_reads_two_keys_in_one_row() -> None:
-    text = (
-        f"## {REFERENCE}\n\n| key | type | default | meaning |\n|---|---|---|---|\n"
-        "| `systemNodeGroup.minSize` / `maxSize` | int | x | y |\n| `a \\| b` | t | d | m |\n## Next\n"
-    )
-    assert set(reference_rows(text)) == {"systemNodeGroup.minSize", "systemNodeGroup.maxSize", "a \\| b"}
+        value = info.get_default(call_default_factory=True)
+        assert value in (None, "", [], {}), f"{key}: has its own default {value!r} and an x-default"
 
 
 def test_readme_diagram_is_the_generated_one() -> None:
