@@ -310,7 +310,7 @@ def test_pods_are_held_to_their_security_context(
     """What a securityContext takes away, the pods here lose too: sshd without capabilities
     cannot listen on port 22 (the launcher gives up naming the worker), and a root image under
     runAsNonRoot is never started (the kubelet's message)."""
-    stack, workload = PER_RECIPE[0]
+    stack, workload, _ = TRAINING[0]
     run = launch(stack, workload, 2, faults=True)
     pod = plans.pod_spec(run.training, role)
     pod["containers"][0]["securityContext"] = context
@@ -327,7 +327,7 @@ def test_pods_are_held_to_their_security_context(
 def test_the_namespaces_network_policies_are_enforced(launch: Any) -> None:
     """The pods of a job reach each other only through the job's own NetworkPolicy: without it,
     the namespace's default deny leaves the launcher waiting for its workers."""
-    stack, workload = PER_RECIPE[0]
+    stack, workload, _ = TRAINING[0]
     run = launch(stack, workload, 2, faults=True)
     name = run.training["metadata"]["name"]
     assert [p for p in run.policies if p["metadata"]["name"] == f"{name}-peers"], "no policy of the job's own"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from config.workloads import FabricNeuronRun
-from workloads.manifests import fabric
+from workloads.manifests.fabric import steps as acceptance_steps
 from workloads.manifests.objects import Context, Step
 
 MODEL = FabricNeuronRun
@@ -11,4 +11,4 @@ MODEL = FabricNeuronRun
 
 def steps(workload_name: str, run: FabricNeuronRun, ctx: Context) -> list[Step]:
     """Image check -> the acceptance MPIJob (awaited)."""
-    return fabric.steps(workload_name, run, ctx)
+    return acceptance_steps(workload_name, run, ctx)
