@@ -23,7 +23,8 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, checks
+from config import ConfigError, amis, checks
+from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import RECIPES, Run
@@ -126,15 +127,15 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         with_kubernetes_provider=kubernetes,
         opts=after_logs,
     )
-    node_groups = {
-        ng.name: AcceleratedNodeGroup(f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, opts=on_aws)
-        for ng in cfg.node_groups
-    }
+    releases = {ng.name: _release_version(cfg, ng) for ng in cfg.node_groups}
+    node_groups = _node_groups(cfg, ctx, network, cluster, releases, on_aws)
     lustre_client_rules = storage.allow_clients(
         {"cluster": cluster.security_group_id, **{name: ng.security_group_id for name, ng in node_groups.items()}}
     )
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
-    facts = {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups}
+    facts = {
+        ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng), releases[ng.name]) for ng in cfg.node_groups
+    }
     addons.declare_aws(cluster, list(facts.values()), storage.file_system.arn)
     runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
     fs = storage.file_system
@@ -159,6 +160,31 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     built = {r: registry.urls[r] for r in built_repositories(cfg)}
     images = ImageBuilds("images", built, ctx, opts=on_aws, rebuilds=rebuilds)
     return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
+
+
+def _node_groups(
+    cfg: StackConfig,
+    ctx: StackContext,
+    network: Network,
+    cluster: Cluster,
+    releases: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+) -> dict[str, AcceleratedNodeGroup]:
+    """Every accelerated group, on a pinned AMI release whose driver fits the images run on it
+    (config.amis; config_problems refused the stack when none fits)."""
+    return {
+        ng.name: AcceleratedNodeGroup(
+            f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, releases[ng.name], opts=opts
+        )
+        for ng in cfg.node_groups
+    }
+
+
+def _release_version(cfg: StackConfig, ng: NodeGroupConfig) -> str:
+    release = amis.pinned_release(cfg, ng)
+    if release is None:  # config_problems reports it; a program built without that check stops here
+        raise ConfigError(amis.release_problems(cfg))
+    return release.release_version
 
 
 def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons | None = None) -> ClusterLayer:
@@ -314,6 +340,9 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
         *checks.run_teams(cfg.workloads, platform.teams),
+        *amis.layered_run_problems(
+            cfg.workloads, {name: (g.instance, g.release_version) for name, g in platform.node_groups.items()}
+        ),
     ]
     if problems:
         raise ConfigError(problems)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pydantic.alias_generators import to_camel
 
 from config.addons import EFA_PLUGIN_FIRST_CHART_FOR, chart_version
+from config.amis import release_problems
 from config.aws import tag_problems
 from config.base import did_you_mean
 from config.checkpoints import GIB, STORAGE_SHARE
@@ -388,5 +389,6 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *run_teams(cfg.workloads, cfg.teams),
             *system_name_reserved(cfg),
             *efa_plugin_counts_devices(cfg),
+            *release_problems(cfg),
         ]
-    return [*local, *system_name_reserved(cfg)]
+    return [*local, *system_name_reserved(cfg), *(release_problems(cfg) if cfg.layer == "aws" else [])]

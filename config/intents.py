@@ -69,9 +69,9 @@ _NODE_GROUP: dict[str, Intent] = {
         ("enableEfaSupport", (TF_EKS,)),
     ),
     **_same(
-        "EKS picks the AMI release of cluster.kubernetesVersion; not set here",
-        ("cluster.kubernetesVersion",),
-        ("releaseVersion", (EKSCTL,)),
+        "use releaseVersion: the node group's AMI release, pinned by default to the newest whose accelerator"
+        " driver fits the images run on it",
+        ("nodeGroups[].releaseVersion",),
         ("amiReleaseVersion", (TF_EKS,)),
     ),
     **_same(

@@ -17,6 +17,8 @@ from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_L
 _RESERVATION_RE = re.compile(r"cr-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
 # Placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
 _PLACEMENT_GROUP_RE = re.compile(r"[\x20-\x7e]{1,255}", re.ASCII)
+# EKS AMI release versions: <Kubernetes version>-<build date> (awslabs/amazon-eks-ami CHANGELOG).
+_RELEASE_RE = re.compile(r"1\.[0-9]{1,3}\.[0-9]{1,3}-20[0-9]{6}", re.ASCII)
 _REPAIR_REASON_RE = re.compile(r"[A-Za-z][A-Za-z0-9]{2,99}", re.ASCII)
 # EKS and EC2 Auto Scaling guides on Capacity Blocks: scale to zero more than 30 minutes before
 # the block ends, so the nodes drain before EC2 reclaims the instances.
@@ -280,6 +282,11 @@ class NodeGroupConfig(Model):
     )
     max_unavailable: int = Field(1, ge=1, le=100, description="Nodes an update may replace at once (EKS: 1-100).")
     node_repair: NodeRepairConfig = Field(default_factory=NodeRepairConfig, description="EKS node auto repair.")
+    release_version: str | None = Field(
+        None,
+        description="EKS AMI release of the nodes, e.g. 1.35.6-20260625; default: the newest release for the"
+        " cluster's Kubernetes version whose Neuron or NVIDIA driver works with every image run on the group.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -320,6 +327,13 @@ class NodeGroupConfig(Model):
                     f" find their nodes by it); choose a key outside {PLATFORM_LABEL_PREFIX} and"
                     f" {', '.join(k for k in PLATFORM_NODE_LABELS if not k.startswith(PLATFORM_LABEL_PREFIX))}"
                 )
+        return v
+
+    @field_validator("release_version")
+    @classmethod
+    def _release(cls, v: str | None) -> str | None:
+        if v is not None and not matches(_RELEASE_RE, v):
+            raise ValueError(f"{v!r} is not an EKS AMI release version like 1.35.6-20260625")
         return v
 
     @field_validator("availability_zone")

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
-from facts import instances
+from facts import instances, needs
 
 # Llama2 shapes, parallelism and batch sizes of neuronx-nemo-megatron's launch scripts
 # (2.21_release: llama_7b.sh, llama_13b.sh, llama_70b.sh; tests/upstream/neuronx-nemo-megatron-2.21.yaml),
@@ -224,6 +224,7 @@ class Llama2DataConfig(Model):
 # NeMo r2.0.0rc1); the nemo image fetches them once at build time, here.
 GPT2_VOCAB = "/opt/tokenizers/gpt2/vocab.json"
 GPT2_MERGES = "/opt/tokenizers/gpt2/merges.txt"
+MEGATRON_DEFAULT_TYPE = "GPT2BPETokenizer"
 
 
 class NemoTokenizerConfig(Model):
@@ -263,6 +264,17 @@ class NemoTokenizerConfig(Model):
         if self.library != "megatron" and (self.vocab_file or self.merge_file):
             raise KeyProblem("vocabFile", "only for library megatron")
         return self
+
+    @property
+    def effective_type(self) -> str | None:
+        """model.tokenizer.type as rendered: megatron's default is GPT2BPETokenizer."""
+        return self.type or (MEGATRON_DEFAULT_TYPE if self.library == "megatron" else None)
+
+    @property
+    def hub_repo(self) -> needs.HubRepo | None:
+        """The Hub repository NeMo's AutoTokenizer reads for this tokenizer (None: none): a megatron
+        type reads its repository even with vocab and merges files given; huggingface a Hub id."""
+        return needs.tokenizer_repo(self.library, self.effective_type)
 
 
 # BERT-large phase 1 of the Neuron tutorial (aws-neuron-samples v2.27.0 dp_bert_hf_pretrain and

@@ -8,11 +8,14 @@ so a changed Dockerfile is a new, immutable tag and an unchanged one is never re
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from facts.drivers import runtime_of_sdk
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
@@ -26,6 +29,53 @@ QUEUED_TIMEOUT_MINUTES = 30
 AUTO_RETRY_LIMIT = 1
 PULL_SECONDS = 30 * 60
 """A node's pull of the largest image (tens of GB from ECR in the region) and its unpacking."""
+
+
+@dataclass(frozen=True)
+class OpenMpi:
+    """Where an image's Open MPI lives, and whether its mpirun passes its own prefix to the
+    daemons it starts on the other hosts (configure --enable-orterun-prefix-by-default)."""
+
+    prefix: str
+    prefix_by_default: bool
+
+    @property
+    def mpirun(self) -> str:
+        """mpirun by absolute path: Open MPI's implicit `--prefix <prefix>`, so `orted` is started
+        from <prefix>/bin on every host whatever sshd's PATH is there (orterun(1), "Remote
+        Execution"). Right whether or not the build is prefix-by-default."""
+        return f"{self.prefix}/bin/mpirun"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What an image brings that the node and the launch must fit: its Open MPI, its Neuron
+    runtime library (against the node's Neuron driver), its CUDA major (against the NVIDIA
+    driver). None: not known (an image this project does not describe)."""
+
+    open_mpi: OpenMpi | None = None
+    neuron_runtime: str | None = None
+    cuda_major: str | None = None
+
+
+NEURON_DLC_2_22 = Runtime(OpenMpi("/usr/local", prefix_by_default=True), neuron_runtime="2.24.53.0")
+"""The pytorch-training-neuronx 2.5.1 DLC of SDK 2.22.0 (aws-neuron/deep-learning-containers
+2.22.0, docker/pytorch/training/2.5.1/Dockerfile.neuronx): Open MPI 4.1.5 built with
+--enable-orterun-prefix-by-default into /usr/local, first on the image's PATH (it also has apt's
+openmpi-bin and the EFA installer's /opt/amazon/openmpi, not called); aws-neuronx-runtime-lib
+2.24.53.0 (tests/upstream/neuron-dlc-pytorch-training.yaml)."""
+NEMO_EFA = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="12")
+"""images/nemo: the EFA installer's Open MPI in /opt/amazon/openmpi, which AWS's own images start
+by absolute path (awsome-distributed-training: nccl-tests.yaml, the NeMo kubernetes Dockerfile's
+mpirun.real wrapper); NGC nemo:24.07 is a CUDA 12 container."""
+
+GPU_FABRIC = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="13")
+"""images/gpu-fabric: the EFA installer's Open MPI in /opt/amazon/openmpi (its OPAL_PREFIX, as in
+images/nemo) on NVIDIA's CUDA 13.0.2 devel image."""
+NEURON_FABRIC = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), neuron_runtime="2.34.10")
+"""images/neuron-fabric: the EFA installer's Open MPI in /opt/amazon/openmpi; Neuron SDK 2.32.0's
+runtime library (aws-neuronx-runtime-lib 2.34.10.0, tests/upstream/neuron-sdk-2.32.0-packages.yaml),
+named as its release notes name it (facts.drivers.RUNTIME_OF_SDK)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +96,8 @@ class Image:
     sizes (CodeBuild user guide, build-env-ref-compute-types; botocore's ComputeType
     documentation): MEDIUM 4 vCPU, 8 GiB, 128 GB disk; LARGE 8 vCPU, 16 GiB, 128 GB; XLARGE 36
     vCPU, 72 GiB, 256 GB; 2XLARGE 72 vCPU, 144 GiB, 824 GB SSD."""
+    runtime: Runtime = Runtime()
+    """Its Open MPI, Neuron runtime library or CUDA (from its base image)."""
 
     @property
     def folder(self) -> Path:
@@ -100,6 +152,7 @@ IMAGES: dict[str, Image] = {
             90,
             "two stages on the Neuron training DLC: builds the NeMo and Apex wheels (8 vCPUs), then reinstalls"
             " them over the DLC's torch stack; the DLC twice on disk fits 128 GB",
+            NEURON_DLC_2_22,
         ),
         Image(
             "nemo",
@@ -109,6 +162,7 @@ IMAGES: dict[str, Image] = {
             120,
             "the NGC NeMo image (tens of GB unpacked) plus layers needs more than 128 GB of disk; the EFA"
             " installer, aws-ofi-nccl and nccl-tests compile with make -j$(nproc) (36 vCPUs)",
+            NEMO_EFA,
         ),
         Image(
             "bert-neuronx",
@@ -117,6 +171,7 @@ IMAGES: dict[str, Image] = {
             "BUILD_GENERAL1_MEDIUM",
             60,
             "the Neuron training DLC plus apt packages and a git clone: nothing compiles; 128 GB of disk",
+            NEURON_DLC_2_22,
         ),
         Image(
             "gpu-fabric",
@@ -126,6 +181,7 @@ IMAGES: dict[str, Image] = {
             120,
             "NCCL and nccl-tests compile for four GPU architectures with make -j$(nproc) (36 vCPUs: NCCL's kernels"
             " are most of the build); the CUDA devel image and the build tree fit 256 GB",
+            GPU_FABRIC,
         ),
         Image(
             "neuron-fabric",
@@ -134,6 +190,7 @@ IMAGES: dict[str, Image] = {
             "BUILD_GENERAL1_MEDIUM",
             60,
             "Ubuntu plus apt packages and the EFA installer: nothing compiles; 128 GB of disk",
+            NEURON_FABRIC,
         ),
     )
 }
@@ -147,3 +204,17 @@ at 1d217b59): Ubuntu 20.04, PyTorch 1.12.1 (torchrun, gloo) for Python 3.8 (`pyt
 4.1.4 under /usr/local (mpirun and orted on sshd's default PATH) and OpenSSH's sshd. Its CI
 pushes `horovod/horovod-cpu:<version>` to Docker Hub on the release tag
 (tests/upstream/horovod-cpu-0.28.1.yaml)."""
+PUBLIC_CPU_RUNTIME = Runtime(OpenMpi("/usr/local", prefix_by_default=False))
+"""Horovod's CPU image: Open MPI 4.1.4 under /usr/local (its configure flags are not recorded, so
+not assumed prefix-by-default; mpirun by absolute path works either way)."""
+
+
+def runtime_of(image: str | None, built: Image | None, sdk: str | None, *, sdk_stated: bool) -> Runtime:
+    """What a run's image brings: the built image's or the public CPU image's facts; for an image
+    named in full, only the Neuron runtime library of the SDK its tag names (or `sdk_stated`)."""
+    if image == PUBLIC_CPU_IMAGE:
+        return PUBLIC_CPU_RUNTIME
+    runtime = built.runtime if built else Runtime()
+    if sdk and (sdk_stated or built is None):
+        runtime = dataclasses.replace(runtime, neuron_runtime=runtime_of_sdk(sdk))
+    return runtime

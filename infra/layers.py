@@ -111,6 +111,7 @@ def node_group_output(g: NodeGroupFacts) -> dict[str, Any]:
         "maxNodes": g.max_nodes,
         "availabilityZone": g.availability_zone,
         "labels": dict(g.labels),
+        "releaseVersion": g.release_version,
     }
 
 
@@ -161,13 +162,14 @@ class _Reader:
         itype = self.get(f"{key}.instanceType", str)
         nodes, max_nodes = self.get(f"{key}.nodes", int), self.get(f"{key}.maxNodes", int)
         az, labels = self.get(f"{key}.availabilityZone", str), self.strings(f"{key}.labels")
+        release = self.get(f"{key}.releaseVersion", str)
         catalog = instances.GENERAL_PURPOSE if name == SYSTEM_NODE_GROUP else instances.ACCELERATED
         if itype is not None and itype not in catalog:
             self.problem(f"{key}.instanceType", f"{itype!r} is not in this project's instance catalog")
             return None
-        if itype is None or nodes is None or max_nodes is None or az is None:
+        if itype is None or nodes is None or max_nodes is None or az is None or release is None:
             return None
-        return NodeGroupFacts(name, catalog[itype], nodes, max_nodes, az, labels)
+        return NodeGroupFacts(name, catalog[itype], nodes, max_nodes, az, labels, release)
 
     def storage(self, path: str) -> StorageConfig:
         """The file system's settings at `path` (capacityGib, throughputPerTib, deploymentType)."""

@@ -116,6 +116,7 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
         availability_zone: str,
         network: Network,
         cluster: Cluster,
+        release_version: str,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(component_type("infra", "AcceleratedNodeGroup"), name, None, opts)
@@ -138,6 +139,10 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             # Follows the control plane: raising cluster.kubernetesVersion upgrades the cluster
             # first (the node group depends on it), then rolls these nodes maxUnavailable at a time.
             version=cluster.kubernetes_version,
+            # The AMI release, pinned: its kernel driver must fit the images' runtimes (config.amis);
+            # without it EKS takes its newest release, whose Neuron driver may refuse the images'
+            # runtime. Allowed with our launch template, which names no AMI (EKS CreateNodegroup).
+            release_version=release_version,
             capacity_type=EKS_CAPACITY_TYPE[ng.capacity.type],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=ng.desired_size, min_size=ng.min, max_size=ng.max

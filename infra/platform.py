@@ -35,9 +35,12 @@ class NodeGroupFacts:
     availability_zone: str
     """The group's AZ; the system node group spans several (comma-separated)."""
     labels: Mapping[str, str]
+    release_version: str = ""
+    """The EKS AMI release of its nodes (config.amis.pinned_release; "" for the system group),
+    whose driver the runs' images must fit (facts.amis, facts.drivers)."""
 
     @classmethod
-    def from_config(cls, ng: NodeGroupConfig, availability_zone: str) -> NodeGroupFacts:
+    def from_config(cls, ng: NodeGroupConfig, availability_zone: str, release_version: str = "") -> NodeGroupFacts:
         return cls(
             name=ng.name,
             instance=ng.instance,
@@ -45,6 +48,7 @@ class NodeGroupFacts:
             max_nodes=ng.max,
             availability_zone=availability_zone,
             labels=ng.node_labels,
+            release_version=release_version,
         )
 
     @classmethod

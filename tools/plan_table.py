@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from facts import amis
 from facts.names import PROJECT, component_type
 from infra.ci_runner import runner_label
 from tools.plan_view import PlanView, Reads
@@ -107,6 +108,11 @@ def _node_group_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
         subnets = view.subnet_azs()
         azs = [subnets[sid] for sid in i.get("subnetIds", []) if sid in subnets]
         facts.append(f"AZ {', '.join(azs)} ({len(i.get('subnetIds', []))} subnet)")
+        release = amis.find(str(i.get("releaseVersion") or ""))
+        if release is not None:  # pinned so that its driver fits the images run on it (config.amis)
+            neuron = str(i.get("amiType", "")).endswith("NEURON")
+            driver = f"Neuron driver {release.neuron_driver}" if neuron else f"NVIDIA driver {release.nvidia_driver}"
+            facts.append(f"AMI release {release.release_version} ({driver})")
     for lt in lts:
         li = lt["inputs"]
         nics = li.get("networkInterfaces", [])

@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
+from config.amis import image_runtime
 from config.workloads import Run
 from facts.names import component_type
 from infra.platform import Platform
@@ -51,6 +52,7 @@ def context(platform: Platform, run: Run, image: str) -> manifests.Context:
         image=image,
         queue=platform.queue_for(run.team),
         priority_class=platform.priority_class_for(run.team),
+        runtime=image_runtime(run),
     )
 
 

@@ -12,7 +12,7 @@ from config.run_env import ProcessEnv
 from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
 from config.workloads.recipe import Arguments, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
-from facts import images, instances, versions
+from facts import images, instances, needs, versions
 
 
 class RunConfig(ProcessEnv):
@@ -142,6 +142,11 @@ class RunConfig(ProcessEnv):
             return None
         built = self.built_image
         return self.image_tag or (built.tag if built else None)
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        """The Hub files its training program reads (staged on /shared before it runs)."""
+        return ()
 
     @property
     def sdk(self) -> tuple[str | None, str]:

@@ -11,7 +11,7 @@ from config.checkpoints import CheckpointModel, CheckpointSize
 from config.training import BertDataConfig, BertTrainingConfig
 from config.workloads.base import RunConfig
 from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, UnknownStepTime
-from facts import instances
+from facts import instances, needs
 
 BERT_LARGE_PARAMETERS = 335_000_000
 """BERT-large with its pretraining heads (Devlin et al. 2019: 340M; bert-large-uncased: 335M)."""
@@ -23,7 +23,7 @@ class BertNeuronWorkload(RunConfig):
     RECIPE: ClassVar[str] = "bert-neuron"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
     REPOSITORY: ClassVar[str | None] = "bert-neuronx"
-    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "dataset", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "hub", "dataset", "train", "tensorboard")
     CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
         10, "the model in bf16 (model.to(torch.bfloat16)) and AdamW_FP32OptimParams's two fp32 moments: 2 + 8"
     )
@@ -36,6 +36,7 @@ class BertNeuronWorkload(RunConfig):
         steps={
             "image": "image check Job",
             "dirs": "directory Job",
+            "hub": "Hub Job (`bert-large-uncased` onto `/shared/hf-hub`, the ranks run offline)",
             "dataset": "dataset Job (tokenized WikiCorpus shards onto `/shared`)",
             "train": "training MPIJob (health gate, precompile, training)",
             "tensorboard": "TensorBoard",
@@ -57,6 +58,10 @@ class BertNeuronWorkload(RunConfig):
         description="The aws-neuron-samples checkout in the image (the BERT example is under it).",
     )
     tensorboard: bool = Field(True, description="TensorBoard over /shared/<workload>.")
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        return needs.PROGRAMS["dp_bert_large_hf_pretrain_hdf5.py"].hub
 
     @property
     def optimizer_steps(self) -> int:

@@ -11,7 +11,7 @@ from config.checkpoints import CheckpointModel, CheckpointSize
 from config.training import NemoTokenizerConfig
 from config.workloads.base import MegatronRun
 from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, UnknownStepTime
-from facts import instances
+from facts import instances, needs
 
 
 class NemoGpuWorkload(MegatronRun):
@@ -20,7 +20,7 @@ class NemoGpuWorkload(MegatronRun):
     RECIPE: ClassVar[str] = "nemo-gpu"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "nvidia"
     REPOSITORY: ClassVar[str | None] = "nemo"
-    STEPS: ClassVar[tuple[str, ...]] = ("image", "train", "tensorboard")
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "hub", "train", "tensorboard")
     CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
         12,
         "NeMo's llama config trains bf16-mixed without megatron_amp_O2, so the weights are fp32 and"
@@ -36,6 +36,8 @@ class NemoGpuWorkload(MegatronRun):
         image="NGC nemo:24.07 + EFA installer 1.37.0, aws-ofi-nccl 1.13.2, nccl-tests 2.13.10",
         steps={
             "image": "image check Job",
+            "dirs": "directory Job",
+            "hub": "Hub Job (the GPT-2 tokenizer's repository onto `/shared/hf-hub`, the ranks run offline)",
             "train": "training MPIJob (health gate with nccl-tests over EFA, NeMo training)",
             "tensorboard": "TensorBoard",
         },
@@ -63,6 +65,10 @@ class NemoGpuWorkload(MegatronRun):
     repo_dir: str = Field("/opt/NeMo", description="The NeMo checkout in the image (examples/ is under it).")
     overrides: dict[str, str] = Field(default_factory=dict, description="Extra Hydra overrides (key: value).")
     tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        return tuple(r for r in [self.tokenizer.hub_repo] if r)
 
     @field_validator("data_prefix")
     @classmethod

@@ -13,6 +13,7 @@ from typing import Any
 
 from facts import instances
 from facts.fabric import FLOORS
+from facts.names import SYSTEM_NODE_GROUP
 from tests import upstream
 from tests.launch import plans
 from tests.launch.images import describe
@@ -33,6 +34,11 @@ RESUME_LOG = {
     "ddp-cpu": "rank 0 of {world}: resumed from step {step}",
 }
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
+TRANSFORMERS = upstream.facts("transformers-4.44.0")
+GPT2_BPE = upstream.facts("nemo-r2.0.0rc1")["tokenizer"]["megatron_gpt2_bpe"]
+RUNTIME_DRIVER = upstream.facts("aws-neuron-sdk-runtime-driver")
+CUDA = upstream.facts("nvidia-cuda-compatibility")
+DRIVER_FILES = {"neuron": "/sys/module/neuron/version", "nvidia": "/sys/module/nvidia/version"}
 STANDIN_FACTS = {
     "stepSeconds": 0.05,
     "stepsPerShard": plans.BERT_STEPS_PER_SHARD,
@@ -46,7 +52,9 @@ STANDIN_FACTS = {
         "directory": BERT["data"]["directory"],
         "shards": 16,
     },
-    "huggingface": upstream.facts("huggingface-hub-0.22.2"),
+    "bertHub": BERT["hub"],
+    "megatronTokenizers": {GPT2_BPE["type"]: GPT2_BPE["hub_repo"]},
+    "autoTokenizer": TRANSFORMERS["auto_tokenizer"],
 }
 
 
@@ -84,6 +92,10 @@ class WorkloadRun:
         self.shared = workdir / "shared"
         self.shared.mkdir()
         self.results: list[JobResult] = []
+        # Seams a scenario sets aside, to hold one need alone: "driver" (the nodes get a driver
+        # the image's runtime works with), "mpi" (orted is on sshd's PATH in every image).
+        self.set_aside: set[str] = set()
+        self.driver_override: str | None = None  # the nodes' accelerator driver, whatever the AMI
         self.killed_checkpoints: list[str] = []  # the checkpoints there were when a worker was killed
         self.resume_checkpoints: list[str] = []  # ... and when the restarted launcher began training
 
@@ -92,11 +104,14 @@ class WorkloadRun:
 
     def facts(self, obj: dict[str, Any]) -> dict[str, Any]:
         """What the stand-ins of one job are told: the framework rules of its image, the
-        rendered ranks per node, the bus bandwidth a healthy fabric gives."""
+        rendered ranks per node, the bus bandwidth a healthy fabric gives, the Hub client of its
+        image, and what its accelerator runtime needs of the node's driver."""
         container = plans.containers(obj)
-        framework = describe(container["image"]).framework
+        image = describe(container["image"])
+        framework = image.framework
         facts = {**STANDIN_FACTS, "framework": framework, "rules": RULES.get(framework, {})}
         facts["renderedNprocPerNode"] = container_env(container).get("NPROC_PER_NODE")
+        facts["hub"] = {**upstream.facts(image.hub_facts), "missing_error": TRANSFORMERS["missing_error"]}
         if framework != "ddp-cpu":  # an accelerated node group
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
@@ -104,17 +119,46 @@ class WorkloadRun:
             if instance.ultraserver:
                 facts["ultraserverSize"] = instance.ultraserver.instances
                 facts["ultraserverSysfs"] = upstream.facts("nccom-test-2.32.0")["ultraserver_sysfs"]
+            if image.neuron_runtime and instance.accelerator == "neuron":
+                rules, error = RUNTIME_DRIVER["rules"], RUNTIME_DRIVER["incompatible_error"]
+                facts["neuron"] = {
+                    "runtime": image.neuron_runtime,
+                    "rules": rules,
+                    "error": error,
+                    "family": instance.family,
+                }
+            if image.cuda_major and instance.accelerator == "nvidia":
+                minimum = CUDA["minimum_driver_of_cuda_major"][image.cuda_major]
+                facts["cuda"] = {"major": image.cuda_major, "minimum": minimum}
         if framework == "fabric":  # the EFA installer 1.51.0 of images/gpu-fabric bundles aws-ofi-nccl 1.22.0
             ofi = upstream.facts("aws-ofi-nccl-v1.21.1")
             facts["ofiProviderLine"] = ofi["log_prefix"] + ofi["provider_line"]
         return facts
 
+    def node(self) -> tuple[str, dict[str, str]]:
+        """The workload's node group and what its nodes show under /sys/module: the version of the
+        accelerator driver of the AMI release the group runs (plans.node_drivers)."""
+        if plans.node_group(self.stack, self.workload) == SYSTEM_NODE_GROUP:
+            return "", {}
+        instance = instances.get(plans.instance_type(self.stack, self.workload))
+        assert instance.accelerator is not None
+        driver = plans.node_drivers(self.stack, self.workload)[instance.accelerator]
+        if "driver" in self.set_aside and instance.accelerator == "neuron":
+            runtime = describe(self.training_image).neuron_runtime
+            driver = plans.fitting_driver(self.stack, self.workload, runtime, instance.family)
+        driver = self.driver_override or driver
+        return plans.node_group(self.stack, self.workload), {DRIVER_FILES[instance.accelerator]: f"{driver}\n"}
+
     def checkpoints(self) -> list[Path]:
         return [p for p in self.shared.rglob("*") if CHECKPOINT.match(p.name) and "precompile" not in p.parts]
 
+    @property
+    def training_image(self) -> str:
+        return str(plans.containers(self.training)["image"])
+
     def run_mpijob(self, job: dict[str, Any], faults: Faults) -> JobResult:
         env = {"NPROC_PER_NODE": str(RANKS_PER_NODE[self.nodes]), WAIT_ENV: str(faults.wait_seconds), POLL_ENV: "1"}
-        op = Operator(self.cluster, job, self.facts(job), env, self.policies)
+        op = Operator(self.cluster, job, self.facts(job), env, self.policies, self.node())
         op.faulty_devices = {r: (op.worker_name(i),) for r, i in faults.missing_device.items()}
         if faults.read_only_shared is not None:
             op.read_only_shared = (op.worker_name(faults.read_only_shared),)
@@ -140,9 +184,10 @@ class WorkloadRun:
     def pipeline(self, faults: Faults, training_only: bool = False) -> list[JobResult]:
         """Run the workload's Jobs and MPIJobs in order (or its training MPIJob alone); stop
         after an awaited one that failed."""
+        self.cluster.mpi_on_sshd_path = "mpi" in self.set_aside
         for job in [self.training] if training_only else self.jobs:
             if job["kind"] == "Job":
-                result = JobController(self.cluster, job, self.facts(job), {}).run()
+                result = JobController(self.cluster, job, self.facts(job), {}, self.policies, self.node()).run()
             else:
                 result = self.run_mpijob(job, faults if job is self.training else Faults())
             self.results.append(result)

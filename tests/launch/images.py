@@ -7,6 +7,17 @@ for the public image of CPU runs from its upstream facts (tests/upstream/horovod
   `command -v <program>`): a stand-in where the harness has one (`standins/`), else an empty
   file; programs go to the directory the base image's Python puts console scripts in.
 
+- its Open MPI where the image has it: the Neuron DLC's in /usr/local (tests/upstream/
+  neuron-dlc-pytorch-training.yaml; the DLC also has apt's openmpi-bin in /usr/bin), the EFA
+  installer's in /opt/amazon/openmpi for an image whose ENV says OPAL_PREFIX there (no other in
+  the image: NGC's removed, /usr/bin's hidden by overlay whiteouts), horovod-cpu's in /usr/local
+  (its facts). This machine's Open MPI binaries stand in, copied there: a `mpirun` found on
+  PATH starts its remote `orted` through sshd's default PATH, an absolute one (Open MPI's
+  implicit --prefix) from its own bin/;
+- what its base image brings that the node must fit: the DLC's Neuron runtime library, the NGC
+  container's CUDA major (tests/upstream/nvidia-cuda-compatibility.yaml); and which
+  huggingface-hub its Python has (neuronx-nemo-megatron's pin: 0.22.2; the others 0.24.5).
+
 Only that: an image's ssh_config, sshd_config and loader cache (`/etc/ld.so.conf.d`) are not
 modelled, so the rendered commands are held to work on an image that has its ENV and files
 only (a user's `image:`), and a binary or library outside the default paths is reachable only
@@ -16,14 +27,17 @@ through the ENV that carries it, as for a rank sshd starts on EKS.
 from __future__ import annotations
 
 import atexit
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from facts.images import IMAGES, PUBLIC_CPU_IMAGE
 from tests import upstream
@@ -65,6 +79,13 @@ FRAMEWORKS = {
 }
 # Public images a recipe runs unbuilt, and the fact file that describes each.
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
+DLC = upstream.facts("neuron-dlc-pytorch-training")
+DLC_BASES = {base: DLC[f"{sdk}_pytorch_2.5.1"] for sdk, base in DLC["images"].items() if f"{sdk}_pytorch_2.5.1" in DLC}
+NGC_CUDA_MAJOR = upstream.facts("nvidia-cuda-compatibility")["ngc_24_containers_cuda_major"]
+# This machine's Open MPI (Debian openmpi-bin), and the names an image without it must not show.
+SYSTEM_MPI = {"orterun": "/usr/bin/orterun", "orted": "/usr/bin/orted"}
+SYSTEM_MPI_NAMES = ("/usr/bin/mpirun", "/usr/bin/mpiexec", "/usr/bin/orterun", "/usr/bin/orted")
+HUB_VERSIONS = {"neuronx-nemo-megatron": "huggingface-hub-0.22.2"}  # its requirements: <0.23
 
 
 def _substitute(value: str, env: dict[str, str]) -> str:
@@ -101,10 +122,20 @@ class Image:
     programs: frozenset[str]
     source: str
     workdir: str | None = None  # the last WORKDIR: where a container without workingDir starts
+    open_mpi: str | None = None  # the prefix of the Open MPI the image's mpirun is
+    prefix_by_default: bool = False  # that Open MPI is built --enable-orterun-prefix-by-default
+    system_mpi: bool = False  # the image also has Open MPI in /usr/bin (apt's openmpi-bin)
+    neuron_runtime: str | None = None
+    cuda_major: str | None = None
 
     @property
     def framework(self) -> str:
         return FRAMEWORKS[self.name]
+
+    @property
+    def hub_facts(self) -> str:
+        """The upstream facts of the huggingface-hub its Python has."""
+        return HUB_VERSIONS.get(self.name, "huggingface-hub-0.24.5")
 
 
 def describe(reference: str) -> Image:
@@ -114,13 +145,40 @@ def describe(reference: str) -> Image:
         facts, source = upstream.facts(PUBLIC[reference]), f"tests/upstream/{PUBLIC[reference]}.yaml"
         env = {"PATH": DOCKER_DEFAULT_PATH, **facts["env"]}
         programs = frozenset([*facts["programs"], facts["python"]["command"]])
-        return Image(reference, name, env, frozenset(), programs, source, facts["workdir"])
+        return Image(reference, name, env, frozenset(), programs, source, facts["workdir"], facts["open_mpi"]["prefix"])
     if name not in IMAGES:
         raise KeyError(f"{reference!r} is not built from images/ (known: {sorted(IMAGES)}): no description of it")
     path = IMAGES[name].dockerfile
+    text = path.read_text()
     provides = dockerfile(path)
     source = f"images/{name}/Dockerfile"
-    return Image(reference, name, parse_env(path.read_text()), provides.paths, provides.programs, source)
+    base = re.search(r"^ARG BASE=(\S+)", text, re.M)
+    dlc = DLC_BASES.get(base.group(1) if base else "")
+    opal = re.search(r"^ENV OPAL_PREFIX=(\S+)", text, re.M)
+    # The fabric images name what they install: the Neuron runtime library, the CUDA base.
+    runtime_arg = re.search(r"^ARG NEURON_RUNTIME_VERSION=(\S+)", text, re.M)
+    cuda_arg = re.search(r"^ARG CUDA_VERSION=(\d+)\.", text, re.M)
+    return Image(
+        reference,
+        name,
+        parse_env(text),
+        provides.paths,
+        provides.programs,
+        source,
+        open_mpi=dlc["open_mpi"]["prefix"] if dlc else (opal.group(1) if opal else None),
+        prefix_by_default=bool(dlc and dlc["open_mpi"]["prefix_by_default"]),
+        system_mpi=bool(dlc),  # the DLC installs apt's openmpi-bin too
+        neuron_runtime=_runtime_lib(dlc) if dlc else (runtime_arg.group(1) if runtime_arg else None),
+        cuda_major=NGC_CUDA_MAJOR
+        if base and base.group(1).startswith("nvcr.io/nvidia/")
+        else (cuda_arg.group(1) if cuda_arg else None),
+    )
+
+
+def _runtime_lib(dlc: dict[str, Any]) -> str:
+    """The aws-neuronx-runtime-lib version of a DLC's apt packages."""
+    package = next(p for p in dlc["apt_neuron"] if p.startswith("aws-neuronx-runtime-lib "))
+    return package.split()[1].split("-")[0]
 
 
 def _write(path: Path, text: str, mode: int = 0o755) -> None:
@@ -173,12 +231,33 @@ def build_layer(image: Image, dest: Path) -> Path:
             _write(target, _runner(STANDIN_FILES[program]))
     if image.workdir:
         (dest / image.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    if image.open_mpi:
+        _open_mpi(dest, image)
     # SSH host keys of the image (its Dockerfile runs `ssh-keygen -A`): the same in every pod.
     keys = host_keys()
     (dest / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
     for key in (keys / "etc" / "ssh").glob("ssh_host_*"):
         shutil.copy2(key, dest / "etc" / "ssh" / key.name)
     return dest
+
+
+def _open_mpi(dest: Path, image: Image) -> None:
+    """This machine's Open MPI binaries at the image's Open MPI prefix; /usr/bin's hidden (a
+    whiteout each) where the image has no Open MPI there."""
+    home = dest / str(image.open_mpi).lstrip("/")
+    (home / "lib").mkdir(parents=True, exist_ok=True)
+    for name, source in SYSTEM_MPI.items():
+        (home / "bin").mkdir(parents=True, exist_ok=True)
+        (home / "bin" / name).unlink(missing_ok=True)
+        shutil.copy2(source, home / "bin" / name)
+    for alias in ("mpirun", "mpiexec"):
+        (home / "bin" / alias).unlink(missing_ok=True)
+        (home / "bin" / alias).symlink_to("orterun")
+    if not image.system_mpi:
+        for path in SYSTEM_MPI_NAMES:
+            target = dest / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.mknod(target, stat.S_IFCHR, os.makedev(0, 0))  # overlayfs whiteout
 
 
 def gpu_runtime_layer(dest: Path) -> Path:

@@ -19,6 +19,7 @@ resolves to a placeholder value), then the operator's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
@@ -27,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from facts.names import NODE_GROUP_LABEL
 from tests import upstream
-from tests.launch import plans
+from tests.launch import internet, plans
 from tests.launch.images import build_layer, describe, gpu_runtime_layer
-from tests.launch.netpolicy import denied_pairs
+from tests.launch.netpolicy import denied_pairs, reaches_internet
 from tests.launch.pods import Cluster, Pod, PodSpec, wait_until
 from tests.launch.security import effective, volume_mounts
 
@@ -87,15 +89,27 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
 
 
 class Controller:
-    """One Job or MPIJob on one cluster: its pods, its attempts, its result."""
+    """One Job or MPIJob on one cluster: its pods, its attempts, its result. `policies`: the
+    NetworkPolicies of its namespace (whether a pod reaches the internet); `node`: the node
+    group its pods' nodeSelector names and what that group's nodes show under /sys/module."""
 
-    def __init__(self, cluster: Cluster, obj: dict[str, Any], facts: dict[str, Any], env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        obj: dict[str, Any],
+        facts: dict[str, Any],
+        env: dict[str, str],
+        policies: tuple[dict[str, Any], ...] = (),
+        node: tuple[str, dict[str, str]] = ("", {}),
+    ) -> None:
         self.cluster = cluster
         self.obj = obj
         self.name = obj["metadata"]["name"]
         self.namespace = obj["metadata"]["namespace"]
         self.harness_env = env
         self.facts = facts
+        self.policies = [p for p in policies if p["metadata"].get("namespace") == self.namespace]
+        self.node = node
         self.read_only_shared: tuple[str, ...] = ()  # pods whose /shared mount is read-only
         self.jobdir = cluster.workdir / "jobs" / self.name
         (self.jobdir / "etc-mpi").mkdir(parents=True, exist_ok=True)
@@ -107,7 +121,10 @@ class Controller:
 
     def layers(self, container: dict[str, Any]) -> list[str]:
         image = describe(container["image"])
-        layers = [str(self.cluster.layer(image.name, lambda dest: build_layer(image, dest)))]
+        if self.cluster.mpi_on_sshd_path:  # a scenario that sets the MPI need aside
+            image = dataclasses.replace(image, system_mpi=True)
+        key = f"{image.name}{'+system-mpi' if image.system_mpi else ''}"
+        layers = [str(self.cluster.layer(key, lambda dest: build_layer(image, dest)))]
         if "nvidia.com/gpu" in container.get("resources", {}).get("limits", {}):
             layers.append(str(self.cluster.layer("gpu-runtime", gpu_runtime_layer)))
         return layers
@@ -115,6 +132,9 @@ class Controller:
     def pod(self, container: dict[str, Any], name: str, extra_env: dict[str, str], **kw: Any) -> PodSpec:
         image = describe(container["image"])
         pod_spec = kw.pop("pod_spec")
+        labels: dict[str, str] = kw.pop("labels")
+        group, node_files = self.node
+        on_group = group and pod_spec.get("nodeSelector", {}).get(NODE_GROUP_LABEL) == group
         security = effective(pod_spec, container, name)
         env = {**image.env, "HOME": security.home, **container_env(container), **extra_env, **self.harness_env}
         limits = container.get("resources", {}).get("limits", {})
@@ -139,6 +159,8 @@ class Controller:
             devices=devices,
             working_dir=container.get("workingDir") or image.workdir,
             security=security,
+            internet=reaches_internet(self.policies, labels, internet.PORT),
+            node_files=dict(node_files) if on_group else {},
             **kw,
         )
 
@@ -169,7 +191,8 @@ class JobController(Controller):
 
     def run(self, timeout: float = 60.0) -> JobResult:
         container = plans.containers(self.obj)
-        spec = self.pod(container, f"{self.name}-0", {}, pod_spec=plans.pod_spec(self.obj))
+        labels = self.obj["spec"]["template"]["metadata"].get("labels", {})
+        spec = self.pod(container, f"{self.name}-0", {}, pod_spec=plans.pod_spec(self.obj), labels=labels)
         return JobResult(self.name, "Job", [self.attempt(spec, 0, timeout, None)])
 
 
@@ -183,8 +206,9 @@ class Operator(Controller):
         facts: dict[str, Any],
         env: dict[str, str],
         policies: tuple[dict[str, Any], ...] = (),
+        node: tuple[str, dict[str, str]] = ("", {}),
     ) -> None:
-        super().__init__(cluster, mpijob, facts, env)
+        super().__init__(cluster, mpijob, facts, env, policies, node)
         spec = mpijob["spec"]
         self.slots = int(spec.get("slotsPerWorker", 1))
         self.workers = int(spec["mpiReplicaSpecs"]["Worker"]["replicas"])
@@ -192,8 +216,8 @@ class Operator(Controller):
         self.secret = ssh_secret(cluster.workdir, spec.get("sshAuthMountPath", "/root/.ssh"))
         self.faulty_devices: dict[str, tuple[str, ...]] = {}
         self._write_hostfile()
-        ours = [p for p in policies if p["metadata"].get("namespace") == self.namespace]
-        cluster.denied |= denied_pairs(ours, self.pod_labels())
+        self.labels = self.pod_labels()
+        cluster.denied |= denied_pairs(self.policies, self.labels)
 
     def pod_labels(self) -> dict[str, dict[str, str]]:
         """Each pod's labels: its template's, then the operator's (defaultLabels)."""
@@ -233,6 +257,7 @@ class Operator(Controller):
             secrets=[self.secret],
             faulty_devices=self.faulty_devices,
             pod_spec=pod_spec,
+            labels=self.labels[name],
         )
 
     def start_worker(self, i: int) -> Pod:

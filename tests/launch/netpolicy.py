@@ -1,5 +1,5 @@
-"""The NetworkPolicies of a workload's namespace, enforced between the pods of one job the way
-a policy engine would (Kubernetes NetworkPolicy semantics: a pod selected by a policy of a
+"""The NetworkPolicies of a workload's namespace, enforced between the pods of one job, and
+between a pod and the stand-in internet (tests/launch/internet.py), the way a policy engine would (Kubernetes NetworkPolicy semantics: a pod selected by a policy of a
 type is isolated for that direction, and then allowed only what one of those policies' rules
 allows; a connection needs the sender's egress and the receiver's ingress).
 
@@ -10,13 +10,20 @@ replies through), a rule between the job's pods that allows some ports only, a s
 matchExpressions. Peers given by namespaceSelector (other namespaces) or ipBlock (addresses
 outside the cluster; this cluster's pod addresses stand in for the VPC's, which the policies
 here keep out of every ipBlock) never match a pod of the job.
+
+The internet host stands in for a public address (PUBLIC_ADDRESS, a documentation address
+outside every private range): a pod reaches it when one of the egress policies that select it
+has a rule whose ipBlock holds that address (and not in its `except`) and whose ports include
+the port the stand-in serves (TCP 443); pods not selected by any egress policy reach it too.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 Obj = dict[str, Any]
+PUBLIC_ADDRESS = ipaddress.ip_address("198.51.100.7")  # RFC 5737: public, in no private range
 
 
 def _selects(selector: Obj, labels: dict[str, str]) -> bool:
@@ -63,3 +70,30 @@ def denied_pairs(policies: list[Obj], pods: dict[str, dict[str, str]]) -> set[tu
         if (b, a) not in denied:
             raise NotImplementedError(f"{a} -> {b} denied but {b} -> {a} allowed: a one-way policy is not modelled")
     return denied
+
+
+def _admits_public(peer: Obj) -> bool:
+    block = peer.get("ipBlock")
+    if not block:
+        return False  # a pod or namespace selector names cluster pods, not the internet
+    inside = PUBLIC_ADDRESS in ipaddress.ip_network(block["cidr"])
+    return inside and not any(PUBLIC_ADDRESS in ipaddress.ip_network(c) for c in block.get("except", []))
+
+
+def reaches_internet(policies: list[Obj], pod: dict[str, str], port: int) -> bool:
+    """Whether a pod with these labels may open a TCP connection to a public address on `port`."""
+    isolating = [
+        p for p in policies if "Egress" in p["spec"].get("policyTypes", []) and _selects(p["spec"]["podSelector"], pod)
+    ]
+    if not isolating:
+        return True
+    for policy in isolating:
+        for rule in policy["spec"].get("egress", []):
+            peers = rule.get("to")
+            if peers is not None and not any(_admits_public(p) for p in peers):
+                continue
+            ports = rule.get("ports")
+            if ports and not any(p.get("protocol", "TCP") == "TCP" and p.get("port") == port for p in ports):
+                continue
+            return True
+    return False

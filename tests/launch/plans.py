@@ -18,12 +18,16 @@ from config.stackfile import read_stack_file
 from config.workloads import RECIPES
 from config.workloads.fabric import FabricAcceptanceRun
 from facts import instances
+from tests import upstream
 from tests.conftest import ROOT
 from tools import plan as plan_mod
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 JOB = "kubernetes:batch/v1:Job"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+AMI_RELEASES = upstream.facts("amazon-eks-ami-v20260714")["releases"]
+"""Per AMI release and Kubernetes minor, newest first: the drivers its accelerated AMIs carry."""
 PREFIX = "llm-training-eks:"
 # Short training, the same shape of schedule: 12 steps, a checkpoint every 4 (Megatron recipes:
 # checkpointEverySteps; BERT: one checkpoint per dataset shard, a shard being 4 steps here).
@@ -47,11 +51,17 @@ BERT_STEPS_PER_SHARD = 4
 
 
 def workloads() -> list[tuple[str, str, str]]:
-    """(stack, workload, recipe) of every workload of every example stack the harness plays."""
+    """(stack, workload, recipe) of every workload of every example stack the harness plays. A
+    runs layer whose all-in-one twin is an example stack (`<env>-runs` beside `<env>`) is left
+    out: tests/plan/test_layers.py holds the layers to exactly the twin's resources, and its teams
+    live in its cluster layer, which the harness does not drop as it drops an all-in-one's."""
     found = []
     for path in sorted(ROOT.glob("Pulumi.*.yaml")):
         stack = path.name[len("Pulumi.") : -len(".yaml")]
-        for name, wl in (read_stack_file(path).get(f"{PREFIX}workloads") or {}).items():
+        values = read_stack_file(path)
+        if values.get(f"{PREFIX}layer") == "runs" and (ROOT / f"Pulumi.{stack.removesuffix('-runs')}.yaml").is_file():
+            continue
+        for name, wl in (values.get(f"{PREFIX}workloads") or {}).items():
             found.append((stack, name, wl["recipe"]))
     return found
 
@@ -145,18 +155,47 @@ def _steps(stack: str, workload: str, nodes: int, faults: bool) -> tuple[dict[st
     return tuple(found[u]["inputs"] for u in ordered)
 
 
-def instance_type(stack: str, workload: str) -> str:
-    """The instance type of the workload's node group, from the stack file or the files of its
-    lower stacks (a runs layer's node groups are its aws layer's)."""
+def _declaring(stack: str, workload: str) -> tuple[str, dict[str, Any]]:
+    """The stack file that declares the workload's node group (a runs layer's is its aws layer's)
+    and that group's entry."""
     group = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"]
     name: str | None = stack
     while name:
         values = read_stack_file(ROOT / f"Pulumi.{name}.yaml")
         for g in values.get(f"{PREFIX}nodeGroups", []):
             if g["name"] == group:
-                return str(g["instanceType"])
+                return name, g
         name = str(values.get(f"{PREFIX}lowerStack", "")).rpartition("/")[2] or None
     raise KeyError(f"{stack}: no node group {group}")
+
+
+def instance_type(stack: str, workload: str) -> str:
+    """The instance type of the workload's node group, from the stack file or the files of its
+    lower stacks (a runs layer's node groups are its aws layer's)."""
+    return str(_declaring(stack, workload)[1]["instanceType"])
+
+
+def node_group(stack: str, workload: str) -> str:
+    """The name of the workload's node group (`system` for a CPU run)."""
+    return str(read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"])
+
+
+@cache
+def node_drivers(stack: str, workload: str) -> dict[str, str]:
+    """The kernel drivers of the workload's nodes: those of the AMI release its node group's
+    managed node group pins (`releaseVersion` in the plan of the stack that declares it), or
+    without a pin the newest release for its Kubernetes version, which EKS gives a new group
+    (tests/upstream/amazon-eks-ami-v20260714.yaml). Module name -> its version."""
+    declaring, group = _declaring(stack, workload)
+    plan = plan_mod.run(read_stack_file(ROOT / f"Pulumi.{declaring}.yaml"), f"launch-{declaring}", ROOT)
+    (ng,) = [
+        r["inputs"]
+        for r in plan["resources"]
+        if r["type"] == NODE_GROUP and r["inputs"].get("nodeGroupName") == group["name"]
+    ]
+    pinned, minor = ng.get("releaseVersion"), str(ng["version"])
+    row = next(r for r in AMI_RELEASES if (r["releaseVersion"] == pinned if pinned else r["kubernetes"] == minor))
+    return {"neuron": row["neuron"].removesuffix("-dkms"), "nvidia": row["nvidia"].split("-")[0]}
 
 
 def steps(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
@@ -204,3 +243,44 @@ def containers(obj: dict[str, Any], role: str = "Worker") -> dict[str, Any]:
 def script(obj: dict[str, Any], role: str = "Launcher") -> str:
     container = containers(obj, role)
     return "\n".join([*container.get("command", []), *container.get("args", [])])
+
+
+RUNTIME_DRIVER_RULES = upstream.facts("aws-neuron-sdk-runtime-driver")["rules"]
+
+
+def at_least(text: str, floor: str) -> bool:
+    """A version at or past `floor`, compared on as many parts as `floor` has."""
+    f = tuple(int(p) for p in floor.split("."))
+    return tuple(int(p) for p in text.split("-")[0].split("."))[: len(f)] >= f
+
+
+def refusals(driver: str, runtime: str, family: str) -> list[str]:
+    """The known issues of the Neuron runtime release notes by which a runtime library refuses
+    a driver on an instance family (tests/upstream/aws-neuron-sdk-runtime-driver.yaml)."""
+    return [
+        r["text"]
+        for r in RUNTIME_DRIVER_RULES
+        if (not r.get("families") or family in r["families"])
+        and (
+            (
+                ("driver_at_least" in r and at_least(driver, r["driver_at_least"]))
+                and not at_least(runtime, r["needs_runtime_at_least"])
+            )
+            or (
+                ("runtime_at_least" in r and at_least(runtime, r["runtime_at_least"]))
+                and not at_least(driver, r["needs_driver_at_least"])
+            )
+        )
+    ]
+
+
+def fitting_driver(stack: str, workload: str, runtime: str | None, family: str) -> str:
+    """The newest Neuron driver an AMI release for the group's Kubernetes version carries that a
+    runtime library works with: for a scenario that sets the driver need aside."""
+    declaring = _declaring(stack, workload)[0]
+    minor = read_stack_file(ROOT / f"Pulumi.{declaring}.yaml").get(f"{PREFIX}cluster", {}).get("kubernetesVersion")
+    for row in AMI_RELEASES:
+        driver = row["neuron"].removesuffix("-dkms")
+        if runtime and (not minor or row["kubernetes"] == minor) and not refusals(driver, runtime, family):
+            return driver
+    raise LookupError(f"{stack}: no AMI release's Neuron driver fits runtime {runtime}")

@@ -17,6 +17,7 @@ import platform
 import resource
 import shutil
 import socket
+import stat
 import struct
 import sys
 
@@ -163,7 +164,7 @@ def main(spec_path: str) -> None:
     # that lies inside another one (here the machine's root), and a copy is cheap (few files).
     layers = []
     for i, layer in enumerate(spec["layers"]):
-        shutil.copytree(layer, f"{base}/mem/layer{i}", symlinks=True)
+        shutil.copytree(layer, f"{base}/mem/layer{i}", symlinks=True, copy_function=copy_entry)
         layers.append(f"{base}/mem/layer{i}")
     lower = ":".join([*layers, "/"])
     mount("overlay", root, "overlay", data=f"lowerdir={lower},upperdir={upper},workdir={work}")
@@ -171,6 +172,7 @@ def main(spec_path: str) -> None:
     mount("/sys", f"{root}/sys", flags=BIND | REC)
     if spec.get("sysfs"):
         mount_sysfs_class(root, spec["sysfs"])
+    mount_node_files(root, spec["nodeFiles"])
     mount_dev(root, spec["devices"])
     for d in ("/tmp", "/run"):  # the image's (empty) directories: this machine's stay hidden
         mount("tmpfs", f"{root}{d}", "tmpfs")
@@ -188,6 +190,29 @@ def main(spec_path: str) -> None:
     set_nofile(*spec["nofile"])
     command = [str(setpriv), *identity(spec), "--", *spec["command"]]
     os.execvpe(command[0], command, spec["env"])
+
+
+def copy_entry(source: str, target: str) -> None:
+    """A layer's file, or its whiteout (a 0/0 character device: overlayfs hides the file of that
+    name in the layers below, as a deleted file of an image layer)."""
+    st = os.lstat(source)
+    if stat.S_ISCHR(st.st_mode):
+        os.mknod(target, st.st_mode, st.st_rdev)
+    else:
+        shutil.copy2(source, target)
+
+
+def mount_node_files(root: str, files: dict[str, str]) -> None:
+    """What the pod's node shows of its kernel modules: /sys/module/<module>/version of the
+    drivers its AMI carries (a read-only tmpfs over /sys/module; this machine's are not the node's)."""
+    if not files:
+        return
+    mount("tmpfs", f"{root}/sys/module", "tmpfs", data="mode=755")
+    for path, text in files.items():
+        os.makedirs(os.path.dirname(f"{root}{path}"), exist_ok=True)
+        with open(f"{root}{path}", "w") as f:
+            f.write(text)
+    mount(None, f"{root}/sys/module", flags=REMOUNT | BIND | RDONLY)
 
 
 def mount_volumes(root: str, mounts: list[dict]) -> None:

@@ -4,7 +4,9 @@ touched), on addresses of the loopback range 127.0.0.0/8.
 
 A `Cluster` also plays the cluster DNS: one hosts file, bind-mounted read-only as every pod's
 /etc/hosts, that lists the pods that are running (a headless Service publishes ready pods
-only), so a deleted worker stops resolving and a recreated one resolves again.
+only), so a deleted worker stops resolving and a recreated one resolves again; and the
+internet: a host outside the pods' range (tests/launch/internet.py) that a pod reaches only
+where its NetworkPolicies allow (PodSpec.internet).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from tests import upstream
 from tests.conftest import ROOT
+from tests.launch import internet
 from tests.launch.security import Security
 
 PODINIT = Path(__file__).with_name("podinit.py")
@@ -33,6 +36,7 @@ RUNTIME = upstream.facts("amazon-eks-ami-base-runtime-spec")
 # Directories a pod gets fresh (podinit.py): this machine's files under them are not visible.
 POD_OWN_DIRS = ("/tmp/", "/run/", "/dev/", "/root/")
 SUBNET = "127.10.0"  # inside the loopback range; routed across veths with route_localnet=1
+LO = ("link set lo up", "addr del 127.0.0.1/8 dev lo", "addr add 127.0.0.1/32 dev lo")
 
 
 def ip(*args: str) -> None:
@@ -78,6 +82,8 @@ class PodSpec:
     """Files under /sys/class the node's drivers would show (path -> content)."""
     working_dir: str | None = None
     security: Security | None = None  # None: root with the runtime's default capabilities
+    internet: bool = False  # its NetworkPolicies let it reach the internet (netpolicy.reaches_internet)
+    node_files: dict[str, str] = field(default_factory=dict)  # what its node shows under /sys/module
 
 
 @dataclass
@@ -128,10 +134,13 @@ class Cluster:
         self._plugs = 0
         # (a, b): pod a cannot reach pod b (the namespace's NetworkPolicies, tests/launch/netpolicy.py)
         self.denied: set[tuple[str, str]] = set()
+        # A scenario that sets the MPI need aside: every image keeps this machine's Open MPI in /usr/bin.
+        self.mpi_on_sshd_path = False
         ip("netns", "add", self.switch)
         self._netns.append(self.switch)
         ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         ip("-n", self.switch, "link", "set", "br0", "up")
+        self.internet = self._internet()
 
     def layer(self, key: str, build: Callable[[Path], Path]) -> Path:
         """An image layer, built once per cluster."""
@@ -143,10 +152,10 @@ class Cluster:
         """A stable address per pod name: a recreated pod answers at the same name."""
         return self._slots.setdefault(name, len(self._slots) + 2)
 
-    def _plug(self, name: str) -> tuple[str, str]:
-        slot = self._slot(name)
+    def _veth(self, netns: str) -> None:
+        """A new network namespace with eth0 on the bridge."""
         self._plugs += 1  # veth names are never reused: a deleted one goes away asynchronously
-        netns, veth, address = f"{self.prefix}p{slot}", f"lt{self.id}v{self._plugs}", f"{SUBNET}.{slot}"
+        veth = f"lt{self.id}v{self._plugs}"
         if netns in self._netns:
             ip("netns", "del", netns)
             self._netns.remove(netns)
@@ -154,16 +163,49 @@ class Cluster:
         self._netns.append(netns)
         batch(None, f"link add {veth} type veth peer name eth0 netns {netns}", f"link set {veth} netns {self.switch}")
         batch(self.switch, f"link set {veth} master br0", f"link set {veth} up")
+
+    def _plug(self, name: str, reaches_internet: bool) -> tuple[str, str]:
+        slot = self._slot(name)
+        netns, address = f"{self.prefix}p{slot}", f"{SUBNET}.{slot}"
+        self._veth(netns)
         # Only 127.0.0.1 is local to the pod, so the rest of 127/8 goes out through eth0
-        # (podinit.py lets it: route_localnet).
-        lo = ("link set lo up", "addr del 127.0.0.1/8 dev lo", "addr add 127.0.0.1/32 dev lo")
+        # (podinit.py lets it: route_localnet); the internet host is on the same link.
         blocked = [f"route add blackhole {SUBNET}.{self._slot(b)}/32" for a, b in sorted(self.denied) if a == name]
-        batch(netns, *lo, f"addr add {address}/24 dev eth0", "link set eth0 up", *blocked)
+        if not reaches_internet:
+            blocked.append(f"route add blackhole {internet.ADDRESS}/32")
+        batch(
+            netns,
+            *LO,
+            f"addr add {address}/24 dev eth0",
+            "link set eth0 up",
+            f"route add {internet.NETWORK} dev eth0 src {address}",
+            *blocked,
+        )
         return netns, address
+
+    def _internet(self) -> subprocess.Popen[bytes]:
+        """The stand-in internet host (tests/launch/internet.py) on the bridge, and its server."""
+        netns = f"{self.prefix}inet"
+        self._veth(netns)
+        batch(
+            netns,
+            *LO,
+            f"addr add {internet.ADDRESS}/24 dev eth0",
+            "link set eth0 up",
+            f"route add {SUBNET}.0/24 dev eth0 src {internet.ADDRESS}",
+        )
+        for iface in ("all", "eth0"):
+            subprocess.run(
+                ["ip", "netns", "exec", netns, "sh", "-c", f"echo 1 > /proc/sys/net/ipv4/conf/{iface}/route_localnet"],
+                check=True,
+            )
+        server = internet.start(netns, self.workdir, die_with_parent)
+        wait_until(lambda: b"listening" in (self.workdir / "internet.log").read_bytes(), timeout=10)
+        return server
 
     def start(self, spec: PodSpec) -> Pod:
         """Create the pod's namespaces and start its command; publish its DNS names."""
-        netns, address = self._plug(spec.name)
+        netns, address = self._plug(spec.name, spec.internet)
         base = self.workdir / "pods" / f"{spec.name}-{uuid.uuid4().hex[:4]}"
         base.mkdir(parents=True)
         log = self.workdir / f"{spec.name}.log"
@@ -193,6 +235,7 @@ class Cluster:
             "secrets": spec.secrets,
             "devices": spec.devices,
             "sysfs": spec.sysfs,
+            "nodeFiles": spec.node_files,
             "workingDir": spec.working_dir,
             "nofile": [RUNTIME["rlimits"]["RLIMIT_NOFILE"]["soft"], RUNTIME["rlimits"]["RLIMIT_NOFILE"]["hard"]],
             **process_identity(spec.security),
@@ -232,7 +275,7 @@ class Cluster:
             self._publish()
 
     def _publish(self) -> None:
-        lines = ["127.0.0.1 localhost\n"]
+        lines = ["127.0.0.1 localhost\n", f"{internet.ADDRESS} {' '.join(internet.HOSTS)}\n"]
         running = [p for p in self.pods.values() if p.alive() and not (p.spec.security and p.spec.security.refused)]
         lines += [f"{p.address} {' '.join(p.spec.dns_names)} {p.spec.name}\n" for p in running]
         # In place: every pod's /etc/hosts is a bind mount of this very file.
@@ -243,6 +286,8 @@ class Cluster:
     def close(self) -> None:
         for name in list(self.pods):
             self.remove(name)
+        os.killpg(self.internet.pid, signal.SIGKILL)
+        self.internet.wait()
         for netns in reversed(self._netns):
             subprocess.run(["ip", "netns", "del", netns], capture_output=True)
         self._netns.clear()

@@ -189,6 +189,8 @@ UNCONSTRAINED = {
     # The provider takes these EC2 booleans as strings.
     "blockDeviceMappings[].ebs.deleteOnTermination", "blockDeviceMappings[].ebs.encrypted",
     "networkInterfaces[].associatePublicIpAddress", "networkInterfaces[].deleteOnTermination",
+    # No pattern in the API: held to the AMI release table instead (config.amis, tests/unit/test_drivers.py).
+    "releaseVersion",
 }  # fmt: skip
 """Also unconstrained: every boolean input (checked by type, not listed)."""
 

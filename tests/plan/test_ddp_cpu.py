@@ -217,9 +217,9 @@ def test_the_script_is_python_3_8_as_the_image_runs() -> None:
 
 
 def test_the_commands_use_only_what_the_public_image_has() -> None:
-    """The worker's sshd, the launcher's ssh and mpirun, the ranks' torchrun, the gate's getconf:
-    each where the image has it (tests/upstream/horovod-cpu-0.28.1.yaml), and mpirun's daemon on
-    sshd's default PATH (Open MPI under /usr/local), so ranks start without `--prefix`."""
+    """The worker's sshd, the launcher's ssh and mpirun (the image's, by its path), the ranks'
+    torchrun, the gate's getconf: each where the image has it (tests/upstream/horovod-cpu-0.28.1.yaml),
+    and mpirun's daemon on sshd's default PATH (Open MPI under /usr/local) as well."""
     programs = upstream.facts("horovod-cpu-0.28.1")["programs"]
     (job,) = [r["inputs"] for r in resources(stack_plan("dev"), "kubernetes:kubeflow.org/v2beta1:MPIJob")]
     specs = job["spec"]["mpiReplicaSpecs"]
@@ -230,8 +230,9 @@ def test_the_commands_use_only_what_the_public_image_has() -> None:
         and programs["bash"] == specs["Worker"]["template"]["spec"]["containers"][0]["command"][0]
     )
     assert "ssh-keygen -A" in worker
-    for name in ("ssh", "mpirun", "torchrun", "getconf"):
+    for name in ("ssh", "torchrun", "getconf"):
         assert re.search(rf"(^|[\s'(]){name}\s", launcher), name
+    assert f"MPIRUN='{programs['mpirun']} " in launcher
     sshd_default_path = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
     assert programs["orted"].rsplit("/", 1)[0] in sshd_default_path
 

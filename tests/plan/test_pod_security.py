@@ -180,7 +180,8 @@ def test_only_the_steps_that_download_reach_the_internet(stack: str) -> None:
     wanted = {
         pod.name
         for pod in pods(plan)
-        if any(x in pod.name for x in ("-tokenizer-", "-dataset-")) or (pod.role.startswith("MPI") and stack == VARIANT)
+        if any(x in pod.name for x in ("-tokenizer-", "-dataset-", "-hub-"))
+        or (pod.role.startswith("MPI") and stack == VARIANT)
     }
     assert internet == wanted
 

@@ -151,3 +151,21 @@ def test_neuron_fabric_image_installs_the_sdk_packages() -> None:
     assert args["EFA_INSTALLER_VERSION"] == fabric.EFA_INSTALLER
     text = (images.IMAGES_DIR / "neuron-fabric" / "Dockerfile").read_text()
     assert pkgs["apt_key"] in text and pkgs["apt_repository"] in text and "ubuntu:24.04" in text
+
+
+@pytest.mark.parametrize("repository", ["gpu-fabric", "neuron-fabric"])
+def test_fabric_images_runtimes_are_their_dockerfiles(repository: str) -> None:
+    """What the driver gate and the AMI pin read of a fabric image (facts.images.Runtime) is what
+    its Dockerfile installs: the EFA installer's Open MPI (OPAL_PREFIX), the CUDA major of the
+    base, the Neuron runtime library of the SDK's package list."""
+    image = images.IMAGES[repository]
+    args, text = _args(image.dockerfile), image.dockerfile.read_text()
+    mpi = image.runtime.open_mpi
+    assert mpi and f"ENV OPAL_PREFIX={mpi.prefix}" in text and f"test -x {mpi.mpirun}" in text
+    if repository == "gpu-fabric":
+        assert image.runtime.cuda_major == args["CUDA_VERSION"].split(".")[0]
+        assert image.runtime.neuron_runtime is None
+    else:
+        lib = upstream.facts("neuron-sdk-2.32.0-packages")["packages"]["aws-neuronx-runtime-lib"]
+        assert image.runtime.neuron_runtime and lib.startswith(f"{image.runtime.neuron_runtime}.")
+        assert image.runtime.cuda_major is None

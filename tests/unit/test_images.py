@@ -31,9 +31,9 @@ BASE_PROGRAMS = {
 # nvidia-smi from the host driver; dcgmi and nv-hostengine are used only behind `command -v dcgmi`.
 RUNTIME_PROGRAMS = {"nvidia-smi", "dcgmi", "nv-hostengine"}
 # Paths the pod gets at run time: the FSx claim, devices, scratch, the MPI operator's hostfile
-# and SSH keys, the directory sshd needs (made by the worker command), the node's sysfs (the
-# Neuron driver's UltraServer ids, which the acceptance run reports and falls back from).
-RUNTIME_PATHS = ("/shared/", "/dev/", "/tmp/", "/etc/mpi/", "/root/.ssh", "/run/sshd", "/proc/", "/sys/class/")
+# and SSH keys, the directory sshd needs (made by the worker command), the kernel's sysfs (the
+# Neuron driver's version, its UltraServer ids, which the acceptance run reports).
+RUNTIME_PATHS = ("/shared/", "/dev/", "/tmp/", "/etc/mpi/", "/root/.ssh", "/run/sshd", "/proc/", "/sys/")
 SHELL_VARIABLES = {"SECONDS", "HOSTNAME", "RANDOM", "PWD", "HOME"}
 OPEN_MPI_VARIABLES = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}
 # What sshd gives a session (OpenSSH's default environment): a fixed PATH, HOME, USER, SHELL.

@@ -6,17 +6,22 @@ read the recorded facts). Example, from a bare mirror made by the `fetch` tool:
     git -C <mirror> show <commit>:<path to conf>.yaml | python -m tests.upstream.extract hydra
     git -C <mirror> show <commit>:nemo/utils/exp_manager.py | python -m tests.upstream.extract fields ExpManagerConfig
     git -C <mirror> show <commit>:<script>.py | python -m tests.upstream.extract argparse
+    git -C <mirror> show <commit>:./CHANGELOG.md | python -m tests.upstream.extract eks-ami 1.34 1.35 1.36
 
 `hydra`: every leaf key of a Hydra config as a dotted path, which of them are mandatory
 (`???`) and which are null. A leaf is a scalar, a list or an empty mapping. `fields`: the field names of a
 dataclass (a structured-config schema such as NeMo's ExpManagerConfig). `argparse`: the
-long options a script's argparse parser accepts.
+long options a script's argparse parser accepts. `eks-ami`: from awslabs/amazon-eks-ami's
+awslabs/amazon-eks-ami/CHANGELOG.md, per AMI release and Kubernetes minor, the release version a node group names
+(`releaseVersion`) and the Neuron and NVIDIA kernel drivers of the AL2023 x86_64 accelerated AMIs.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
+from html.parser import HTMLParser
 from typing import Any
 
 import yaml
@@ -75,6 +80,71 @@ def argparse_options(text: str) -> list[str]:
     return sorted(found)
 
 
+class _Tables(HTMLParser):
+    """The HTML tables of one changelog entry, each under the <summary> before it; a cell is
+    (text, colspan)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[str, list[list[tuple[str, int]]]]] = []
+        self.summary, self._in_summary, self._cell = "", False, None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "summary":
+            self._in_summary, self.summary = True, ""
+        elif tag == "table":
+            self.tables.append((self.summary.strip(), []))
+        elif tag == "tr" and self.tables:
+            self.tables[-1][1].append([])
+        elif tag in ("td", "th") and self.tables and self.tables[-1][1]:
+            self._cell = ["", int(dict(attrs).get("colspan") or 1)]
+            self.tables[-1][1][-1].append(self._cell)  # type: ignore[arg-type]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "summary":
+            self._in_summary = False
+        elif tag in ("td", "th"):
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in_summary:
+            self.summary += data
+        if self._cell is not None:
+            self._cell[0] += data
+
+
+AMI_DRIVERS = {
+    "aws-neuronx-dkms": ("AL2023_x86_64_NEURON", "neuron"),
+    "kmod-nvidia-latest-dkms": ("AL2023_x86_64_NVIDIA", "nvidia"),
+}
+
+
+def eks_ami_releases(text: str, minors: list[str]) -> list[dict[str, str]]:
+    """Per release (newest first) and Kubernetes minor: the release version and the AMIs' drivers."""
+    out = []
+    parts = re.split(r"^# AMI Release (v\d+)\s*$", text, flags=re.M)
+    for tag, body in zip(parts[1::2], parts[2::2], strict=True):
+        parser = _Tables()
+        parser.feed(body)
+        found: dict[str, dict[str, str]] = {}
+        for summary, rows in parser.tables:
+            m = re.fullmatch(r"Kubernetes (\d+\.\d+)", summary)
+            if not m or m.group(1) not in minors or not rows:
+                continue
+            entry = found.setdefault(m.group(1), {"ami": tag, "kubernetes": m.group(1)})
+            if rows[0][0][0].strip() == "AMI Names":
+                entry["releaseVersion"] = rows[1][1][0].strip()
+                continue
+            columns = [c[0].strip() for c in rows[0][1:]]
+            for row in rows[1:]:
+                cells = [text.strip() for text, span in row[1:] for _ in range(span)]
+                if row[0][0].strip() in AMI_DRIVERS:
+                    ami_type, key = AMI_DRIVERS[row[0][0].strip()]
+                    entry[key] = dict(zip(columns, cells, strict=True))[ami_type]
+        out += [found[k] for k in minors if k in found]
+    return out
+
+
 def main(argv: list[str]) -> int:
     text = sys.stdin.read()
     kind = argv[0] if argv else ""
@@ -84,6 +154,8 @@ def main(argv: list[str]) -> int:
         out = dataclass_fields(text, argv[1])
     elif kind == "argparse":
         out = argparse_options(text)
+    elif kind == "eks-ami" and len(argv) > 1:
+        out = eks_ami_releases(text, argv[1:])
     else:
         print(__doc__, file=sys.stderr)
         return 2

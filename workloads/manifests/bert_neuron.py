@@ -10,6 +10,9 @@ import shlex
 
 from config.workloads import BertNeuronWorkload
 from workloads.manifests.healthcheck import training
+from workloads.manifests.hub import cache_dir as hub_cache_dir
+from workloads.manifests.hub import offline_env
+from workloads.manifests.hub import stage as stage_hub
 from workloads.manifests.objects import (
     Context,
     Step,
@@ -27,7 +30,8 @@ from workloads.manifests.objects import (
 SCRIPT = "dp_bert_large_hf_pretrain_hdf5.py"
 EXAMPLE = "torch-neuronx/training/dp_bert_hf_pretrain"
 # The tutorial's multi-node settings (bert.rst, "Phase 1 BERT-Large pretraining on two
-# instances") and run_dp_bert_large_hf_pretrain_bf16_s128.sh's runtime settings.
+# instances") and run_dp_bert_large_hf_pretrain_bf16_s128.sh's runtime settings. HF_HOME is the
+# pod's own; the model's files come from the staged Hub cache (hub.offline_env).
 BERT_ENV = {
     "BUCKET_CAP_MB": "512",
     "XLA_TRANSFER_SEED_ASYNC": "1",
@@ -111,16 +115,25 @@ MODEL = BertNeuronWorkload
 
 
 def steps(workload_name: str, run: BertNeuronWorkload, ctx: Context) -> list[Step]:
-    """Image check -> shared directories -> dataset Job -> the training MPIJob, plus TensorBoard."""
+    """Image check -> shared directories -> the model's Hub files and the dataset Job -> the
+    training MPIJob (offline: every rank reads bert-large-uncased from the staged cache), plus
+    TensorBoard."""
     image = image_check(workload_name, ctx, run)
-    dirs = shared_dirs(workload_name, ctx, after=(image.name,))
+    dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=(hub_cache_dir(ctx),))
+    model = stage_hub(workload_name, ctx, run.hub_repos, after=(dirs.name,))
     dataset, data = _dataset(workload_name, run, ctx)
-    env = {**BERT_ENV, "NEURON_COMPILE_CACHE_URL": f"{ctx.shared_mount}/{workload_name}/neuron-cache"}
+    env = {
+        **BERT_ENV,
+        **offline_env(ctx),
+        "NEURON_COMPILE_CACHE_URL": f"{ctx.shared_mount}/{workload_name}/neuron-cache",
+    }
     dataset = Step(dataset.name, dataset.role, dataset.obj, after=(dirs.name,))
+    phases = launch(workload_name, run, ctx, data)
     return [
         image,
         dirs,
+        model,
         dataset,
-        *training(workload_name, run, ctx, launch(workload_name, run, ctx, data), env=env, after=(dataset.name,)),
+        *training(workload_name, run, ctx, phases, env=env, after=(model.name, dataset.name)),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
     ]

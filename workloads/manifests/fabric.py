@@ -71,7 +71,7 @@ def sweep(run: FabricAcceptanceRun, ctx: Context, size: str, env: dict[str, str]
     if ng.accelerator == "nvidia":
         per_node = ng.instance.accelerator_count
         return (
-            f"{mpirun_command(run.nodes, per_node, [])}"
+            f"{mpirun_command(run.nodes, per_node, [], ctx.mpirun)}"
             " $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | sed 's/^/-x /' | tr '\\n' ' ')"
             f' {ALL_REDUCE_PERF} -b {SWEEP_FROM} -e {size} -f 2 -g 1 -c 1 -n 20 -J "$RUN_DIR/all_reduce_perf.json"'
         )

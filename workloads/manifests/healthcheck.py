@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping
 
 from config.workloads import RunConfig
+from facts import drivers
 from facts.fabric import FLOORS
 from infra.platform import NodeGroupFacts
 from workloads.manifests.mpijob import (
@@ -56,10 +57,43 @@ def cpu_node_check() -> str:
     )
 
 
-def node_check(ng: NodeGroupFacts) -> str:
+def driver_check(ctx: Context) -> str:
+    """Per-node: print the node's accelerator driver and hold it to the range the image's runtime
+    works with (facts.drivers): the Neuron driver the kernel module reports, against the image's
+    Neuron runtime library (driver 2.29 and later need runtime 2.33; nrt_init fails otherwise);
+    the NVIDIA driver against the image's CUDA. Unknown runtime (an image this project does not
+    describe): printed, not gated. Sets $drv for the OK line."""
+    ng, rt = ctx.node_group, ctx.runtime
+    if ng.accelerator == "neuron":
+        read = f"drv=$(cat {drivers.DRIVER_VERSION_FILE} 2>/dev/null || echo none)"
+        kind, runtime = "Neuron", f"Neuron runtime {rt.neuron_runtime}"
+        wanted = drivers.neuron_driver_range(rt.neuron_runtime, ng.instance.family) if rt.neuron_runtime else None
+    else:
+        read = "drv=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
+        kind, runtime = "NVIDIA", f"CUDA {rt.cuda_major}"
+        wanted = drivers.nvidia_driver_range(rt.cuda_major) if rt.cuda_major else None
+    if wanted is None or wanted.describe() == "any":
+        return read
+
+    # The lower of the driver and a bound (sort -V; "2.29" sorts before "2.29.0.0"): the driver is
+    # at or past the bound exactly when the bound is the lower one.
+    def lower(bound: str) -> str:
+        return f'"$(printf \'%s\\n%s\\n\' "$drv" {bound} | sort -V | head -n 1)"'
+
+    tests = [f"[ {lower(wanted.minimum)} = {wanted.minimum} ]" if wanted.minimum else ""]
+    tests.append(f"[ {lower(wanted.below)} != {wanted.below} ]" if wanted.below else "")
+    fail = (
+        f"echo \"FAIL $h: {kind} driver $drv, but the image's {runtime} needs driver {wanted.describe()}"
+        " (the node group's AMI release, nodeGroups[].releaseVersion, sets the driver)\"; exit 1"
+    )
+    return f"{read}\n{{ {' && '.join(t for t in tests if t)}; }} || {{ {fail}; }}"
+
+
+def node_check(ctx: Context) -> str:
     """Per-node checks, run once on every node: the device count and the EFA device count the
-    pod was given (against the catalog), then a short accelerator self-test. Prints
-    `FAIL <host>: ...` and exits 1 on the first problem.
+    pod was given (against the catalog), the accelerator driver against the image's runtime,
+    then a short accelerator self-test. Prints `FAIL <host>: ...` and exits 1 on the first
+    problem.
 
     Device counts are read from /dev, where the device plugins put exactly what the pod
     was allocated. Self-test: Neuron, a single-node nccom-test all-reduce over every
@@ -68,6 +102,7 @@ def node_check(ng: NodeGroupFacts) -> str:
     GPU reports uncorrectable ECC errors. Not run on hardware in this repository: the
     commands follow the Neuron and DCGM documentation.
     """
+    ng = ctx.node_group
     want_dev, want_efa = ng.instance.accelerator_count, ng.instance.efa_interfaces
     if ng.accelerator == "neuron":
         count = "ls /dev/neuron* 2>/dev/null | wc -l"
@@ -91,14 +126,16 @@ def node_check(ng: NodeGroupFacts) -> str:
             ' || { echo "FAIL $h: a GPU reports uncorrectable ECC errors"; exit 1; }\n'
             "fi"
         )
+    driver = "Neuron driver" if ng.accelerator == "neuron" else "NVIDIA driver"
     return (
         "h=$(hostname)\n"
         f"dev=$({count})\n"
         f'[ "$dev" -eq {want_dev} ] || {{ echo "FAIL $h: $dev of {want_dev} {kind}"; exit 1; }}\n'
         "efa=$(ls /dev/infiniband/uverbs* 2>/dev/null | wc -l)\n"
         f'[ "$efa" -eq {want_efa} ] || {{ echo "FAIL $h: $efa of {want_efa} EFA devices"; exit 1; }}\n'
+        f"{driver_check(ctx)}\n"
         f"{selftest}\n"
-        f'echo "OK $h: {want_dev} {kind}, {want_efa} EFA devices, self-test passed"'
+        f'echo "OK $h: {want_dev} {kind}, {want_efa} EFA devices, {driver} $drv, self-test passed"'
     )
 
 
@@ -123,15 +160,16 @@ def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[
     )
 
 
-def _nvidia_collective(run: RunConfig, ng: NodeGroupFacts, size: str) -> str:
+def _nvidia_collective(run: RunConfig, ctx: Context, size: str) -> str:
     """nccl-tests all-reduce, one rank per GPU, with NCCL's log on to prove the EFA plugin is used
     and saw exactly the node's EFA devices (an old EFA device plugin hands p6-b200 pods NVLink
     controllers as EFA devices). The library path goes with the ranks (ssh starts them with
     sshd's environment). The bandwidth is the footer's value after the colon (nccl-tests
     src/util.cu: `# Avg bus bandwidth    : %g %s`, the %s an OK/FAILED only under NCCL_TESTS_MIN_BW)."""
+    ng = ctx.node_group
     per_node, want = ng.instance.accelerator_count, ng.instance.efa_interfaces
     return (
-        f"{mpirun_command(run.nodes, per_node, [])} -x NCCL_DEBUG=INFO"
+        f"{mpirun_command(run.nodes, per_node, [], ctx.mpirun)} -x NCCL_DEBUG=INFO"
         " $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | grep -v '^NCCL_DEBUG$' | sed 's/^/-x /' | tr '\\n' ' ')"
         f" {ALL_REDUCE_PERF} -b {size} -e {size} -f 2 -g 1 -c 1 -n 50 | tee /tmp/out\n"
         f'grep -q {shlex.quote(NCCL_EFA_EVIDENCE)} /tmp/out || {{ echo "FAIL: NCCL did not use EFA (no'
@@ -159,7 +197,7 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
     size = run.health_check.message_size or default.message_size
     floor = run.health_check.min_bus_bandwidth_gbps or default.min_bus_bandwidth_gbps
     collective = (
-        _neuron_collective(run, ng, size, env) if ng.accelerator == "neuron" else _nvidia_collective(run, ng, size)
+        _neuron_collective(run, ng, size, env) if ng.accelerator == "neuron" else _nvidia_collective(run, ctx, size)
     )
     gate = (
         f'awk -v bw="${{bw:-0}}" -v min={floor:g} \'BEGIN {{ if (bw + 0 < min) {{ printf "FAIL: all-reduce bus'
@@ -167,7 +205,7 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
         f" %s GB/s >= %s GB/s\\n\", bw, min }}'"
     )
     # One check per node, whatever the processes per node of the job's mpirun.
-    per_node = f'[ "${{OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0\n{node_check(ng)}'
+    per_node = f'[ "${{OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0\n{node_check(ctx)}'
     return (
         'echo "== health check: every node"\n'
         f"$MPIRUN bash -c {shlex.quote(per_node)}\n"

@@ -141,7 +141,7 @@ def tokenizer_overrides(tok: NemoTokenizerConfig) -> list[str]:
     megatron = tok.library == "megatron"
     values = {
         "library": tok.library,
-        "type": tok.type or ("GPT2BPETokenizer" if megatron else None),
+        "type": tok.effective_type,
         "model": tok.model,
         "vocab_file": tok.vocab_file or (GPT2_VOCAB if megatron else None),
         "merge_file": tok.merge_file or (GPT2_MERGES if megatron else None),

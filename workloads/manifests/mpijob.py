@@ -124,14 +124,16 @@ def wait_for_workers(timeout_seconds: int = WORKER_WAIT_SECONDS) -> str:
     )
 
 
-def mpirun_command(nodes: int, per_node: int, exported: list[str]) -> str:
+def mpirun_command(nodes: int, per_node: int, exported: list[str], mpirun: str = "mpirun") -> str:
     """mpirun over the hostfile, `per_node` processes on each node, forwarding `exported` and
     always PATH and LD_LIBRARY_PATH: ranks are started by sshd, whose sessions get sshd's
     default environment, not the image's ENV (the MPI examples of awsome-distributed-training
-    and Data on EKS pass the same two)."""
+    and Data on EKS pass the same two). `-x` reaches the ranks, not the daemon (orted) that
+    starts them: `mpirun` is the image's by absolute path (Context.mpirun), Open MPI's implicit
+    --prefix, so orted is found on every host whatever sshd's PATH there."""
     forwarded = " ".join(f"-x {k}" for k in ["PATH", "LD_LIBRARY_PATH", *sorted(set(exported) - set(FORWARDED))])
     return (
-        f"mpirun --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
+        f"{mpirun} --allow-run-as-root --hostfile {HOSTFILE} --bind-to none --map-by ppr:{per_node}:node"
         f" -np {nodes * per_node} {forwarded}"
     )
 
@@ -212,7 +214,7 @@ def _launcher(
 ) -> Obj:
     """The launcher waits for every worker, then runs the step's script with `$MPIRUN` set; as
     root (the operator's key at /root/.ssh), without any capability."""
-    mpirun = mpirun_command(run.nodes, spec.processes_per_node, [*environment, *run.secret_env])
+    mpirun = mpirun_command(run.nodes, spec.processes_per_node, [*environment, *run.secret_env], ctx.mpirun)
     container = {
         "name": "launcher",
         "image": image,

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from config.workloads import NemoGpuWorkload
 from workloads.manifests.healthcheck import training
+from workloads.manifests.hub import cache_dir as hub_cache_dir
+from workloads.manifests.hub import offline_env
+from workloads.manifests.hub import stage as stage_hub
 from workloads.manifests.megatron import EXAMPLES, SCRIPT, nemo_overrides, torchrun
-from workloads.manifests.objects import Context, Step, extras, image_check, run_dir
+from workloads.manifests.objects import Context, Step, extras, image_check, run_dir, shared_dirs
 
 MODEL = NemoGpuWorkload
 """The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
 
 
 def steps(workload_name: str, run: NemoGpuWorkload, ctx: Context) -> list[Step]:
-    """Image check -> the training MPIJob (health gate, then NeMo), plus TensorBoard."""
+    """Image check -> shared directories and the tokenizer's Hub files (NeMo's tokenizers read the
+    Hub even with local vocabulary files) -> the training MPIJob (health gate, then NeMo,
+    offline), plus TensorBoard."""
     args = [
         *nemo_overrides(
             run.model,
@@ -30,8 +35,15 @@ def steps(workload_name: str, run: NemoGpuWorkload, ctx: Context) -> list[Step]:
     script = f"{SCRIPT} --config-path=conf --config-name={run.config_name}"
     phases = f'echo "== training"\n{torchrun(f"{run.repo_dir}/{EXAMPLES}", script, args)}\n'
     image = image_check(workload_name, ctx, run)
+    staged: list[Step] = []
+    if run.hub_repos:  # the tokenizer's Hub files, read offline by every rank
+        dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=(hub_cache_dir(ctx),))
+        staged = [dirs, stage_hub(workload_name, ctx, run.hub_repos, after=(dirs.name,))]
+    env = offline_env(ctx) if staged else {}
+    last = staged[-1] if staged else image
     return [
         image,
-        *training(workload_name, run, ctx, phases, after=(image.name,)),
+        *staged,
+        *training(workload_name, run, ctx, phases, env=env, after=(last.name,)),
         *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
     ]

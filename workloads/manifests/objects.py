@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.workloads import RunConfig
-from facts.images import PULL_SECONDS
+from facts.images import PULL_SECONDS, Runtime
 from facts.names import EGRESS_INTERNET, EGRESS_LABEL, RUN_ID_LABEL, app_labels
 from infra.platform import NodeGroupFacts
 from workloads.manifests.security import (
@@ -59,6 +59,14 @@ class Context:
     """Kueue LocalQueue of the run (`kueue.x-k8s.io/queue-name`); None: not queued."""
     priority_class: str | None = None
     """Kueue WorkloadPriorityClass of the run."""
+    runtime: Runtime = field(default_factory=Runtime)
+    """What the run's image brings (its Open MPI, Neuron runtime, CUDA): config.amis.image_runtime."""
+
+    @property
+    def mpirun(self) -> str:
+        """How the launcher calls the image's mpirun: by absolute path where the image's Open MPI is
+        known (its daemons start from that prefix on every host), else by name."""
+        return self.runtime.open_mpi.mpirun if self.runtime.open_mpi else "mpirun"
 
 
 @dataclass(frozen=True)
@@ -208,13 +216,14 @@ def _job(
     }
 
 
-def shared_dirs(workload_name: str, ctx: Context, after: tuple[str, ...] = ()) -> Step:
+def shared_dirs(workload_name: str, ctx: Context, after: tuple[str, ...] = (), also: tuple[str, ...] = ()) -> Step:
     """The step that makes `/shared/<workload>/` (root's, like the runs' directories) and hands
-    its `data/` to the non-root user of the data steps. Runs as root with CHOWN alone; once per
-    workload (its name never changes), and harmless to repeat."""
+    its `data/` (and the directories `also` names, shared by the tenant's runs) to the non-root
+    user of the data steps. Runs as root with CHOWN alone; once per workload (its name never
+    changes), and harmless to repeat."""
     name = f"{workload_name}-dirs"
-    top, data = f"{ctx.shared_mount}/{workload_name}", data_dir(ctx, workload_name)
-    script = f"mkdir -p {data}\nchown {NON_ROOT_UID}:{NON_ROOT_UID} {data}\nls -ld {top} {data}"
+    top, owned = f"{ctx.shared_mount}/{workload_name}", " ".join([data_dir(ctx, workload_name), *also])
+    script = f"mkdir -p {owned}\nchown {NON_ROOT_UID}:{NON_ROOT_UID} {owned}\nls -ld {top} {owned}"
     container = {
         "name": "dirs",
         "image": ctx.image,

@@ -84,3 +84,53 @@ class Steps:
         (self.dir / f"{name}.{self.me}").touch()
         while sum(1 for r in range(self.world) if (self.dir / f"{name}.{r}").exists()) < self.world:
             time.sleep(0.01)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("-")[0].split(".") if p.isdigit())
+
+
+def _at_least(text: str, floor: str) -> bool:
+    f = _version(floor)
+    return _version(text)[: len(f)] >= f
+
+
+def accelerator_init() -> None:
+    """What the accelerator runtime does first on its node: the Neuron runtime's nrt_init reads the
+    loaded driver's version and refuses a driver its runtime library cannot use (the known issues
+    of the runtime release notes, job facts "neuron"); CUDA refuses a driver older than its
+    CUDA major needs (job facts "cuda"). The node's driver: /sys/module/<module>/version."""
+    facts = job()
+    neuron, cuda = facts.get("neuron"), facts.get("cuda")
+    if neuron:
+        try:
+            driver = Path("/sys/module/neuron/version").read_text().strip()
+        except OSError:
+            fail(
+                "NRT:nrt_init      Unable to determine Neuron Driver version. Please check aws-neuron-dkms package is installed."
+            )
+        runtime = neuron["runtime"]
+        for rule in neuron["rules"]:
+            if rule.get("families") and neuron["family"] not in rule["families"]:
+                continue
+            broken = (
+                "driver_at_least" in rule
+                and _at_least(driver, rule["driver_at_least"])
+                and not _at_least(runtime, rule["needs_runtime_at_least"])
+            ) or (
+                "runtime_at_least" in rule
+                and _at_least(runtime, rule["runtime_at_least"])
+                and not _at_least(driver, rule["needs_driver_at_least"])
+            )
+            if broken:
+                error = neuron["error"].format(id=runtime)
+                fail(f"NRT:nrt_init      {error} (Neuron driver {driver}, runtime library {runtime}: {rule['text']})")
+    if cuda:
+        try:
+            driver = Path("/sys/module/nvidia/version").read_text().strip()
+        except OSError:
+            fail("CUDA driver initialization failed: no NVIDIA driver")
+        if not _at_least(driver, cuda["minimum"]):
+            fail(
+                f"CUDA error: CUDA driver version is insufficient for CUDA runtime version (driver {driver}, CUDA {cuda['major']})"
+            )

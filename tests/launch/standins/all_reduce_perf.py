@@ -17,13 +17,14 @@ import os
 import socket
 import sys
 
-from _common import fail, job, record
+from _common import accelerator_init, fail, job, record
 
 rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "-1"))
 size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "0"))
 local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "0"))
 if rank < 0:
     fail("all_reduce_perf: not started by mpirun")
+accelerator_init()  # CUDA: the node's NVIDIA driver against the image's CUDA
 gpus = len([d for d in glob.glob("/dev/nvidia*") if d[len("/dev/nvidia") :].isdigit()])
 if local > gpus:
     fail(f"all_reduce_perf: {local} ranks on this node, {gpus} GPUs")

@@ -4,7 +4,10 @@ fails), the torchrun rank check, its data and resume assertions, and its checkpo
 (tests/upstream/training-resume-rules.yaml): `ckpt_<step>.pt` in --output_dir by rank 0 after
 every --shards_per_ckpt dataset shards and at --steps_this_run, none while graphs are only
 extracted, the newest --num_ckpts_to_keep kept; --resume_ckpt resumes from the highest step
-there. A shard is `stepsPerShard` steps here.
+there. A shard is `stepsPerShard` steps here. Every rank (the graph extraction too) first starts
+the Neuron runtime (nrt_init against the node's driver) and builds the model as get_model does:
+BertForPreTraining.from_pretrained('bert-large-uncased', use_safetensors=False) reads its config
+and weights through the Hub client (_hub: the network, or offline the staged cache).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import os
 import time
 from typing import Any
 
-from _common import Steps, fail, job, rank, record
+import _hub
+from _common import Steps, accelerator_init, fail, job, rank, record
 
 # Types and defaults of the options this stand-in acts on (the script's argparse).
 TYPED: dict[str, tuple[Any, Any]] = {
@@ -66,6 +70,18 @@ def resume(flags: argparse.Namespace, rules: dict[str, Any], me: int) -> tuple[i
         return step, int(json.load(f)["files"][0])
 
 
+def get_model(facts: dict[str, Any]) -> dict[str, str]:
+    """from_pretrained of the model the script names: each file it reads, and where it came from."""
+    hub, found = facts["bertHub"], {}
+    for name in hub["files"]:
+        try:
+            path = _hub.cached_file(hub["repo"], name)
+        except OSError as e:
+            fail(f"OSError: {e}")
+        found[name] = str(path)
+    return found
+
+
 def main() -> None:
     facts = job()
     rules = facts["rules"]
@@ -73,12 +89,14 @@ def main() -> None:
     steps_this_run = flags.max_steps if flags.steps_this_run < 0 else flags.steps_this_run
     extracting = os.environ.get("NEURON_EXTRACT_GRAPHS_ONLY") is not None
     me, world = rank()
+    accelerator_init()
+    model_files = get_model(facts)
     steps = Steps("compile" if extracting else "train", me, world)
     steps.joined()
     if me == 0:
         os.makedirs(flags.output_dir, exist_ok=True)
     global_step, shard = resume(flags, rules, me)
-    record("bert", rank=me, world=world, resumedFrom=global_step, extracting=extracting)
+    record("bert", rank=me, world=world, resumedFrom=global_step, extracting=extracting, modelFiles=model_files)
     data_dir = os.path.expanduser(flags.data_dir)
     if not os.path.exists(data_dir):
         fail(rules["noDataError"].format(dir=flags.data_dir))

@@ -3,6 +3,10 @@ reads the Hydra overrides, checks them against the launch (nodes, ranks per node
 steps' outputs, resumes the way that framework's exp_manager does, trains `trainer.max_steps`
 steps and saves checkpoints under the names that framework gives them. The framework (from the
 image) and its rules come from /harness/job.json (tests/upstream/training-resume-rules.yaml).
+Every rank starts its accelerator runtime first (the node's driver against the image's runtime)
+and builds its tokenizer as NeMo does: a megatron type or a Hub id through AutoTokenizer, which
+reads the repository's tokenizer config and, when that names no tokenizer class, its config.json
+(through the Hub client _hub: the network, or offline the staged cache); a directory from disk.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import Steps, fail, job, rank, record
+import _hub
+from _common import Steps, accelerator_init, fail, job, rank, record
 
 
 def overrides(argv: list[str]) -> dict[str, str]:
@@ -133,6 +138,24 @@ def check_inputs(facts: dict[str, Any], o: dict[str, str]) -> None:
             fail(f"FileNotFoundError: {o[key]} ({key})")
 
 
+def tokenizer(facts: dict[str, Any], o: dict[str, str]) -> str | None:
+    """The Hub repository NeMo's tokenizer reads (None: a directory or none), read as
+    AutoTokenizer.from_pretrained does (tests/upstream/transformers-4.44.0.yaml)."""
+    library, name = o.get("model.tokenizer.library", ""), o.get("model.tokenizer.type", "").strip("'\"")
+    repo = facts["megatronTokenizers"].get(name) if library == "megatron" else name
+    if library not in ("megatron", "huggingface") or not repo or repo in ("null", "") or repo.startswith("/"):
+        return None
+    auto = facts["autoTokenizer"]
+    try:
+        config = [_hub.cached_file(repo, f, required=False) for f in auto["optional"]]
+        if not any(p and "tokenizer_class" in p.read_text() for p in config):
+            for f in auto["required_without_tokenizer_class"]:
+                _hub.cached_file(repo, f)
+    except OSError as e:
+        fail(f"OSError: {e}")
+    return repo
+
+
 def main() -> None:
     facts = job()
     rules = facts["rules"]
@@ -140,6 +163,8 @@ def main() -> None:
     extracting = os.environ.get("NEURON_EXTRACT_GRAPHS_ONLY") == "1"
     check_inputs(facts, o)
     me, world = rank()
+    accelerator_init()
+    hub_tokenizer = tokenizer(facts, o)
     steps = Steps("compile" if extracting else "train", me, world)
     steps.joined()
     ckdir = Path(o["exp_manager.explicit_log_dir"]) / "checkpoints"
@@ -147,7 +172,15 @@ def main() -> None:
     max_steps = int(o["trainer.max_steps"])
     every = int(o.get("exp_manager.checkpoint_callback_params.every_n_train_steps", "0") or 0)
     saving = truthy(o.get("exp_manager.create_checkpoint_callback"), True) and every > 0
-    record("megatron", rank=me, world=world, resumedFrom=start, extracting=extracting, framework=facts["framework"])
+    record(
+        "megatron",
+        rank=me,
+        world=world,
+        resumedFrom=start,
+        extracting=extracting,
+        framework=facts["framework"],
+        hubTokenizer=hub_tokenizer,
+    )
     batch = int(o.get("model.global_batch_size", "1"))
     for s in range(start + 1, max_steps + 1):
         steps.step(s)

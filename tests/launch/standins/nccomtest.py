@@ -3,7 +3,9 @@ of 2.32.0 the fabric acceptance run adds: `-f FACTOR`, `--report-to-json-file PA
 [-N NODES] -b SIZE -e SIZE [-f FACTOR] -d TYPE allr [--hosts H ...] [--report-to-json-file PATH]`. One node: needs RANKS NeuronCores
 among this pod's /dev/neuron* devices. Several nodes: needs NEURON_RT_ROOT_COMM_ID set to
 `<IP of the first listed host>:<port>`, one host per node, each resolving. Prints a result
-table and `Avg bus bandwidth`. Its own MPI launch onto the hosts is not modelled."""
+table and `Avg bus bandwidth`. Its own MPI launch onto the hosts is not modelled. Like every
+Neuron program it starts the runtime first (nrt_init), which refuses a driver its runtime
+library cannot use (_common.accelerator_init)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import json
 import os
 import socket
 
-from _common import fail, job, record
+from _common import accelerator_init, fail, job, record
 
 p = argparse.ArgumentParser(prog="nccom-test")
 p.add_argument("-r", "--nworkers", type=int, required=True)
@@ -36,6 +38,7 @@ record(
     sizes=[a.minbytes, a.maxbytes],
     report=a.report_to_json_file,
 )
+accelerator_init()  # nrt_init: the node's Neuron driver against the image's runtime library
 if a.nnodes > 1:
     if not os.environ.get("NEURON_RT_ROOT_COMM_ID"):
         fail("nccom-test: NEURON_RT_ROOT_COMM_ID=<first host>:<port> must be set to run on more than one node")

@@ -1,0 +1,96 @@
+"""The stand-in internet of a cluster: one host in a network namespace of its own on the
+cluster's bridge, at an address outside the pods' range (ADDRESS), that serves as the Hugging
+Face Hub and S3 (standins/hub_server.py) on the port the real ones use for HTTPS. The cluster's
+DNS (the hosts file) resolves the public names the programs contact to it, as CoreDNS would
+(every pod may ask DNS: the namespaces' allow-dns policy). Whether a pod reaches it is its
+NetworkPolicies' decision (netpolicy.reaches_internet); a pod that may not gets a blackhole
+route to it, so its connections fail at once (on EKS they time out).
+
+What it serves: the repositories the recipes read (their file names from the upstream facts of
+the programs that read them; contents are placeholders), a gated one refusing a request without
+a token, and the BERT tutorial's dataset object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from tests import upstream
+
+ADDRESS = "127.20.0.1"
+NETWORK = "127.20.0.0/24"
+PORT = 443
+HUB = upstream.facts("huggingface-hub-0.24.5")
+BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
+NEMO = upstream.facts("nemo-r2.0.0rc1")
+HOSTS = (str(urlsplit(HUB["endpoint"]).hostname), "s3.amazonaws.com")
+"""The public names the stand-ins contact (the Hub's endpoint; S3, which the VPC's gateway
+endpoint serves at S3's public addresses)."""
+SERVER = Path(__file__).with_name("standins") / "hub_server.py"
+
+
+def _json(doc: dict) -> str:
+    return json.dumps(doc)
+
+
+def _repo(name: str, files: dict[str, str], gated: bool = False) -> dict:
+    return {"sha": hashlib.sha1(name.encode()).hexdigest(), "gated": gated, "files": files}
+
+
+def content() -> dict:
+    """What the stand-in Hub and S3 serve."""
+    bert = BERT["hub"]["repo"]
+    gpt2 = NEMO["tokenizer"]["megatron_gpt2_bpe"]["hub_repo"]
+    lines = "".join(_json({"text": f"document {i}"}) + "\n" for i in range(3))
+    s3_key = BERT["data"]["download"].split()[0].removeprefix("s3://")
+    bert_files = (*BERT["hub"]["files"], "model.safetensors", "vocab.txt", "tokenizer_config.json")
+    # gpt2's tokenizer config names no tokenizer class, so AutoTokenizer reads its config.json.
+    gpt2_files = {
+        "config.json": _json({"model_type": "gpt2"}),
+        "tokenizer_config.json": _json({"model_max_length": 1024}),
+    }
+    gpt2_files.update(
+        {"vocab.json": "{}", "merges.txt": "#version: 0.2\n", "tokenizer.json": "{}", "model.safetensors": "w"}
+    )
+    llama = "meta-llama/Llama-2-7b-hf"
+    llama_files = (
+        "tokenizer.model",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "config.json",
+    )
+    return {
+        "models": {
+            bert: _repo(bert, {f: _json({"model_type": "bert"}) for f in bert_files}),
+            gpt2: _repo(gpt2, gpt2_files),
+            llama: _repo(llama, {f: _json({"tokenizer_class": "LlamaTokenizer"}) for f in llama_files}, gated=True),
+        },
+        "datasets": {
+            "togethercomputer/RedPajama-Data-1T-Sample": _repo(
+                "togethercomputer/RedPajama-Data-1T-Sample", {"part-00000.jsonl": lines, "part-00001.jsonl": lines}
+            )
+        },
+        "s3": {s3_key: 16},
+    }
+
+
+def start(netns: str, workdir: Path, preexec_fn: Callable[[], None]) -> subprocess.Popen[bytes]:
+    """The stand-in internet's server, in its network namespace (plugged by pods.Cluster)."""
+    doc = workdir / "internet.json"
+    doc.write_text(json.dumps(content()))
+    log = (workdir / "internet.log").open("ab")
+    return subprocess.Popen(
+        ["ip", "netns", "exec", netns, sys.executable, "-S", str(SERVER), ADDRESS, str(PORT), str(doc)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=preexec_fn,
+    )

@@ -1,0 +1,72 @@
+"""The Hugging Face Hub files a run's training program reads, staged on /shared before it runs,
+so that its ranks need no internet (their pods have no egress: infra.tenancy).
+
+One Job with egress downloads the files the program reads (facts.needs: the run's `hub_repos`)
+into a Hub cache on the shared file system, `/shared/hf-hub`, shared by every run of the tenant
+that reads the same repository (a marker per repository and file set skips a repeat). The ranks
+then read that cache offline: HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE (huggingface-hub and
+transformers read only the cache, never the network), HF_HUB_CACHE at it. The cache is the
+library's own layout (models--<owner>--<name>/refs/<revision>, snapshots/<commit>/<file>), made
+by `huggingface-cli download --cache-dir`, so the ranks find exactly what an online run would.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from facts import needs
+from workloads.manifests.objects import SMALL_POD, Context, Step, job, labels, short_hash
+
+CACHE_DIR = "hf-hub"
+"""The Hub cache's directory in the tenant's /shared."""
+
+
+def cache_dir(ctx: Context) -> str:
+    """Where the staged Hub files are, as every pod of the tenant sees them."""
+    return f"{ctx.shared_mount}/{CACHE_DIR}"
+
+
+def offline_env(ctx: Context) -> dict[str, str]:
+    """The environment of a process that reads the staged files and never the network."""
+    return {**dict.fromkeys(needs.OFFLINE_ENV, "1"), needs.CACHE_ENV: cache_dir(ctx)}
+
+
+def _stage(repo: needs.HubRepo, cache: str) -> str:
+    """Download one repository's files into the cache once, then check the required ones are there."""
+    folder = f"{cache}/{needs.cache_folder(repo.repo)}"
+    marker = f"{cache}/.staged/{needs.cache_folder(repo.repo)}-{short_hash(repo)}"
+    download = (
+        f"huggingface-cli download {shlex.quote(repo.repo)} --revision {shlex.quote(repo.revision)}"
+        f" --cache-dir {cache} --include {' '.join(shlex.quote(p) for p in repo.patterns)}"
+    )
+    checks = "".join(
+        f'test -f "{folder}/snapshots/$commit/{f}"'
+        f' || {{ echo "FAIL: {repo.repo} has no {f} at {repo.revision}"; exit 1; }}\n'
+        for f in repo.files
+    )
+    return (
+        f"if [ -f {marker} ]; then echo '{repo.repo} already staged'; else\n"
+        f"{download}\n"
+        f"commit=$(cat {folder}/refs/{repo.revision})\n"
+        f"{checks}"
+        f"mkdir -p {cache}/.staged && touch {marker}\nfi\n"
+    )
+
+
+def stage(workload_name: str, ctx: Context, repos: tuple[needs.HubRepo, ...], after: tuple[str, ...]) -> Step:
+    """The Job that stages `repos` into the tenant's Hub cache (it may reach the internet; it
+    runs as the non-root data user, which owns the cache: shared_dirs makes it)."""
+    name = f"{workload_name}-hub-{short_hash(repos)}"
+    cache = cache_dir(ctx)
+    marker, version = needs.CACHE_MARKER
+    script = (
+        "".join(_stage(repo, cache) for repo in repos)
+        # transformers' cache version: without it every rank would try to migrate the cache.
+        + f"test -f {cache}/{marker} || echo {version} > {cache}/{marker}"
+    )
+    # The hub client's own files (token, telemetry) in the pod's scratch, not the shared cache.
+    env = [{"name": "HF_HOME", "value": "/tmp/huggingface"}]
+    obj = job(
+        name, ctx, labels(workload_name, "data", internet=True), script, env=env, timeout=3600, resources=SMALL_POD
+    )
+    return Step(name, "hub", obj, after=after)
