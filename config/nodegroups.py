@@ -2,167 +2,20 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.aws import named_shape, problems
+from config.aws import problems
 from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean, matches
+from config.capacity import CapacityConfig
 from facts import instances, kubernetes
 from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
 
-# ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
-_RESERVATION_RE = re.compile(r"cr-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
-# Placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
-_PLACEMENT_GROUP_RE = re.compile(r"[\x20-\x7e]{1,255}", re.ASCII)
 # EKS AMI release versions: <Kubernetes version>-<build date> (awslabs/amazon-eks-ami CHANGELOG).
 _RELEASE_RE = re.compile(r"1\.[0-9]{1,3}\.[0-9]{1,3}-20[0-9]{6}", re.ASCII)
 _REPAIR_REASON_RE = re.compile(r"[A-Za-z][A-Za-z0-9]{2,99}", re.ASCII)
-# EKS and EC2 Auto Scaling guides on Capacity Blocks: scale to zero more than 30 minutes before
-# the block ends, so the nodes drain before EC2 reclaims the instances.
-MIN_SCALE_DOWN_MINUTES = 30
-# How long before a reservation ends preflight stops a group that runs nodes, per capacity kind
-# (`capacity.endMarginHours` overrides it). The instances of an ODCR that expires keep running on
-# On-Demand capacity, at its rates (EC2 user guide, cr-groups-lifecycle): a day's notice to extend
-# it or scale down.
-# A Capacity Block ends its instances itself, and the group's scheduled scale-down (checked
-# separately: it must still lie ahead) drains them first; EC2 sells blocks in 1-day increments
-# ending 11:30 UTC (EC2 user guide, capacity-blocks-purchase), so a margin of a day or more would
-# refuse a 1-day block all its life and every block's last day.
-DEFAULT_END_MARGIN_HOURS = {"reservation": 24, "capacity-block": 0}
-CAPACITY_BLOCK_DAY_HOURS = 24
-
-
-class CapacityConfig(Model):
-    """Where a node group's instances come from."""
-
-    type: Literal["on-demand", "reservation", "capacity-block", "spot"] = Field(
-        "on-demand", description="on-demand | reservation (ODCR) | capacity-block (Capacity Block for ML) | spot."
-    )
-    reservation_id: str | None = Field(
-        None,
-        description="cr-... id; reservation and capacity-block take it or reservationGroupArn, the other types"
-        " neither.",
-    )
-    reservation_group_arn: str | None = Field(
-        None,
-        description="ARN of a Capacity Reservation resource group to launch into instead of one reservation:"
-        " UltraServer Capacity Blocks (trn2u) are targeted through one (EC2 user guide, cb-group).",
-    )
-    placement_group_name: str | None = Field(
-        None,
-        description="An existing cluster placement group to launch into, instead of a new one. Reservations and"
-        " Capacity Blocks: the group they were made in (their PlacementGroupArn; capacity made in a placement group"
-        " is usable only there), or leave out for those made without one.",
-    )
-    ends_at: dt.datetime | None = Field(
-        None,
-        description=(
-            "End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g. 2027-03-01T11:30:00Z): the "
-            "group scales to 0 before it."
-        ),
-        strict=False,
-        json_schema_extra={
-            "x-default": "(required for capacity-block)",
-            "x-type": "string",
-        },  # ISO 8601 text, as a stack file and the engine both hand it over
-    )
-    scale_down_minutes_before_end: int = Field(
-        60,
-        ge=MIN_SCALE_DOWN_MINUTES,
-        description="Capacity Blocks: minutes before endsAt at which the group scales to 0 (at least 30).",
-    )
-    end_margin_hours: int | None = Field(
-        None,
-        ge=0,
-        le=8760,
-        description="Preflight refuses running nodes on a reservation that ends within this many hours; default"
-        " per type: reservation 24, capacity-block 0 (the block's own scale-down, which must lie ahead, drains it).",
-        json_schema_extra={"x-default": "`24` for reservation, `0` for capacity-block"},
-    )
-
-    @field_validator("reservation_id")
-    @classmethod
-    def _id(cls, v: str | None) -> str | None:
-        if v is not None and not matches(_RESERVATION_RE, v):
-            raise ValueError(
-                f"{v!r} is not a capacity reservation id (cr- and 17 hex digits, e.g. cr-0123456789abcdef0)"
-            )
-        return v
-
-    @field_validator("reservation_group_arn")
-    @classmethod
-    def _group(cls, v: str | None) -> str | None:
-        bad = problems(v, named_shape("resource-groups", "GroupArn")) if v is not None else []
-        if bad:
-            raise ValueError(
-                f"{'; '.join(bad)} (a resource group ARN: arn:aws:resource-groups:<region>:<account>:group/<name>)"
-            )
-        return v
-
-    @field_validator("placement_group_name")
-    @classmethod
-    def _pg(cls, v: str | None) -> str | None:
-        if v is not None and not matches(_PLACEMENT_GROUP_RE, v):
-            raise ValueError(f"{v!r} is not a placement group name (1-255 ASCII characters)")
-        return v
-
-    @field_validator("ends_at")
-    @classmethod
-    def _ends_at(cls, v: dt.datetime | None) -> dt.datetime | None:
-        if v is not None and v.tzinfo is None:
-            raise ValueError(f"{v.isoformat()} has no time zone; give it in UTC, e.g. 2027-03-01T11:30:00Z")
-        return v.astimezone(dt.UTC) if v is not None else None
-
-    @model_validator(mode="after")
-    def _needs_id(self) -> CapacityConfig:
-        given = (("reservationId", self.reservation_id), ("reservationGroupArn", self.reservation_group_arn))
-        targets = [k for k, v in given if v]
-        if self.type in ("reservation", "capacity-block") and not targets:
-            raise KeyProblem(
-                "reservationId",
-                f"required when type is {self.type} (the cr-... id of the reservation), or reservationGroupArn for a"
-                " resource group of them (UltraServer Capacity Blocks)",
-            )
-        if len(targets) > 1:
-            raise KeyProblem("reservationGroupArn", "give reservationId or reservationGroupArn, not both")
-        if self.type in ("on-demand", "spot") and targets:
-            raise KeyProblem(targets[0], f"only for reservation and capacity-block, not {self.type}")
-        if self.type == "capacity-block" and self.ends_at is None:
-            raise KeyProblem("endsAt", "required for capacity-block: the block's end time (EndDate), so the group"
-                             " scales to 0 before EC2 reclaims the instances")  # fmt: skip
-        if self.type != "capacity-block" and self.ends_at is not None:
-            raise KeyProblem("endsAt", f"only for capacity-block, not {self.type}")
-        if self.end_margin_hours is not None and not self.targets_reservation:
-            raise KeyProblem("endMarginHours", f"only for reservation and capacity-block, not {self.type}")
-        if self.type == "capacity-block" and (self.end_margin_hours or 0) >= CAPACITY_BLOCK_DAY_HOURS:
-            raise KeyProblem(
-                "endMarginHours",
-                f"{self.end_margin_hours} h would refuse every block's last day and a 1-day block all its life (EC2"
-                f" sells Capacity Blocks in 1-day increments); give less than {CAPACITY_BLOCK_DAY_HOURS}, or leave it"
-                " out: the scale-down scaleDownMinutesBeforeEnd before endsAt drains the block",
-            )
-        return self
-
-    @property
-    def end_margin(self) -> dt.timedelta:
-        """How long before the reservation ends preflight stops a group that runs nodes."""
-        hours = self.end_margin_hours
-        return dt.timedelta(hours=DEFAULT_END_MARGIN_HOURS.get(self.type, 0) if hours is None else hours)
-
-    @property
-    def scale_down_at(self) -> dt.datetime | None:
-        """When a Capacity Block group scales to 0: scaleDownMinutesBeforeEnd before endsAt."""
-        if self.ends_at is None:
-            return None
-        return self.ends_at - dt.timedelta(minutes=self.scale_down_minutes_before_end)
-
-    @property
-    def targets_reservation(self) -> bool:
-        return self.type in ("reservation", "capacity-block")
-
 
 RepairCondition = Literal[
     "AcceleratedHardwareReady", "ContainerRuntimeReady", "KernelReady", "NetworkingReady", "StorageReady", "Ready"
@@ -237,7 +90,7 @@ class NodeRepairConfig(Model):
 class NodeGroupConfig(Model):
     """One accelerated EFA node group: one instance type, one AZ, one subnet."""
 
-    name: str = Field(description="Node group name, unique: lowercase letters, digits, hyphens (1-40).")
+    name: str = Field(description="Node group name, unique: lowercase letters, digits, hyphens (1-36).")
     instance_type: str = Field(
         description="Accelerated instance type from the catalog (`facts/instances.py`): "
         + ", ".join(instances.ACCELERATED)
@@ -275,10 +128,8 @@ class NodeGroupConfig(Model):
     )
     labels: dict[str, str] = Field(
         default_factory=dict,
-        description=(
-            "Extra node labels, by Kubernetes label rules; not the platform's own labels, nor the "
-            "`kubernetes.io`/`k8s.io` ones the kubelet refuses."
-        ),
+        description="Extra node labels, by Kubernetes label rules; not the platform's own labels, nor the"
+        " `kubernetes.io`/`k8s.io` ones the kubelet refuses.",
     )
     max_unavailable: int = Field(1, ge=1, le=100, description="Nodes an update may replace at once (EKS: 1-100).")
     node_repair: NodeRepairConfig = Field(default_factory=NodeRepairConfig, description="EKS node auto repair.")
@@ -291,8 +142,9 @@ class NodeGroupConfig(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if len(v) > 40 or not matches(DNS_LABEL_RE, v):
-            raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-40)")
+        # The EKS name is `<name>-` and a 26-character unique suffix, at most 63 (infra.cluster).
+        if len(v) > 36 or not matches(DNS_LABEL_RE, v):
+            raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-36)")
         return v
 
     @field_validator("instance_type")
@@ -346,6 +198,19 @@ class NodeGroupConfig(Model):
     @model_validator(mode="after")
     def _sizes(self) -> NodeGroupConfig:
         check_sizes(self.desired_size, self.min_size, self.max_size)
+        if self.max_unavailable > self.max:
+            # EKS: "max-unavailable must be within the range 1 and max size of the node group".
+            derived = (
+                ""
+                if self.max_size is not None
+                else f" (maxSize is not set: it follows desiredSize {self.desired_size})"
+            )
+            raise KeyProblem(
+                "maxUnavailable",
+                f"{self.max_unavailable} is above maxSize {self.max}{derived}; EKS refuses an update config whose"
+                " maxUnavailable exceeds the group's maxSize: set maxSize (a group scaled to 0 keeps its size"
+                f" there), or lower maxUnavailable to at most {self.max}",
+            )
         if self.capacity.targets_reservation and self.placement_group:
             raise KeyProblem(
                 "placementGroup",

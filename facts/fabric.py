@@ -18,7 +18,7 @@ Floors: each accelerated type's all-reduce message size and the bus bandwidth be
 fails. Where a two-node (or, said so, larger) figure is published, the floor is 85% of it, leaving
 room for run-to-run noise; otherwise the floor only catches a fabric running without EFA (TCP gives
 single-digit GB/s) and the fabric acceptance run's measured figure should replace it
-(healthCheck.minBusBandwidthGbps).
+(healthCheck.minBusBandwidthGBPerSecond).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ FLOOR_SHARE = 0.85
 class PublishedAllReduce:
     """A published all-reduce bus bandwidth (nccl-tests or nccom-test) and where it is from."""
 
-    bus_bandwidth_gbps: float
+    bus_bandwidth_gb_per_second: float
     message_size: str
     nodes: int | None
     """Nodes of the published run; None: the source does not say."""
@@ -72,15 +72,15 @@ class AllReduceFloor:
 
     message_size: str
     published: PublishedAllReduce | None = None
-    presence_floor_gbps: float | None = None
+    presence_floor_gb_per_second: float | None = None
     why: str = ""
 
     @property
-    def min_bus_bandwidth_gbps(self) -> float:
+    def min_bus_bandwidth_gb_per_second(self) -> float:
         if self.published is not None:
-            return math.floor(self.published.bus_bandwidth_gbps * FLOOR_SHARE * 10) / 10
-        assert self.presence_floor_gbps is not None
-        return self.presence_floor_gbps
+            return math.floor(self.published.bus_bandwidth_gb_per_second * FLOOR_SHARE * 10) / 10
+        assert self.presence_floor_gb_per_second is not None
+        return self.presence_floor_gb_per_second
 
     @property
     def basis(self) -> str:
@@ -89,7 +89,7 @@ class AllReduceFloor:
         if p is None:
             return f"no published figure: a fabric-presence floor ({self.why})"
         nodes = f"{p.nodes} nodes" if p.nodes else "nodes not stated"
-        return f"{FLOOR_SHARE:.0%} of {p.bus_bandwidth_gbps:g} GB/s at {p.message_size} ({nodes}; {p.source})"
+        return f"{FLOOR_SHARE:.0%} of {p.bus_bandwidth_gb_per_second:g} GB/s at {p.message_size} ({nodes}; {p.source})"
 
 
 _NCCL_TESTS_README = "awslabs/awsome-distributed-ai micro-benchmarks/nccl-tests/README.md"
@@ -128,7 +128,13 @@ FLOORS: dict[str, AllReduceFloor] = {
         "1G",
         PublishedAllReduce(47.09, "1G", 2, _NCCOM_TEST),
     ),
-    "trn1n.32xlarge": AllReduceFloor("2G", presence_floor_gbps=50.0, why="twice trn1's EFA, nothing published"),
-    "trn2.48xlarge": AllReduceFloor("2G", presence_floor_gbps=50.0, why="no trn2 nccom-test figure is published"),
-    "trn2u.48xlarge": AllReduceFloor("2G", presence_floor_gbps=50.0, why="no trn2 nccom-test figure is published"),
+    "trn1n.32xlarge": AllReduceFloor(
+        "2G", presence_floor_gb_per_second=50.0, why="twice trn1's EFA, nothing published"
+    ),
+    "trn2.48xlarge": AllReduceFloor(
+        "2G", presence_floor_gb_per_second=50.0, why="no trn2 nccom-test figure is published"
+    ),
+    "trn2u.48xlarge": AllReduceFloor(
+        "2G", presence_floor_gb_per_second=50.0, why="no trn2 nccom-test figure is published"
+    ),
 }

@@ -100,6 +100,8 @@ class InstanceType:
     network_gbps: int = 0
     ipv4_per_interface: int = 0
     """IPv4 addresses one network interface can hold (the VPC CNI gives pods these addresses)."""
+    gpu_memory_mib: int = 0
+    """Memory of one GPU, MiB (EC2's GpuInfo MemoryInfo.SizeInMiB; 0 without GPUs)."""
 
     @property
     def family(self) -> str:
@@ -242,6 +244,7 @@ def _gpu(
     mem: int,
     cards: int,
     gpu: str,
+    gpu_mib: int,
     disks: int,
     disk_gb: int,
     gbps: int,
@@ -257,6 +260,7 @@ def _gpu(
         accelerator="nvidia",
         accelerator_name=gpu,
         accelerator_count=8,
+        gpu_memory_mib=gpu_mib,
         nvme_disks=disks,
         nvme_total_gb=disk_gb,
         network_gbps=gbps,
@@ -281,12 +285,12 @@ ACCELERATED: dict[str, InstanceType] = {
         _neuron("trn1n.32xlarge", 128, 512, 16, "Trainium", 32, 1600),
         _neuron("trn2.48xlarge", 192, 2048, 16, "Trainium2", 128, 3200),
         _neuron("trn2u.48xlarge", 192, 2048, 16, "Trainium2", 128, 3200, TRN2_ULTRASERVER),
-        _gpu("p4de.24xlarge", 1152, 4, "A100", 8, 8000, 400, vcpus=96),
-        _gpu("p5.48xlarge", 2048, 32, "H100", 8, 30400, 3200),
-        _gpu("p5e.48xlarge", 2048, 32, "H200", 8, 30400, 3200),
-        _gpu("p5en.48xlarge", 2048, 16, "H200", 8, 30400, 3200),
-        _gpu("p6-b200.48xlarge", 2048, 8, "B200", 8, 30400, 3200),
-        _gpu("p6-b300.48xlarge", 4096, 17, "B300", 8, 30400, 6400, efa_on_primary_card=False),
+        _gpu("p4de.24xlarge", 1152, 4, "A100", 81920, 8, 8000, 400, vcpus=96),
+        _gpu("p5.48xlarge", 2048, 32, "H100", 81920, 8, 30400, 3200),
+        _gpu("p5e.48xlarge", 2048, 32, "H200", 144384, 8, 30400, 3200),
+        _gpu("p5en.48xlarge", 2048, 16, "H200", 144384, 8, 30400, 3200),
+        _gpu("p6-b200.48xlarge", 2048, 8, "B200", 183359, 8, 30400, 3200),
+        _gpu("p6-b300.48xlarge", 4096, 17, "B300", 275040, 8, 30400, 6400, efa_on_primary_card=False),
     )
 }
 

@@ -115,7 +115,7 @@ class WorkloadRun:
         if framework != "ddp-cpu":  # an accelerated node group
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
-            facts["busBandwidthGbps"] = 2 * FLOORS[instance.name].min_bus_bandwidth_gbps
+            facts["busBandwidthGBPerSecond"] = 2 * FLOORS[instance.name].min_bus_bandwidth_gb_per_second
             if instance.ultraserver:
                 facts["ultraserverSize"] = instance.ultraserver.instances
                 facts["ultraserverSysfs"] = upstream.facts("nccom-test-2.32.0")["ultraserver_sysfs"]

@@ -170,8 +170,8 @@ def assert_accepted(run: WorkloadRun, log: str) -> None:
     run_dir = run.shared / str(env["RUN_DIR"]).removeprefix("/shared/")
     report = json.loads((run_dir / "fabric-acceptance.json").read_text())
     floor = re.search(r"-v min=([0-9.]+) ", plans.script(job))
-    assert floor and report["passed"] is True and report["floorGbps"] == float(floor.group(1)), report
-    assert report["busBandwidthGbps"] == 2 * report["floorGbps"] and report["nodes"] == run.nodes, report
+    assert floor and report["passed"] is True and report["floorGBPerSecond"] == float(floor.group(1)), report
+    assert report["busBandwidthGBPerSecond"] == 2 * report["floorGBPerSecond"] and report["nodes"] == run.nodes, report
     assert re.search(r"^PASS fabric acceptance: ", log, re.M), tail(log)
     name = job["metadata"]["name"]
     if accelerator(job) == "aws.amazon.com/neuron":

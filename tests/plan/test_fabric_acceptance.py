@@ -55,7 +55,7 @@ def test_the_launcher_gates_on_the_types_floor_and_reports_it(stack: str) -> Non
     script = launcher_script(acceptance_job(stack))
     ng = stack_values(stack)["llm-training-eks:nodeGroups"][0]
     floor = fabric.FLOORS[ng["instanceType"]]
-    assert f"-v min={floor.min_bus_bandwidth_gbps:g} " in script
+    assert f"-v min={floor.min_bus_bandwidth_gb_per_second:g} " in script
     assert floor.basis in script and acceptance.REPORT in script
     order = [script.index(s) for s in ("== health check: every node", "all-reduce across the nodes", "sweep", "PASS")]
     assert order == sorted(order)
@@ -115,9 +115,9 @@ def test_the_report_is_json_with_the_measured_and_the_floor(tmp_path: Path) -> N
     doc = json.loads((tmp_path / acceptance.REPORT).read_text())
     assert doc == json.loads(done.stdout)
     floor = fabric.FLOORS["p6-b300.48xlarge"]
-    assert (doc["instanceType"], doc["nodes"], doc["busBandwidthGbps"]) == ("p6-b300.48xlarge", 2, 601.2)
-    assert (doc["floorGbps"], doc["floorBasis"], doc["messageSize"]) == (
-        floor.min_bus_bandwidth_gbps,
+    assert (doc["instanceType"], doc["nodes"], doc["busBandwidthGBPerSecond"]) == ("p6-b300.48xlarge", 2, 601.2)
+    assert (doc["floorGBPerSecond"], doc["floorBasis"], doc["messageSize"]) == (
+        floor.min_bus_bandwidth_gb_per_second,
         floor.basis,
         floor.message_size,
     )

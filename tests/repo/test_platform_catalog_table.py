@@ -31,5 +31,5 @@ def test_every_accelerated_type_has_a_row_with_its_facts() -> None:
         if floor == "p5's":
             assert f.published == fabric.FLOORS["p5.48xlarge"].published
             continue
-        assert floor.startswith(f"{f.min_bus_bandwidth_gbps:g} GB/s at {f.message_size}"), name
+        assert floor.startswith(f"{f.min_bus_bandwidth_gb_per_second:g} GB/s at {f.message_size}"), name
         assert ("presence floor" in floor) == (f.published is None), name

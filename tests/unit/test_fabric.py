@@ -29,23 +29,30 @@ def test_floor_is_85_percent_of_the_published_figure(name: str) -> None:
     floor = fabric.FLOORS[name]
     if floor.published is None:
         assert name in FIGURES["not_published"]
-        assert floor.presence_floor_gbps and floor.why
+        assert floor.presence_floor_gb_per_second and floor.why
         assert "no published figure" in floor.basis
         return
     fig = FIGURES.get(name) or FIGURES["p5.48xlarge"]
     assert name in FIGURES or name in FIGURES["not_published"]
     p = floor.published
-    assert (p.bus_bandwidth_gbps, p.message_size, p.nodes) == (fig["busbw"], fig["size"], fig["nodes"])
+    assert (p.bus_bandwidth_gb_per_second, p.message_size, p.nodes) == (fig["busbw"], fig["size"], fig["nodes"])
     assert fig["path"] in p.source
     assert floor.message_size == p.message_size
-    assert fabric.FLOOR_SHARE * p.bus_bandwidth_gbps - 0.1 <= floor.min_bus_bandwidth_gbps < p.bus_bandwidth_gbps
-    assert f"{p.bus_bandwidth_gbps:g} GB/s" in floor.basis
+    assert (
+        fabric.FLOOR_SHARE * p.bus_bandwidth_gb_per_second - 0.1
+        <= floor.min_bus_bandwidth_gb_per_second
+        < p.bus_bandwidth_gb_per_second
+    )
+    assert f"{p.bus_bandwidth_gb_per_second:g} GB/s" in floor.basis
 
 
 def test_brief_floors() -> None:
     """The figures the issue names: p5, p5en, p6-b200, p6-b300 published; trn2/trn2u honest about
     having none."""
-    got = {n: fabric.FLOORS[n].min_bus_bandwidth_gbps for n in ("p5.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge")}
+    got = {
+        n: fabric.FLOORS[n].min_bus_bandwidth_gb_per_second
+        for n in ("p5.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge")
+    }
     assert got == {"p5.48xlarge": 414.0, "p6-b200.48xlarge": 320.4, "p6-b300.48xlarge": 555.9}
     assert fabric.FLOORS["trn2u.48xlarge"].published is None
 

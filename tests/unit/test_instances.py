@@ -62,6 +62,7 @@ def test_entry_matches_ec2_data(name: str, ec2_types: dict[str, dict[str, Any]])
         gpus = ref["GpuInfo"]["Gpus"][0]
         assert (it.accelerator_name, it.accelerator_count) == (gpus["Name"], gpus["Count"])
         assert gpus["Manufacturer"] == "NVIDIA"
+        assert it.gpu_memory_mib == gpus["MemoryInfo"]["SizeInMiB"]
     elif it.accelerator == "neuron" and ref.get("NeuronInfo") is None:
         # AWS's data lists no Neuron devices for trn2u; the Neuron docs say it has trn2's.
         assert name in TRN2["same_as_trn2"]

@@ -92,7 +92,7 @@ def report(run: FabricAcceptanceRun, ctx: Context, size: str, floor: float, basi
     it = ctx.node_group.instance
     fields = (
         f'"instanceType": "{it.name}", "nodeGroup": "{run.node_group}", "nodes": {run.nodes},'
-        f' "messageSize": "{size}", "busBandwidthGbps": %s, "floorGbps": {floor:g}, "floorBasis": "%s",'
+        f' "messageSize": "{size}", "busBandwidthGBPerSecond": %s, "floorGBPerSecond": {floor:g}, "floorBasis": "%s",'
         ' "passed": true'
     )
     return (
@@ -109,8 +109,12 @@ def acceptance_script(workload_name: str, run: FabricAcceptanceRun, ctx: Context
     it = ctx.node_group.instance
     floor_fact = fabric.FLOORS[it.name]
     size = run.health_check.message_size or floor_fact.message_size
-    floor = run.health_check.min_bus_bandwidth_gbps or floor_fact.min_bus_bandwidth_gbps
-    basis = "healthCheck.minBusBandwidthGbps" if run.health_check.min_bus_bandwidth_gbps else floor_fact.basis
+    floor = run.health_check.min_bus_bandwidth_gb_per_second or floor_fact.min_bus_bandwidth_gb_per_second
+    basis = (
+        "healthCheck.minBusBandwidthGBPerSecond"
+        if run.health_check.min_bus_bandwidth_gb_per_second
+        else floor_fact.basis
+    )
     header = (
         f"== fabric acceptance: {run.nodes} x {it.name} ({run.node_group}); floor {floor:g} GB/s at {size}: {basis}"
     )
