@@ -18,6 +18,7 @@ from config.stackfile import read_stack_file
 from config.workloads import RECIPES
 from config.workloads.fabric import FabricAcceptanceRun
 from facts import instances
+from facts.names import NODE_GROUP_LABEL
 from tests import upstream
 from tests.conftest import ROOT
 from tools import plan as plan_mod
@@ -92,6 +93,8 @@ def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) 
     wl = values[f"{PREFIX}workloads"][workload]
     values[f"{PREFIX}workloads"] = {workload: wl}
     values.pop(f"{PREFIX}teams", None)
+    queueing = values.get(f"{PREFIX}queueing", {})
+    queueing.pop("defaultQueue", None)  # a stack without teams has only the default queue
     wl.pop("team", None)
     wl["nodes"] = nodes
     for group in values.get(f"{PREFIX}nodeGroups", []):  # a runs layer has its groups below
@@ -191,7 +194,7 @@ def node_drivers(stack: str, workload: str) -> dict[str, str]:
     (ng,) = [
         r["inputs"]
         for r in plan["resources"]
-        if r["type"] == NODE_GROUP and r["inputs"].get("nodeGroupName") == group["name"]
+        if r["type"] == NODE_GROUP and (r["inputs"].get("labels") or {}).get(NODE_GROUP_LABEL) == group["name"]
     ]
     pinned, minor = ng.get("releaseVersion"), str(ng["version"])
     row = next(r for r in AMI_RELEASES if (r["releaseVersion"] == pinned if pinned else r["kubernetes"] == minor))
