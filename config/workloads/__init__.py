@@ -10,7 +10,7 @@ workloads/manifests/. Checks that need the node groups or the storage (unknown n
 accelerator mismatch, node count, ranks and parallelism, Neuron SDK versus instance family,
 checkpoint space) run after parsing, in config/checks/, so each can name its key.
 
-To add a recipe: docs-pending/i18-recipes.md (the checklist), and the tests it names.
+To add a recipe: docs/contributing.md ("Checklists"), and the tests it names.
 """
 
 from __future__ import annotations
