@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from facts import fabric
-from tests.conftest import BASE, plan_exit, resources, stack_plan, stack_values
+from tests.conftest import MINIMAL, plan_exit, resources, stack_plan, stack_values
 from workloads.manifests import fabric as acceptance
 from workloads.manifests.mpijob import WORKER_WAIT_SECONDS
 
@@ -129,7 +129,7 @@ def test_the_report_is_json_with_the_measured_and_the_floor(tmp_path: Path) -> N
 def _values(recipe: str, itype: str, **run: Any) -> dict[str, Any]:
     ng = {"name": "g", "instanceType": itype, "desiredSize": 4, "availabilityZone": "us-west-2d"}
     wl = {"recipe": recipe, "nodeGroup": "g", "nodes": 2, "runId": "a1", **run}
-    return {**BASE, "llm-training-eks:nodeGroups": [ng], "llm-training-eks:workloads": {"fab": wl}}
+    return {**MINIMAL, "llm-training-eks:nodeGroups": [ng], "llm-training-eks:workloads": {"fab": wl}}
 
 
 @pytest.mark.parametrize(

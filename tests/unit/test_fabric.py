@@ -12,7 +12,7 @@ import pytest
 from facts import fabric, images
 from facts import instances as catalog
 from tests import upstream
-from tests.conftest import BASE, plan_exit
+from tests.conftest import MINIMAL, plan_exit
 
 FIGURES = upstream.facts("awsome-distributed-ai-allreduce-figures")
 
@@ -77,7 +77,7 @@ def test_seed_nemo_image_on_blackwell_is_refused(tmp_path: Path) -> None:
     assert nemo == {80, 90}
     for itype, code in (("p6-b200.48xlarge", 2), ("p5.48xlarge", 0)):
         values = {
-            **BASE,
+            **MINIMAL,
             "llm-training-eks:nodeGroups": [
                 {"name": "gpu", "instanceType": itype, "desiredSize": 2, "availabilityZone": "us-west-2d"}
             ],

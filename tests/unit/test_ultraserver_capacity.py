@@ -33,7 +33,13 @@ def group(**capacity: Any) -> dict[str, Any]:
 
 
 def values(**capacity: Any) -> dict[str, Any]:
-    return {**BASE, "aws:region": "us-east-2", "llm-training-eks:nodeGroups": [group(**capacity)]}
+    return {
+        **BASE,
+        "aws:region": "us-east-2",
+        "llm-training-eks:nodeGroups": [group(**capacity)],
+        "llm-training-eks:network": {"availabilityZones": ["us-east-2c", "us-east-2a"]},
+        "llm-training-eks:storage": {"availabilityZone": "us-east-2c"},
+    }
 
 
 def test_the_launch_template_target_takes_a_reservation_or_a_group() -> None:
@@ -50,7 +56,9 @@ def test_a_capacity_block_group_launches_into_the_resource_group() -> None:
     target = lt["inputs"]["capacityReservationSpecification"]["capacityReservationTarget"]
     assert target == {"capacityReservationResourceGroupArn": GROUP_ARN}
     assert lt["inputs"]["instanceMarketOptions"] == {"marketType": "capacity-block"}
-    (ng,) = [r for r in resources(plan, "aws:eks/nodeGroup:NodeGroup") if r["inputs"]["nodeGroupName"] == "trn2u"]
+    (ng,) = [
+        r for r in resources(plan, "aws:eks/nodeGroup:NodeGroup") if r["inputs"]["nodeGroupNamePrefix"] == "trn2u-"
+    ]
     assert ng["inputs"]["capacityType"] == "CAPACITY_BLOCK"
 
 
@@ -80,7 +88,13 @@ def test_preflight_says_the_group_is_not_checked_and_how_to() -> None:
     """No EC2 call is made for the group (a Resource Groups lookup would list its reservations):
     the finding passes with a warning naming the commands."""
     cfg = config.parse(
-        {"region": "us-east-2", "cluster": API_PATH, "nodeGroups": [group(reservationGroupArn=GROUP_ARN)]}
+        {
+            "region": "us-east-2",
+            "cluster": API_PATH,
+            "nodeGroups": [group(reservationGroupArn=GROUP_ARN)],
+            "network": {"availabilityZones": ["us-east-2c", "us-east-2a"]},
+            "storage": {"availabilityZone": "us-east-2c"},
+        }
     )
     ec2 = boto3.client("ec2", region_name="us-east-2", aws_access_key_id="x", aws_secret_access_key="x")
     now = dt.datetime(2027, 2, 1, tzinfo=dt.UTC)
