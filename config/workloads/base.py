@@ -140,7 +140,7 @@ class RunConfig(ProcessEnv):
             return False
         if instance.accelerator != "neuron" or built.neuron_sdk is None:
             return True
-        framework, family = cls.NEURON_FRAMEWORK, instance.family
+        framework, family = cls.NEURON_FRAMEWORK, instance.neuron_family
         return not versions.family_problems(family, framework=framework) + versions.problems(
             built.neuron_sdk, family, framework=framework, image=None
         )

@@ -28,6 +28,10 @@ WORKLOAD_STACKS = [
     "trn1-llama3",
     "trn1-shared",
     "trn2-torchtitan",
+    "p5en",
+    "p6-b200",
+    "p6-b300",
+    "trn2",
 ]
 MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"

@@ -8,6 +8,7 @@ import pytest
 
 from config.workloads import RECIPES
 from facts import instances, versions
+from facts.images import IMAGES
 from tests import upstream
 
 SUPPORT = upstream.facts("neuron-sdk-support")
@@ -93,6 +94,31 @@ def test_the_images_of_this_repository_train_where_their_recipes_say() -> None:
         wants = [i for i in (trn1, trn2) if i.family in support.hardware]
         assert wants and all(model.built_image_trains_on(i) for i in wants), model.RECIPE
     assert not RECIPES["torchtitan-neuron"].built_image_trains_on(trn1)
+
+
+XLA_FRAMEWORKS = ("pytorch-xla", "nemo-megatron", "nxd")
+
+
+def test_the_images_of_this_repository_fit_trn1() -> None:
+    """The images of the recipes that train with PyTorch/XLA (on it: NxD, neuronx-nemo-megatron);
+    the Neuron fabric image runs no framework and is held to its SDK's packages instead
+    (tests/unit/test_fabric.py)."""
+    xla = {m.REPOSITORY: m.NEURON_FRAMEWORK for m in RECIPES.values() if m.NEURON_FRAMEWORK in XLA_FRAMEWORKS}
+    assert set(xla) >= {"neuronx-nemo-megatron", "bert-neuronx", "neuronx-distributed"}
+    for image in IMAGES.values():
+        if image.neuron_sdk and image.repository in xla:
+            framework = xla[image.repository]
+            assert versions.problems(image.neuron_sdk, "trn1", framework=framework, image=None) == []
+            published = {
+                *DLC["images"],
+                "sdk" + RELEASES["dlc_2_28_0_training"]["image"].split("-sdk")[1].split("-")[0],
+            }
+            assert f"sdk{image.neuron_sdk}" in published, "a published training DLC of that SDK"
+    fabric = {m.REPOSITORY for m in RECIPES.values() if m.ACCELERATOR == "neuron" and m.NEURON_FRAMEWORK == "none"}
+    assert fabric
+    for repository in fabric:
+        sdk = IMAGES[str(repository)].neuron_sdk
+        assert sdk and versions.problems(sdk, "trn2", framework="none", image=None) == []
 
 
 def test_table_rows_agree_with_the_rules() -> None:

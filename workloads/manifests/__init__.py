@@ -17,6 +17,8 @@ from workloads.manifests import (
     bert_neuron,
     custom,
     ddp_cpu,
+    fabric_gpu,
+    fabric_neuron,
     llama2_neuron,
     llama3_nxd,
     megatron_bridge,
@@ -34,6 +36,8 @@ BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
         custom,
         ddp_cpu,
         megatron_bridge,
+        fabric_gpu,
+        fabric_neuron,
         llama3_nxd,
         torchtitan_neuron,
     )
