@@ -23,6 +23,8 @@ DEFAULT_REPOSITORIES = {
     "nemo-megatron-bridge",
     "neuronx-distributed",
     "torchtitan",
+    "gpu-fabric",
+    "neuron-fabric",
 }
 """One per recipe image built from images/."""
 
