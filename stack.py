@@ -23,13 +23,13 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, amis, checks
+from config import ConfigError, amis, checks, startup
 from config.checks.network import addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import RECIPES, Run
-from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
+from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM, SYSTEM_NODE_GROUP
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner, runner_label
@@ -258,12 +258,27 @@ def run_plans(
     to the first step); `node_types` is the instance type of each node group."""
     plans: dict[str, dict[str, dict[str, object]]] = {}
     for name, run in workloads.items():
+        if run.SERVES:  # a server trains no steps: its cost line has its start and its hourly cost
+            continue
         instance_type = node_types.get(run.node_group)
         seconds, basis = cost.estimated_step_seconds(cfg, name, instance_type)
         out = plans.setdefault(name, {})
         if (plan := run.checkpoint_plan(storage, seconds)) is not None:
             out["checkpoints"] = plan.as_dict()
         out["throughput"] = run.throughput_plan(instance_type or "", seconds, basis, storage)
+    return plans
+
+
+def with_startup(
+    plans: dict[str, dict[str, dict[str, object]]], workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts]
+) -> dict[str, dict[str, dict[str, object]]]:
+    """`plans` with each run's way to its first step (image pulls, compile: config.startup)."""
+    system = groups[SYSTEM_NODE_GROUP].instance
+    for name, run in workloads.items():
+        if run.SERVES:  # a server's start (weights, engine, compile) is its cost line's
+            continue
+        node = getattr(groups.get(run.node_group), "instance", None)
+        plans.setdefault(name, {})["startup"] = startup.plan(run.COMPILE, system, node).as_dict()
     return plans
 
 
@@ -281,7 +296,8 @@ def build(cfg: StackConfig) -> Outputs:
     infra = build_infrastructure(cfg)
     platform = infra.k8s.platform
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    deploy.deploy(cfg.workloads, cfg.hugging_face_token, platform, run_plans(cfg.workloads, cfg.storage, cfg, types))
+    plans = with_startup(run_plans(cfg.workloads, cfg.storage, cfg, types), cfg.workloads, platform.node_groups)
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, platform, plans)
     return _aws_outputs(cfg, infra.aws)
 
 
@@ -330,7 +346,7 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     inputs = layers.parse_aws_layer(values, ref.require_output(KUBECONFIG_OUTPUT), cfg.lower_stack)
     problems = checks.team_problems(cfg.teams, layers.group_views(inputs.run_groups, cfg.lower_stack))
     accelerated = sum(1 for g in inputs.run_groups.values() if g.accelerated)
-    problems += checks.flavors_fit(cfg.teams, accelerated, where="teams")
+    problems += checks.flavors_fit(cfg.teams, accelerated, where="teams", default_queue=cfg.queueing.default_queue)
     if inputs.region != cfg.region:
         problems.insert(0, f"aws:region: {cfg.region}, but the aws layer ({cfg.lower_stack}) is in {inputs.region}")
     if problems:
@@ -351,6 +367,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
+        *checks.serving_problems(cfg, groups),
         *checks.checkpoint_share(cfg.workloads, groups, platform.storage),
         *checks.run_teams(
             cfg.workloads,
@@ -365,7 +382,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         raise ConfigError(problems)
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    plans = run_plans(cfg.workloads, platform.storage, cfg, types)
+    plans = with_startup(run_plans(cfg.workloads, platform.storage, cfg, types), cfg.workloads, platform.node_groups)
     deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
     return {
         "runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())},

@@ -17,6 +17,7 @@ from typing import Any
 from facts import amis
 from facts.names import NODE_GROUP_LABEL, PROJECT, component_type
 from infra.ci_runner import runner_label
+from tools.plan_run import checkpoint_facts, startup_facts
 from tools.plan_throughput import throughput_facts
 from tools.plan_view import PlanView, Reads
 from tools.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
@@ -214,27 +215,8 @@ def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
             )
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
-    return facts + throughput_facts(i.get("throughput")) + _checkpoint_facts(i.get("checkpoints"))
-
-
-def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
-    """Checkpoint size, write time at the file system's throughput, share of training time
-    (at the configured interval and the estimated step time), and how many are kept."""
-    if not c:
-        return []
-    line = f"checkpoints: {c['sizeGB']:,} GB each, {c['kept']} kept, ~{c['writeSeconds']:,} s to write"
-    if c.get("writes") is not None:
-        line += f", {c['writes']} written"
-    if c.get("writeShare") is not None:
-        line += (
-            f"; every {c['everySteps']} steps x {c['stepSeconds']:g} s: {c['writeShare']:.1%} of training time writing"
-        )
-    elif c.get("everySteps") is None:
-        minutes = c["writeSeconds"] / 0.02 / 60
-        line += f"; written per dataset shard group: 2% or less of training time if a group trains {minutes:.0f}+ min"
-    else:
-        line += f"; every {c['everySteps']} steps (share unknown: set stepSeconds)"
-    return [line]
+    facts += startup_facts(i.get("startup"))
+    return facts + throughput_facts(i.get("throughput")) + checkpoint_facts(i.get("checkpoints"))
 
 
 def _images_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
@@ -358,6 +340,8 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
                 f"    training run {run['name']}: {run['nodes']} x {run['instanceType']} for {run['hours']:,.1f} h"
                 f" ({run['steps']} steps x {run['stepSeconds']:g} s, {run['stepTimeBasis']}) = ${run['total']:,.0f}"
             )
+        elif run.get("steps") is None and run.get("stepSeconds") is None and "per hour" in run["stepTimeBasis"]:
+            lines.append(f"    {run['name']}: ${run['hourly']:,.2f}/hour ({run['stepTimeBasis']})")
         else:
             lines.append(f"    training run {run['name']}: ${run['hourly']:,.2f}/hour; length {run['stepTimeBasis']}")
     lines.append(f"    prices: {cost.get('priceSource')}")

@@ -30,6 +30,7 @@ from config.workloads.llama3_nxd import Llama3NxdWorkload
 from config.workloads.megatron_bridge import MegatronBridgeWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
 from config.workloads.torchtitan_neuron import TorchTitanNeuronWorkload
+from config.workloads.vllm_serve import VllmServeWorkload
 
 __all__ = [
     "RECIPES",
@@ -47,6 +48,7 @@ __all__ = [
     "Run",
     "RunConfig",
     "TorchTitanNeuronWorkload",
+    "VllmServeWorkload",
     "WorkloadConfig",
 ]
 
@@ -61,6 +63,7 @@ Run = (
     | FabricNeuronRun
     | Llama3NxdWorkload
     | TorchTitanNeuronWorkload
+    | VllmServeWorkload
 )
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
 from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan, transformer_flops_per_token
 from config.run_env import ProcessEnv
+from config.startup import CompileTime
 from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
-from config.workloads.recipe import Arguments, ExampleStacks, FirstStep, PublishedStepTime, RecipeDocs, StepTime
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
 from config.workloads.throughput import plan as plan_throughput
 from facts import images, instances, needs, versions
+
+
+def _without_unused(schema: dict[str, Any], model: type[Any]) -> None:
+    """A recipe's JSON Schema leaves out the keys it does not take (its UNUSED_KEYS)."""
+    for name in getattr(model, "UNUSED_KEYS", ()):
+        schema.get("properties", {}).pop(to_camel(name), None)
 
 
 class RunConfig(ProcessEnv):
@@ -28,6 +37,8 @@ class RunConfig(ProcessEnv):
     facts its script arguments are held against.
     """
 
+    model_config = ConfigDict(json_schema_extra=_without_unused)
+
     RECIPE: ClassVar[str]
     ACCELERATOR: ClassVar[instances.Accelerator | None] = None
     REPOSITORY: ClassVar[str | None] = None
@@ -37,11 +48,17 @@ class RunConfig(ProcessEnv):
     NEURON_FRAMEWORK: ClassVar[versions.Framework | None] = None
     """How the recipe trains on Neuron (its SDK and instance family are checked against it,
     facts/versions.py); None: any framework its SDK has (bring-your-own code)."""
+    PUBLIC_IMAGES: ClassVar[bool] = False
+    """The recipe runs a pinned public image per accelerator (facts.serving) unless `image` is set."""
+    SERVES: ClassVar[bool] = False
+    """A server, not a training run: no first training step (its start is modeled in its cost line)."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
     CHECKPOINTS: ClassVar[CheckpointModel]
     """How big its checkpoints are (bytes per parameter and its source), or why they are not sized."""
     STEP_TIME: ClassVar[StepTime]
+    COMPILE: ClassVar[CompileTime]
+    """The graph compile before the first step (config.startup)."""
     """The published measurement its step time is estimated from, or why there is none."""
     DOCS: ClassVar[RecipeDocs]
     """Its row of the recipe table: what it follows upstream, its image, its steps."""
@@ -49,8 +66,10 @@ class RunConfig(ProcessEnv):
     """The example stacks that run it."""
     ARGUMENTS: ClassVar[Arguments]
     """The upstream facts its script arguments are held against, or why they are not."""
-    FIRST_STEP: ClassVar[FirstStep] = FirstStep(None, "none published for this recipe")
-    """What it does before its first step that has a published time (its graph compilation)."""
+    CONVERSION: ClassVar[Converter]
+    """How a finished run becomes a Hugging Face model for serving (recipe vllm-serve), or why not."""
+    UNUSED_KEYS: ClassVar[tuple[str, ...]] = ()
+    """Keys of every run that this recipe does not take (refused when set, left out of the reference)."""
 
     node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
     nodes: int = Field(ge=1, description="Nodes of the run, one worker pod each; at most the node group's `maxSize`.")
@@ -125,9 +144,13 @@ class RunConfig(ProcessEnv):
 
     @model_validator(mode="after")
     def _image_source(self) -> RunConfig:
+        unused = [k for k in self.UNUSED_KEYS if k in self.model_fields_set]
+        if unused:
+            key = to_camel(unused[0])
+            raise KeyProblem(key, f"not a key of recipe {self.RECIPE}")
         if self.image is not None and self.image_tag is not None:
             raise KeyProblem("imageTag", "give image or imageTag, not both")
-        if self.image is None and self.REPOSITORY is None:
+        if self.image is None and self.REPOSITORY is None and not self.PUBLIC_IMAGES:
             raise KeyProblem("image", f"required for recipe {self.RECIPE} (there is no default repository)")
         return self
 
@@ -162,6 +185,26 @@ class RunConfig(ProcessEnv):
     def hub_repos(self) -> tuple[needs.HubRepo, ...]:
         """The Hub files its training program reads (staged on /shared before it runs)."""
         return ()
+
+    def image_on(self, instance: instances.InstanceType) -> str | None:
+        """The image the run's pods run on that instance type, when the config alone says
+        (`image`, or a recipe's pinned public image); None: the recipe's ECR repository."""
+        return self.image
+
+    def runtime_on(self, instance: instances.InstanceType) -> images.Runtime | None:
+        """What a pinned public image brings (None: the image's runtime is read as usual)."""
+        return None
+
+    def node_share(self, instance: instances.InstanceType) -> float:
+        """Nodes' worth of the node group the run holds while it runs (its cost per hour)."""
+        return self.nodes
+
+    def hourly_basis(
+        self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
+    ) -> str | None:
+        """How the plan names a cost that is per hour by nature (a server), or None (a run with a
+        length); `mb_per_second`: the shared file system's throughput, `workloads`: the stack's runs."""
+        return None
 
     @property
     def sdk(self) -> tuple[str | None, str]:
@@ -246,6 +289,11 @@ class RunConfig(ProcessEnv):
         """Parameters a checkpoint holds (None: unknown, e.g. bring-your-own code)."""
         return None
 
+    @property
+    def checkpoint_assumes(self) -> str:
+        """What the checkpoint size assumes beyond the config ("": nothing)."""
+        return ""
+
     def checkpoint_plan(self, storage: StorageConfig, step_seconds: float | None = None) -> CheckpointPlan | None:
         """The run's checkpoints against the shared file system (None: the recipe does not size them)."""
         parameters, kept, interval = self.checkpoint_parameters, self.checkpoints_kept, self.checkpoint_interval
@@ -253,7 +301,9 @@ class RunConfig(ProcessEnv):
         # (Bridge also saves at the last step, so an interval longer than the run still writes once).
         writes = self.checkpoint_writes
         total = None if writes is None else self.optimizer_steps
-        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total)
+        return plan(
+            self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total, self.checkpoint_assumes
+        )
 
     def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
         """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
@@ -265,7 +315,7 @@ class RunConfig(ProcessEnv):
         return None if seconds is None else (seconds, source.basis)
 
 
-RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS")
+RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "COMPILE", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION")
 """What every recipe states itself (a test names the recipe and the one it lacks)."""
 
 

@@ -8,12 +8,15 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from config.checkpoints import CheckpointModel, CheckpointSize
+from config.startup import CompileTime
 from config.training import BertDataConfig, BertTrainingConfig
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
+    Converter,
     ExampleStacks,
     HeldAgainst,
+    NoConversion,
     RecipeDocs,
     StepTime,
     Support,
@@ -36,6 +39,9 @@ class BertNeuronWorkload(RunConfig):
     CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
         10, "the model in bf16 (model.to(torch.bfloat16)) and AdamW_FP32OptimParams's two fp32 moments: 2 + 8"
     )
+    # aws-neuron/aws-neuron-sdk 81ce03ae archive/nxd-training/bert.rst: "~13 minutes to compile the
+    # BERT-Large model training step using the pre-compilation script".
+    COMPILE: ClassVar[CompileTime] = CompileTime(13, "Neuron SDK BERT-Large tutorial, one trn1.32xlarge")
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "no published measurement of phase 1 on trn1 is recorded in the project; set stepSeconds from a measured step"
     )
@@ -63,6 +69,9 @@ class BertNeuronWorkload(RunConfig):
         ("dp-bert-hf-pretrain-v2.27.0",),
         "the options passed to dp_bert_large_hf_pretrain_hdf5.py (its argparse) and the tutorial's phase-1 global"
         " batch",
+    )
+    CONVERSION: ClassVar[Converter] = NoConversion(
+        "BERT-large is a masked-language encoder pretrained for fine-tuning, not a text generator vLLM serves"
     )
 
     recipe: Literal["bert-neuron"] = Field(description="bert-neuron")

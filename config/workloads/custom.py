@@ -7,10 +7,13 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from config.checkpoints import CheckpointModel, NotSized
+from config.startup import CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
+    Converter,
     ExampleStacks,
+    NoConversion,
     NoExampleStack,
     NotHeld,
     RecipeDocs,
@@ -29,6 +32,7 @@ class CustomWorkload(RunConfig):
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized(
         "your code decides what it saves to $CHECKPOINT_DIR; size the file system for it yourself"
     )
+    COMPILE: ClassVar[CompileTime] = CompileTime(None, "your code's compile (if any) is yours to measure", hit="yours")
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime("your code's step time is yours to measure (stepSeconds)")
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows="your code",
@@ -51,6 +55,10 @@ class CustomWorkload(RunConfig):
         " for one; tests/unit/test_recipes.py builds it with every step on"
     )
     ARGUMENTS: ClassVar[Arguments] = NotHeld("your command is yours: the project renders it unchanged")
+    CONVERSION: ClassVar[Converter] = NoConversion(
+        "your code writes checkpoints the project knows nothing of: convert them yourself and serve the"
+        " Hugging Face folder with model.hub pointing at a repository, or stage it with your own step"
+    )
 
     recipe: Literal["custom"] = Field(description="custom")
     command: list[str] = Field(min_length=1, description="Command run once per node by mpirun (e.g. torchrun ...).")

@@ -9,11 +9,14 @@ from pydantic import Field, model_validator
 
 from config.base import KeyProblem
 from config.checkpoints import CheckpointModel, NotSized
+from config.startup import NO_COMPILE, CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
+    Converter,
     ExampleStacks,
     HeldAgainst,
+    NoConversion,
     RecipeDocs,
     StepTime,
     Support,
@@ -33,6 +36,7 @@ class DdpCpuWorkload(RunConfig):
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized(
         "a model of a few thousand parameters (workloads/manifests/ddp_cpu_train.py): kilobytes per checkpoint"
     )
+    COMPILE: ClassVar[CompileTime] = NO_COMPILE
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "it runs on the system nodes, billed with the stack: its length adds no cost of its own"
     )
@@ -56,6 +60,9 @@ class DdpCpuWorkload(RunConfig):
         ("horovod-cpu-0.28.1",),
         "the programs its commands call and the Python its script is written for, against the public image; the"
         " script and its arguments are the project's own, run for real by tests/plan/test_ddp_cpu.py",
+    )
+    CONVERSION: ClassVar[Converter] = NoConversion(
+        "its model is the project's own small network for proving the platform, not a language model"
     )
 
     recipe: Literal["ddp-cpu"] = Field(description="ddp-cpu")

@@ -16,14 +16,16 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, CheckpointSize, transformer_flops_per_token
+from config.startup import CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
+    Converter,
     ExampleStacks,
-    FirstStep,
     HeldAgainst,
     PublishedStepTime,
     RecipeDocs,
+    RunExport,
     StepTime,
     Support,
 )
@@ -151,10 +153,17 @@ class Llama3NxdWorkload(RunConfig):
         basis="estimated from the Neuron 2.24.0 Llama-3.1-8B sample",
         estimate=_on_trn1,
     )
-    FIRST_STEP: ClassVar[FirstStep] = FirstStep(
+    COMPILE: ClassVar[CompileTime] = CompileTime(
         None,
         "none published: the NxD Llama tutorial of aws-neuron-sdk v2.28.0 (training_llama_tp_zero1.rst)"
         " precompiles with neuron_parallel_compile and gives no time",
+    )
+    CONVERSION: ClassVar[Converter] = RunExport(
+        "neuronx-distributed v2.28.0 `convert_checkpoints.py --convert_to_full_state` at the end of the run: one"
+        " torch.save'd state dict with Hugging Face names (checkpoint_converter.py save_full), served as"
+        " pytorch_model.bin, with upstream's config.json and the tokenizer",
+        "neuronx-distributed-v2.28.0",
+        "convertToHuggingFace",
     )
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows="neuronx-distributed v2.28.0 (`examples/training/llama`: `tp_zero1_llama_hf_pretrain.py`,"

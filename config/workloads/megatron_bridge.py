@@ -12,9 +12,19 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, CheckpointSize
+from config.startup import NO_COMPILE, CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.bridge_throughput import STEP_TIME, published_mfu
-from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, Support
+from config.workloads.recipe import (
+    Arguments,
+    Converter,
+    ExampleStacks,
+    HeldAgainst,
+    RecipeDocs,
+    RunExport,
+    StepTime,
+    Support,
+)
 from facts import instances, needs
 from facts import megatron_bridge as bridge
 
@@ -144,6 +154,7 @@ class MegatronBridgeWorkload(RunConfig):
         " and the distributed optimizer's fp32 main parameter, exp_avg and exp_avg_sq (12 bytes)",
     )
     STEP_TIME: ClassVar[StepTime] = STEP_TIME
+    COMPILE: ClassVar[CompileTime] = NO_COMPILE
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows=f"NVIDIA Megatron Bridge {bridge.BRIDGE_VERSION} (Megatron Core {bridge.MCORE_VERSION}):"
         " `scripts/training/run_recipe.py` with the `llama31_8b` / `llama31_70b` pretrain and SFT library recipes,"
@@ -169,6 +180,12 @@ class MegatronBridgeWorkload(RunConfig):
         ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5en-megatron-bridge",)
+    CONVERSION: ClassVar[Converter] = RunExport(
+        "Megatron Bridge 0.6.0 `run_conversion.py export` at the end of the run: safetensors, config.json and the"
+        " tokenizer (AutoBridge.save_hf_pretrained: hf_pretrained/base.py save_artifacts, ARTIFACTS ['tokenizer'])",
+        "megatron-bridge-0.6.0",
+        "export",
+    )
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("megatron-bridge-0.6.0", "huggingface-hub-1.24.0"),
         "run_recipe.py's options, recipe names, datasets and its ConfigContainer overrides composed with Hydra in"

@@ -36,17 +36,6 @@ class UnknownStepTime:
 StepTime = PublishedStepTime | UnknownStepTime
 
 
-@dataclass(frozen=True)
-class FirstStep:
-    """What a run does before its first training step that the recipe can put a time on: the
-    framework's graph compilation, from a published figure, or unknown."""
-
-    compile_seconds: float | None
-    """Published compile time of the recipe's model (None: none is published)."""
-    source: str
-    """Where the figure is published, or why there is none."""
-
-
 Status = Literal["current", "beta", "maintenance", "end of support", "seed"]
 
 
@@ -109,3 +98,36 @@ class NoExampleStack:
 
 ExampleStacks = tuple[str, ...] | NoExampleStack
 """The example stacks (examples/Pulumi.<name>.yaml) that run the recipe."""
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """How a finished run of the recipe becomes a Hugging Face model a server loads: the
+    converter the recipe's builder runs in the run's own image (its `convert` function in
+    workloads/manifests/), and the upstream facts its arguments are held against."""
+
+    follows: str
+    """The upstream converter, with its version."""
+    facts: str
+    """tests/upstream/<facts>.yaml: the converter's options."""
+
+
+@dataclass(frozen=True)
+class RunExport:
+    """A recipe whose runs write a Hugging Face folder themselves, as a step of the run (its
+    exporter's options held with the run's arguments, `facts`); the conversion Job of a serving run
+    copies the newest complete export. `key`: the run's key that turns the export on."""
+
+    follows: str
+    facts: str
+    key: str
+
+
+@dataclass(frozen=True)
+class NoConversion:
+    """A recipe whose runs cannot be served (no converter to a Hugging Face model), and why."""
+
+    why: str
+
+
+Converter = Conversion | RunExport | NoConversion

@@ -1,8 +1,8 @@
 """A run's throughput line of the plan, one shape for every recipe: seconds per step (configured,
 or estimated from the recipe's published measurement, or unknown) and its basis, tokens per second
 (per GPU on NVIDIA nodes), the model FLOPs utilisation that implies, the support status of its
-recipe, and the time to its first step (image pull, graph compilation, weights loaded at start)
-and to resume (the latest checkpoint read back).
+recipe, and what it reads before its first step (weights loaded at start) and to resume (the
+latest checkpoint read back); the image pulls and the compile are config.startup's.
 
 MFU: where the recipe's estimate comes from a published run that states its own model TFLOP/s
 (Megatron Bridge's tables), that figure over the GPU's peak (`published_mfu`); otherwise model
@@ -16,7 +16,7 @@ from typing import Any
 
 from config.checkpoints import write_mb_per_second
 from config.storage import StorageConfig
-from facts import images, instances
+from facts import instances
 from facts.peak_flops import PEAK_BF16
 
 
@@ -43,19 +43,15 @@ def plan(
     support = run.DOCS.support
     facts["support"] = None if support is None else support.status
     out = {k: v for k, v in facts.items() if v is not None}
-    out["firstStep"] = first_step(run, storage)
+    out["loads"] = loads(run, storage)
     return out
 
 
-def first_step(run: Any, storage: StorageConfig | None) -> dict[str, object]:
-    """Time to the first step as far as the plan can know it: the image pull (at most
-    facts.images.PULL_SECONDS), the recipe's published compile time (or why there is none), the
-    weights it loads at start and, for a restart, the latest checkpoint, each read at the file
-    system's full throughput (without `storage`, the reads are left out)."""
-    first = run.FIRST_STEP
-    out: dict[str, object] = {"pullSecondsAtMost": images.PULL_SECONDS, "compileSource": first.source}
-    if first.compile_seconds is not None:
-        out["compileSeconds"] = first.compile_seconds
+def loads(run: Any, storage: StorageConfig | None) -> dict[str, object]:
+    """What the run reads before its first step beside its image (config.startup has the pulls and
+    the compile): the weights it loads at start and, for a restart, the latest checkpoint, each
+    read at the file system's full throughput (without `storage`, nothing)."""
+    out: dict[str, object] = {}
     if storage is None:
         return out
     read = write_mb_per_second(storage) * 1e6

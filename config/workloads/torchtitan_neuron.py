@@ -17,13 +17,15 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, CheckpointSize, transformer_flops_per_token
+from config.startup import CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
+    Converter,
     ExampleStacks,
-    FirstStep,
     HeldAgainst,
     RecipeDocs,
+    RunExport,
     StepTime,
     Support,
     UnknownStepTime,
@@ -152,10 +154,17 @@ class TorchTitanNeuronWorkload(RunConfig):
         "no TorchTitan Neuron throughput is published (Neuron 2.33 documentation: tutorials and best practices,"
         " no performance table for Trn2 training); set stepSeconds from a measured step"
     )
-    FIRST_STEP: ClassVar[FirstStep] = FirstStep(
-        0.0,
+    COMPILE: ClassVar[CompileTime] = CompileTime(
+        0,
         "eager mode, as the TorchTitan Neuron basic tutorial runs it; with compile: true the Neuron compiler runs"
         " at the first steps, for a time no page publishes",
+        hit="none",
+    )
+    CONVERSION: ClassVar[Converter] = RunExport(
+        "TorchTitan's `--checkpoint.last_save_in_hf` at the last step: bf16 safetensors with their index, the"
+        " repo's config.json and tokenizer copied beside them",
+        "torchtitan-config-cli",
+        "huggingFaceExport",
     )
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows="TorchTitan Neuron 0.2.2+neuron.1 (Neuron 2.33.0 docs: `torchrun -m torchtitan.train --module"

@@ -99,7 +99,7 @@ def test_multi_node_nccom_test_runs_on_the_first_worker_with_its_root_comm_id() 
     # over ssh with the ssh options of mpirun: the image's ssh_config (host-key checking, with a
     # read-only .ssh) is not relied on, as the mpi-operator base image does (kubeflow/mpi-operator#580)
     assert line.startswith(f'ssh {SSH_OPTIONS} "$first" "')
-    assert "NEURON_RT_ROOT_COMM_ID=$root:45654 /opt/aws/neuron/bin/nccom-test" in line
+    assert "NEURON_RT_ROOT_COMM_ID=$root:29400 /opt/aws/neuron/bin/nccom-test" in line
     assert 'first=$(head -n 1 /etc/mpi/hostfile | cut -d" " -f1)' in script
     assert "root=${ips%% *}" in script and "--hosts $ips" in line
 
@@ -193,8 +193,10 @@ def test_bert_resumes_from_its_newest_checkpoint(stack: str, workload: str) -> N
     assert worker_env(job)["CHECKPOINT_DIR"] == ckpt
     script = launcher_script(job)
     assert f'if compgen -G "{ckpt}/ckpt_*.pt" >/dev/null; then r=--resume_ckpt; fi;' in script
-    train = script[script.index('echo "== training"') :]
+    train = script[script.index('echo "== training"') : script.index('echo "== done"')]
     assert f"--output_dir={ckpt}" in train and train.rstrip().endswith(" $r'")
+    # Only a finished run marks itself (a serving run's conversion waits for the mark).
+    assert script.rstrip().endswith(f"touch /shared/{workload}/run-001/.trained")
 
 
 def test_workers_are_guaranteed_qos_so_they_are_evicted_last(example_stack: str) -> None:

@@ -29,6 +29,7 @@ FULL: dict[str, dict[str, Any]] = {
     "bert-neuron": {"tensorboard": True},
     "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
     "ddp-cpu": {"interruptOnceAtStep": 100},
+    "vllm-serve": {"nodes": 1, "model": {"hub": "Qwen/Qwen3-8B", "parametersBillions": 8.19}, "tensorParallel": 8},
     "megatron-bridge": {"mode": "sft", "data": {"source": "jsonl", "datasetRoot": "/shared/sft"}, "tensorboard": True},
     "fabric-gpu": {"sweep": True},
     "fabric-neuron": {"sweep": True},
@@ -37,7 +38,9 @@ FULL: dict[str, dict[str, Any]] = {
 }
 
 
-def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config.StackConfig, RunConfig]:
+def parsed_run(
+    recipe: str, extra: dict[str, Any] | None = None, stack: dict[str, Any] | None = None
+) -> tuple[config.StackConfig, RunConfig]:
     model = RECIPES[recipe]
     ng = GROUP_OF.get(recipe) or NODE_GROUPS[model.ACCELERATOR or "neuron"]
     group = SYSTEM_NODE_GROUP if model.RUNS_ON_CPU else ng["name"]
@@ -49,8 +52,11 @@ def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config
         "cluster": {"publicAccessCidrs": ["203.0.113.10/32"]},
         "nodeGroups": [{**ng, "desiredSize": max(ng["desiredSize"], run["nodes"])}],
         "huggingFaceToken": "hf_x",
+        # Above a Neuron server's first start (its compile): config.serving holds it to Kueue's timeout.
+        "queueing": {"podsReadyTimeoutMinutes": 120},
         "workloads": {"w": run},
         **(placed(ng["availabilityZone"]) if "availabilityZone" in ng else {}),
+        **(stack or {}),
     }
     cfg = config.parse(values)
     return cfg, cfg.workloads["w"]
@@ -60,14 +66,14 @@ def built(recipe: str) -> list[Step]:
     return built_with(recipe, {})
 
 
-def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
+def built_with(recipe: str, extra: dict[str, Any], stack: dict[str, Any] | None = None) -> list[Step]:
     """The steps of a two-node run of `recipe` (with `extra` run keys) on its accelerator (or
     on the system node group's CPUs)."""
-    cfg, run = parsed_run(recipe, extra)
+    cfg, run = parsed_run(recipe, extra, stack)
     ng = cfg.node_groups[0]
 
     class _Platform:
-        storage_claim, shared_mount = "shared-fsx", "/shared"
+        storage_claim, shared_mount, storage = "shared-fsx", "/shared", cfg.storage
         node_groups = {
             ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)),
             SYSTEM_NODE_GROUP: NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
@@ -85,7 +91,8 @@ def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
         def priority_class_for(self, team: str | None) -> str:
             return "team-default"
 
-    image = f"registry.invalid/c/{run.REPOSITORY or 'custom'}:1"
+    instance = _Platform.node_groups[run.node_group].instance
+    image = run.image_on(instance) or f"registry.invalid/c/{run.REPOSITORY or 'custom'}:1"
     return manifests.steps("w", run, context(_Platform(), run, image))  # type: ignore[arg-type]
 
 

@@ -24,7 +24,9 @@ from workloads.manifests import (
     megatron_bridge,
     nemo_gpu,
     torchtitan_neuron,
+    vllm_serve,
 )
+from workloads.manifests.convert import Converter
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
@@ -40,11 +42,18 @@ BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
         fabric_neuron,
         llama3_nxd,
         torchtitan_neuron,
+        vllm_serve,
     )
 }
 """Recipe name -> its builder."""
+CONVERTERS: dict[str, Converter] = {
+    module.MODEL.RECIPE: module.convert
+    for module in (llama2_neuron, nemo_gpu, llama3_nxd, torchtitan_neuron, megatron_bridge)
+}
+"""Training recipe -> the converter of its finished runs to a Hugging Face folder (its builder's `convert`)."""
+vllm_serve.CONVERTERS.update(CONVERTERS)
 
-__all__ = ["BUILDERS", "Context", "Step", "steps"]
+__all__ = ["BUILDERS", "CONVERTERS", "Context", "Step", "steps"]
 
 
 def steps(workload_name: str, run: Run, ctx: Context) -> list[Step]:

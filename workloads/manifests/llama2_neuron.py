@@ -9,16 +9,19 @@ import shlex
 from dataclasses import dataclass
 
 from config.workloads import Llama2NeuronWorkload
+from workloads.manifests.companions import extras
+from workloads.manifests.convert import WEIGHTS, copy_files, llama_config
 from workloads.manifests.healthcheck import training
+from workloads.manifests.hub import hugging_face_token_file
 from workloads.manifests.megatron import EXAMPLES, SCRIPT, neuronx_config, neuronx_overrides, torchrun
 from workloads.manifests.objects import (
     DATA_JOB_CPUS,
     HUGGING_FACE_TOKEN,
     Context,
-    Obj,
+    Source,
     Step,
+    checkpoint_dir,
     data_dir,
-    extras,
     image_check,
     job,
     labels,
@@ -27,6 +30,7 @@ from workloads.manifests.objects import (
     shared_dirs,
     short_hash,
 )
+from workloads.manifests.resume import mark_saved, neuronx_guard
 
 # train_setup.sh of neuronx-nemo-megatron 0.8.0, for MPI runs on EKS with bf16 + stochastic
 # rounding (its default, "bf16SR"); the compile cache on FSx as the Data on EKS blueprint has it.
@@ -115,25 +119,6 @@ def _scripts(run: Llama2NeuronWorkload, paths: _Data) -> tuple[str, str, str]:
     return tokenizer, dataset, tokenize
 
 
-HF_TOKEN_DIR = "/etc/huggingface"
-"""Where the download Jobs find the token: `$HF_HOME/token`, the file huggingface-hub 0.22.2
-reads when HF_TOKEN is not set (utils/_token.py get_token, constants.HF_TOKEN_PATH)."""
-
-
-def hugging_face_token_file(secret_name: str) -> tuple[list[Obj], tuple[Obj, Obj]]:
-    """The token as a read-only file, not an environment variable (a child process or a crash
-    dump would carry an environment): HF_HOME points at the Secret's volume for the token,
-    and the hub's caches, which it writes, go to /tmp (HF_HUB_CACHE, HF_ASSETS_CACHE)."""
-    env = [
-        {"name": "HF_HOME", "value": HF_TOKEN_DIR},
-        {"name": "HF_HUB_CACHE", "value": "/tmp/huggingface/hub"},
-        {"name": "HF_ASSETS_CACHE", "value": "/tmp/huggingface/assets"},
-    ]
-    items = [{"key": "HF_TOKEN", "path": "token"}]
-    volume = {"name": "hf-token", "secret": {"secretName": secret_name, "items": items, "defaultMode": 0o444}}
-    return env, (volume, {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
-
-
 def _data_steps(
     workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _Data, after: tuple[str, ...]
 ) -> list[Step]:
@@ -180,6 +165,7 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
     code = f"{run.repo_dir}/nemo/{EXAMPLES}"
     script = f"{SCRIPT} --config-path=conf --config-name={neuronx_config(run.model)}"
     rdir = run_dir(ctx, workload_name, run.run_id)
+    ckpt = checkpoint_dir(ctx, workload_name, run.run_id)
 
     def args(steps: int, log_dir: str, checkpoints: bool) -> list[str]:
         return neuronx_overrides(
@@ -204,7 +190,30 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
         f"{torchrun(code, script, compile_args, prefix='neuron_parallel_compile ', setup=setup)}\n"
         f"mkdir -p {rdir}/precompile && touch {marker}\nfi\n"
         f'echo "== training"\n'
-        f"{torchrun(code, script, train_args, setup=setup)}\n"
+        f"{neuronx_guard(ckpt, rdir)}"
+        f"{torchrun(code, script, train_args, setup=setup)} 2>&1 | {mark_saved(ckpt)}\n"
+    )
+
+
+CONVERTER = "nemo/examples/nlp/language_modeling/checkpoint_conversion/convert_nemo_checkpoint_to_hf_llama.py"
+"""neuronx-nemo-megatron's xser checkpoint -> Hugging Face Llama weights (`pytorch_model.bin`)."""
+TOKENIZER_FILES = ("tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+"""What the tokenizer step downloads (and the converted model needs beside its weights)."""
+
+
+def convert(source: Source, out: str, ctx: Context) -> str:
+    """The run's newest checkpoint (xser, one folder per tensor-parallel rank) to Hugging Face
+    weights with upstream's converter, which reads the model's shape from a config.json it is
+    given; then that config.json with the vocabulary the weights have, and the run's tokenizer."""
+    run = source.run
+    assert isinstance(run, Llama2NeuronWorkload)
+    paths = _Data.of(source.workload, run, ctx)
+    checkpoints = checkpoint_dir(ctx, source.workload, source.run_id)
+    return (
+        llama_config(run.model, out, None) + f"python3 {run.repo_dir}/{CONVERTER} --path_to_checkpoints {checkpoints}"
+        f" --config_file {out}/config.json --output_path {out} --is_xser --trn\n"
+        + llama_config(run.model, out, f"{out}/{WEIGHTS}")
+        + copy_files(paths.tokenizer_dir, out, TOKENIZER_FILES)
     )
 
 
@@ -226,5 +235,5 @@ def steps(workload_name: str, run: Llama2NeuronWorkload, ctx: Context) -> list[S
         *training(
             workload_name, run, ctx, launch(workload_name, run, ctx, paths), env=env, after=(paths.tokenize_step,)
         ),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=run.shell),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=run.shell),
     ]

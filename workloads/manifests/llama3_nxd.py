@@ -11,15 +11,18 @@ from dataclasses import dataclass
 
 from config.workloads import Llama3NxdWorkload
 from config.workloads.llama3_nxd import LAYERS, NEURON_CORES_PER_PROCESS_GROUP, SEQ_LENGTH
+from workloads.manifests.companions import extras
+from workloads.manifests.convert import WEIGHTS, copy_export
 from workloads.manifests.healthcheck import training
-from workloads.manifests.llama2_neuron import NO_SYMLINKS, hugging_face_token_file
+from workloads.manifests.hub import hugging_face_token_file
+from workloads.manifests.llama2_neuron import NO_SYMLINKS
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     Context,
+    Source,
     Step,
     checkpoint_dir,
     data_dir,
-    extras,
     image_check,
     job,
     labels,
@@ -220,6 +223,17 @@ def launch(workload_name: str, run: Llama3NxdWorkload, ctx: Context, paths: _Dat
     return script + (export(run, ctx, workload_name, paths) if run.convert_to_hugging_face else "")
 
 
+def convert(source: Source, out: str, ctx: Context) -> str:
+    """A serving run's model: the run's newest complete export (`hf/step_<n>` with its `.done`), its
+    checkpoint.pt (a torch.save'd state dict with Hugging Face names) as the pytorch_model.bin a
+    server loads, beside upstream's config.json and the tokenizer."""
+    hf = f"{run_dir(ctx, source.workload, source.run_id)}/hf"
+    newest = (
+        f"exported=; for d in $(ls -d {hf}/step_* 2>/dev/null | sort -V); do test -f $d/.done && exported=$d; done\n"
+    )
+    return copy_export(newest, out, rename=("checkpoint.pt", WEIGHTS))
+
+
 MODEL = Llama3NxdWorkload
 """The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
 
@@ -244,5 +258,5 @@ def steps(workload_name: str, run: Llama3NxdWorkload, ctx: Context) -> list[Step
         *training(
             workload_name, run, ctx, launch(workload_name, run, ctx, paths), env=env, after=(paths.dataset_step,)
         ),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]

@@ -21,6 +21,8 @@ import shlex
 from config.workloads import MegatronBridgeWorkload
 from facts import megatron_bridge as bridge
 from facts import needs
+from workloads.manifests.companions import extras
+from workloads.manifests.convert import copy_export
 from workloads.manifests.healthcheck import training
 from workloads.manifests.hub import cache_dir, offline_env
 from workloads.manifests.megatron import torchrun
@@ -28,10 +30,10 @@ from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     SMALL_POD,
     Context,
+    Source,
     Step,
     checkpoint_dir,
     data_dir,
-    extras,
     image_check,
     job,
     labels,
@@ -162,6 +164,14 @@ def launch(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> str
     return phases + (export_phase(run) if run.export else "")
 
 
+def convert(source: Source, out: str, ctx: Context) -> str:
+    """A serving run's model: the run's own export (`hf`: safetensors, config.json and the tokenizer,
+    Bridge's save_hf_pretrained), complete once an `.exported-<iteration>` marker is written."""
+    rdir = run_dir(ctx, source.workload, source.run_id)
+    newest = f"exported=; ls {rdir}/.exported-* >/dev/null 2>&1 && exported={rdir}/hf\n"
+    return copy_export(newest, out)
+
+
 MODEL = MegatronBridgeWorkload
 """The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
 
@@ -203,5 +213,5 @@ def steps(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> list
             workload_name, run, ctx, launch(workload_name, run, ctx), env=offline_env(ctx),
             after=(chain[-1].name,),
         ),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]  # fmt: skip

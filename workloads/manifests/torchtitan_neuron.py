@@ -9,13 +9,15 @@ from __future__ import annotations
 import shlex
 
 from config.workloads import TorchTitanNeuronWorkload
+from workloads.manifests.companions import extras
+from workloads.manifests.convert import copy_export
 from workloads.manifests.healthcheck import training
 from workloads.manifests.objects import (
     Context,
+    Source,
     Step,
     checkpoint_dir,
     data_dir,
-    extras,
     image_check,
     job,
     labels,
@@ -118,6 +120,18 @@ def launch(workload_name: str, run: TorchTitanNeuronWorkload, ctx: Context) -> s
     )
 
 
+def convert(source: Source, out: str, ctx: Context) -> str:
+    """A serving run's model: the last step's Hugging Face export (complete once its safetensors
+    index is written), with the repo's config.json and tokenizer the run copied beside it."""
+    run = source.run
+    assert isinstance(run, TorchTitanNeuronWorkload)
+    last = f"{checkpoint_dir(ctx, source.workload, source.run_id)}/step-{run.training.max_steps}"
+    newest = (
+        f"exported=; test -f {last}/model.safetensors.index.json && test -f {last}/config.json && exported={last}\n"
+    )
+    return copy_export(newest, out)
+
+
 MODEL = TorchTitanNeuronWorkload
 """The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
 
@@ -133,5 +147,5 @@ def steps(workload_name: str, run: TorchTitanNeuronWorkload, ctx: Context) -> li
         dirs,
         assets,
         *training(workload_name, run, ctx, launch(workload_name, run, ctx), env=env, after=(assets.name,)),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]
