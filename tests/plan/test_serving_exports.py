@@ -61,7 +61,7 @@ def test_the_conversion_copies_the_runs_own_export_into_a_folder_vllm_loads(
     root = tmp_path / "shared"
     local = script.replace(shared, str(root)).replace("sleep 60", "true")
     run_dir = root / trained / "run-001"
-    trained_marker = [w for w in local.split() if w.endswith("/.trained")][0]
+    trained_marker = next(w for w in local.split() if w.endswith("/.trained"))
     Path(trained_marker).parent.mkdir(parents=True, exist_ok=True)
     Path(trained_marker).touch()
     export = run_dir / folder

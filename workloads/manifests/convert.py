@@ -85,7 +85,8 @@ def conversion(workload_name: str, ctx: Context, convert: Converter, after: tupl
         f"{convert(source, out, ctx)}"
         f'test -s {out}/config.json || {{ echo "FAIL: the converter wrote no config.json"; exit 1; }}\n'
         f'weights=; for f in {" ".join(f"{out}/{w}" for w in WEIGHT_FILES)}; do test -s "$f" && weights=1; done\n'
-        f'test -n "$weights" || {{ echo "FAIL: the converter wrote no weights ({", ".join(WEIGHT_FILES)})"; exit 1; }}\n'
+        f'test -n "$weights" || {{ echo "FAIL: the converter wrote no weights ({", ".join(WEIGHT_FILES)})";'
+        " exit 1; }\n"
         f"touch {out}/.done && ls -l {out}\n"
     )
     on_source = dataclasses.replace(ctx, node_group=source.node_group, image=source.image)
