@@ -339,6 +339,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
+        *checks.serving_problems(cfg, groups),
         *checks.run_teams(cfg.workloads, platform.teams),
         *amis.layered_run_problems(
             cfg.workloads, {name: (g.instance, g.release_version) for name, g in platform.node_groups.items()}

@@ -30,6 +30,7 @@ from config.names import (
     team_name,
     vpc_azs_in_region,
 )
+from config.serving import serving_problems
 from config.stack import StackConfig
 from config.stackfile import SECRET
 from config.storage import StorageConfig
@@ -147,8 +148,8 @@ def image_repository_exists(key: str, run: RunConfig, repositories: Collection[s
 def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     """A Neuron run's SDK (from neuronSdk, the image tag, or the repository's Dockerfile) trains
     on the node group's instance family, and the recipe's framework is still supported by it."""
-    if ng.instance.accelerator != "neuron":
-        return []
+    if ng.instance.accelerator != "neuron" or run.PUBLIC_IMAGES:
+        return []  # a pinned public image is chosen per instance family (facts.serving); the SDK rules are training's
     sdk, source = run.sdk
     if sdk is None:
         return [
@@ -350,6 +351,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *images_exist(cfg.workloads, cfg.registry.repositories),
             *runs_problems(cfg.workloads, groups),
             *checkpoints_fit(cfg.workloads, cfg.storage),
+            *serving_problems(cfg, groups),
             *team_problems(cfg.teams, groups),
             *run_teams(cfg.workloads, cfg.teams),
             *system_name_reserved(cfg),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.stack import StackConfig
+from facts import instances
 from facts import prices as table
 from facts.names import SYSTEM_NODE_GROUP
 
@@ -226,7 +227,9 @@ def runs_from_config(
                 prices=prices,
             )
         else:
-            hourly = run.nodes * prices.instance_hourly(instance_type, cfg.region)
+            instance = instances.get(instance_type)
+            hourly = run.node_share(instance) * prices.instance_hourly(instance_type, cfg.region)
+            basis = run.hourly_basis(instance) or basis
             entry = {
                 "name": name,
                 "instanceType": instance_type,

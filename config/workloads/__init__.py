@@ -25,6 +25,7 @@ from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
+from config.workloads.vllm_serve import VllmServeWorkload
 
 __all__ = [
     "RECIPES",
@@ -37,10 +38,11 @@ __all__ = [
     "NemoGpuWorkload",
     "Run",
     "RunConfig",
+    "VllmServeWorkload",
     "WorkloadConfig",
 ]
 
-Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload | DdpCpuWorkload
+Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload | DdpCpuWorkload | VllmServeWorkload
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
 """Recipe name -> its config model."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 
 from facts import needs
-from workloads.manifests.objects import SMALL_POD, Context, Step, job, labels, short_hash
+from workloads.manifests.objects import SMALL_POD, Context, Obj, Step, job, labels, short_hash
 
 CACHE_DIR = "hf-hub"
 """The Hub cache's directory in the tenant's /shared."""
@@ -53,9 +53,16 @@ def _stage(repo: needs.HubRepo, cache: str) -> str:
     )
 
 
-def stage(workload_name: str, ctx: Context, repos: tuple[needs.HubRepo, ...], after: tuple[str, ...]) -> Step:
+def stage(
+    workload_name: str,
+    ctx: Context,
+    repos: tuple[needs.HubRepo, ...],
+    after: tuple[str, ...],
+    token_secret: str | None = None,
+) -> Step:
     """The Job that stages `repos` into the tenant's Hub cache (it may reach the internet; it
-    runs as the non-root data user, which owns the cache: shared_dirs makes it)."""
+    runs as the non-root data user, which owns the cache: shared_dirs makes it). With
+    `token_secret`, the Secret's token is a read-only file the client reads (a gated model)."""
     name = f"{workload_name}-hub-{short_hash(repos)}"
     cache = cache_dir(ctx)
     marker, version = needs.CACHE_MARKER
@@ -66,7 +73,37 @@ def stage(workload_name: str, ctx: Context, repos: tuple[needs.HubRepo, ...], af
     )
     # The hub client's own files (token, telemetry) in the pod's scratch, not the shared cache.
     env = [{"name": "HF_HOME", "value": "/tmp/huggingface"}]
+    mounts: tuple[tuple[Obj, Obj], ...] = ()
+    if token_secret:
+        env, mount = hugging_face_token_file(token_secret)
+        mounts = (mount,)
     obj = job(
-        name, ctx, labels(workload_name, "data", internet=True), script, env=env, timeout=3600, resources=SMALL_POD
+        name,
+        ctx,
+        labels(workload_name, "data", internet=True),
+        script,
+        env=env,
+        timeout=3600,
+        resources=SMALL_POD,
+        mounts=mounts,
     )
     return Step(name, "hub", obj, after=after)
+
+
+HF_TOKEN_DIR = "/etc/huggingface"
+"""Where the download Jobs find the token: `$HF_HOME/token`, the file huggingface-hub 0.22.2
+reads when HF_TOKEN is not set (utils/_token.py get_token, constants.HF_TOKEN_PATH)."""
+
+
+def hugging_face_token_file(secret_name: str) -> tuple[list[Obj], tuple[Obj, Obj]]:
+    """The token as a read-only file, not an environment variable (a child process or a crash
+    dump would carry an environment): HF_HOME points at the Secret's volume for the token,
+    and the hub's caches, which it writes, go to /tmp (HF_HUB_CACHE, HF_ASSETS_CACHE)."""
+    env = [
+        {"name": "HF_HOME", "value": HF_TOKEN_DIR},
+        {"name": "HF_HUB_CACHE", "value": "/tmp/huggingface/hub"},
+        {"name": "HF_ASSETS_CACHE", "value": "/tmp/huggingface/assets"},
+    ]
+    items = [{"key": "HF_TOKEN", "path": "token"}]
+    volume = {"name": "hf-token", "secret": {"secretName": secret_name, "items": items, "defaultMode": 0o444}}
+    return env, (volume, {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
