@@ -52,7 +52,7 @@ class NemoGpuWorkload(MegatronRun):
         },
         beside=("tensorboard",),
     )
-    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p4de-nemo",)
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p4de-nemo", "p5-train-serve")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("nemo-r2.0.0rc1",),
         "the Hydra overrides of megatron_gpt_pretraining.py composed against megatron_llama_config.yaml and the"

@@ -78,7 +78,8 @@ def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
         def priority_class_for(self, team: str | None) -> str:
             return "team-default"
 
-    image = f"registry.invalid/c/{run.REPOSITORY or 'custom'}:1"
+    instance = _Platform.node_groups[run.node_group].instance
+    image = run.image_on(instance) or f"registry.invalid/c/{run.REPOSITORY or 'custom'}:1"
     return manifests.steps("w", run, context(_Platform(), run, image))  # type: ignore[arg-type]
 
 
