@@ -120,6 +120,9 @@ class Program:
     remote_daemons: bool = False
     """Starts its daemons on the other hosts over ssh (Open MPI's orted)."""
     binds: tuple[Port, ...] = ()
+    model_argument: bool = False
+    """Reads the model its first argument names: a local folder, or a Hub repository (its
+    config.json and weights through huggingface-hub, offline from the cache when told so)."""
 
 
 PROGRAMS: dict[str, Program] = {
@@ -146,6 +149,12 @@ PROGRAMS: dict[str, Program] = {
         # The operator's root worker command: sshd -De on its default port (22; 2222 is the non-root variant's).
         Program("/usr/sbin/sshd", "mpi-operator-v0.8.0-pods", binds=(Port(22),)),
         Program("ddp_cpu_train.py", "horovod-cpu-0.28.1"),
+        # `vllm serve <model>`: the OpenAI server on --port (FrontendArgs), the model from the Hub
+        # unless a folder; it initialises the GPUs or Neuron devices of its tensor-parallel ranks.
+        Program("vllm", "vllm-v0.24.0", accelerator=True, binds=(Port(8000),), model_argument=True),
+        # The training recipes' converters to Hugging Face: CPU only, files on /shared in and out.
+        Program("convert_llama_nemo_to_hf.py", "nemo-r2.0.0rc1"),
+        Program("convert_nemo_checkpoint_to_hf_llama.py", "neuronx-nemo-megatron-2.21"),
     )
 }
 """Every program the recipes' commands run beyond the base image's shell utilities."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
@@ -14,6 +14,12 @@ from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
 from facts import images, instances, needs, versions
+
+
+def _without_unused(schema: dict[str, Any], model: type[Any]) -> None:
+    """A recipe's JSON Schema leaves out the keys it does not take (its UNUSED_KEYS)."""
+    for name in getattr(model, "UNUSED_KEYS", ()):
+        schema.get("properties", {}).pop(to_camel(name), None)
 
 
 class RunConfig(ProcessEnv):
@@ -27,6 +33,8 @@ class RunConfig(ProcessEnv):
     them): its checkpoint model, step-time source, docs row, example stacks, and the upstream
     facts its script arguments are held against.
     """
+
+    model_config = ConfigDict(json_schema_extra=_without_unused)
 
     RECIPE: ClassVar[str]
     ACCELERATOR: ClassVar[instances.Accelerator | None] = None

@@ -116,6 +116,7 @@ class ServeClientsConfig(Model):
     pod_labels: dict[str, str] = Field(
         default_factory=dict,
         description="Labels a client pod carries (in the server's namespace, or in `namespaces`).",
+        json_schema_extra={"x-default": "`llm-training-eks/client-of: <workload>` in the server's namespace"},
     )
 
 
@@ -172,7 +173,9 @@ class VllmServeWorkload(RunConfig):
     max_model_len: int = Field(4096, ge=128, le=1_048_576, description="Longest context a request may use, tokens.")
     max_num_seqs: int = Field(64, ge=1, le=4096, description="Sequences a replica batches at once.")
     clients: ServeClientsConfig = Field(
-        default_factory=ServeClientsConfig, description="Who may call the server; by default its own namespace's pods."
+        default_factory=ServeClientsConfig,
+        description="Who may call the server; by default the pods of its namespace labelled"
+        " `llm-training-eks/client-of: <workload>`.",
     )
 
     @property

@@ -25,6 +25,7 @@ from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     Context,
     Obj,
+    Source,
     Step,
     data_dir,
     env_list,
@@ -87,7 +88,7 @@ def arguments(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[
     ]
 
 
-def _source(ctx: Context):  # type: ignore[no-untyped-def]
+def _source(ctx: Context) -> Source:
     assert ctx.source is not None, "a serving run of a training run needs that run (Context.source)"
     return ctx.source
 
@@ -125,26 +126,7 @@ def server(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
         object_labels[QUEUE_LABEL] = ctx.queue
     if ctx.priority_class:
         object_labels[PRIORITY_LABEL] = ctx.priority_class
-    health = {"httpGet": {"path": serving.HEALTH_PATH, "port": "http"}, "periodSeconds": PROBE_PERIOD}
-    startup = startup_seconds(run, ctx)
-    container = {
-        "name": "vllm",
-        "image": ctx.image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": arguments(workload_name, run, ctx),
-        "env": [*non_root_env(), *env_list(environment(workload_name, run, ctx))],
-        "ports": [{"name": "http", "containerPort": serving.PORT}],
-        "startupProbe": {**health, "timeoutSeconds": 5, "failureThreshold": startup // PROBE_PERIOD},
-        "readinessProbe": {**health, "timeoutSeconds": 5, "failureThreshold": 3},
-        "livenessProbe": {**health, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5},
-        "resources": resources(run, ctx),
-        "securityContext": container_security(read_only_root=True),
-        "volumeMounts": [
-            shared_mount(ctx),
-            {"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }
+    container = _container(workload_name, run, ctx)
     devices = run.devices(ctx.node_group.instance)
     shm = max(ctx.node_group.shm_gib * devices // ctx.node_group.instance.accelerator_count, 1)
     annotations = {
@@ -179,6 +161,31 @@ def server(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
     }
 
 
+def _container(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
+    """The server: probes on its health endpoint (the startup probe covering the modeled start),
+    read-only root with /tmp for its caches, non-root."""
+    health = {"httpGet": {"path": serving.HEALTH_PATH, "port": "http"}, "periodSeconds": PROBE_PERIOD}
+    startup = startup_seconds(run, ctx)
+    return {
+        "name": "vllm",
+        "image": ctx.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": arguments(workload_name, run, ctx),
+        "env": [*non_root_env(), *env_list(environment(workload_name, run, ctx))],
+        "ports": [{"name": "http", "containerPort": serving.PORT}],
+        "startupProbe": {**health, "timeoutSeconds": 5, "failureThreshold": startup // PROBE_PERIOD},
+        "readinessProbe": {**health, "timeoutSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {**health, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5},
+        "resources": resources(run, ctx),
+        "securityContext": container_security(read_only_root=True),
+        "volumeMounts": [
+            shared_mount(ctx),
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
 def disruption_budget(workload_name: str, ctx: Context) -> Obj:
     """Voluntary evictions (a node drain, an upgrade) take one replica at a time."""
     return {
@@ -202,15 +209,27 @@ def service(workload_name: str, ctx: Context) -> Obj:
     }
 
 
+CLIENT_LABEL = "llm-training-eks/client-of"
+"""What a client pod in the server's namespace carries when `clients.podLabels` names none:
+`llm-training-eks/client-of: <workload>` (no pod is a client by default)."""
+
+
+def client_labels(workload_name: str, run: VllmServeWorkload) -> dict[str, str]:
+    return dict(run.clients.pod_labels) or {CLIENT_LABEL: workload_name}
+
+
 def clients_policy(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
-    """Who reaches the server: pods of its own namespace (those with `clients.podLabels`, or all),
-    and of the namespaces `clients.namespaces` names; on its port only. A client in the server's
-    namespace, default-deny for egress, may call it too (the same policy's egress half selects
-    nothing else)."""
-    pods = {"podSelector": {"matchLabels": dict(run.clients.pod_labels)}}
-    peers: list[Obj] = [pods]
+    """Who reaches the server, on its port only: the pods of its own namespace that carry the
+    client labels (`clients.podLabels`, or `llm-training-eks/client-of: <workload>`), and the pods
+    of the namespaces `clients.namespaces` names (those with `clients.podLabels`, or all of them)."""
+    peers: list[Obj] = [{"podSelector": {"matchLabels": client_labels(workload_name, run)}}]
     for ns in run.clients.namespaces:
-        peers.append({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}, **pods})
+        peers.append(
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                "podSelector": {"matchLabels": dict(run.clients.pod_labels)},
+            }
+        )
     port = [{"protocol": "TCP", "port": serving.PORT}]
     return {
         "apiVersion": NETWORK_POLICY_API_VERSION,
@@ -232,7 +251,7 @@ def client_egress(workload_name: str, run: VllmServeWorkload, ctx: Context) -> O
         "kind": "NetworkPolicy",
         "metadata": meta(f"{workload_name}-clients-egress", ctx, labels(workload_name, "network")),
         "spec": {
-            "podSelector": {"matchLabels": dict(run.clients.pod_labels)},
+            "podSelector": {"matchLabels": client_labels(workload_name, run)},
             "policyTypes": ["Egress"],
             "egress": [
                 {
