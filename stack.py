@@ -24,6 +24,7 @@ from typing import Any
 import pulumi
 
 from config import ConfigError, amis, checks
+from config.checks.network import addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.storage import StorageConfig
@@ -36,7 +37,7 @@ from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
 from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
-from infra.network import Network, addresses_needed
+from infra.network import Network
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import NodeGroupFacts, Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
@@ -129,9 +130,11 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     )
     releases = {ng.name: _release_version(cfg, ng) for ng in cfg.node_groups}
     node_groups = _node_groups(cfg, ctx, network, cluster, releases, on_aws)
-    lustre_client_rules = storage.allow_clients(
-        {"cluster": cluster.security_group_id, **{name: ng.security_group_id for name, ng in node_groups.items()}}
-    )
+    # Every node carries the cluster security group (the system group as EKS gives it, the
+    # accelerated groups on each interface of their launch templates), so one pair of rules
+    # admits them all and the file system's group keeps 4 rules each way however many node
+    # groups there are (EC2 allows 60 per group by default).
+    lustre_client_rules = storage.allow_clients({"cluster": cluster.security_group_id})
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
     facts = {
         ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng), releases[ng.name]) for ng in cfg.node_groups
@@ -205,11 +208,10 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         role_ready=inputs.role_ready,
     )
     addons.finish()
-    namespaces = list(addons.namespaces.values())
     # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
     # quotas may use the system node group too (CPU runs).
     groups = inputs.run_groups
-    queues = TeamQueues("queues", teams_of(cfg.teams, groups), groups, provider, depends_on=[addons.kueue, *namespaces])
+    queues = TeamQueues("queues", teams_of(cfg.teams, groups), groups, provider, addons.kueue, addons.namespaces)
     volume = SharedVolume(
         "shared-volume",
         inputs.storage.storage_capacity_gib,
@@ -226,14 +228,18 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         storage_claim=STORAGE_CLAIM,
         node_groups=groups,
         registry_urls=dict(inputs.registry_urls),
-        depends_on=[
-            *namespaces,
-            *addons.network_policies,
-            *volume.claims.values(),
-            addons.mpi_operator,
-            *addons.releases.values(),
-            *queues.objects,
-        ],
+        # What every run waits for, and what only the runs of one team wait for (their namespace,
+        # its policies, claim and queues): declared per team, so the plan grows with runs + teams.
+        depends_on=[addons.mpi_operator, *addons.releases.values(), *queues.flavors],
+        tenant_depends_on={
+            key: [
+                addons.namespaces[key],
+                *addons.network_policies[key],
+                volume.claims[key],
+                *queues.team_objects.get(key, []),
+            ]
+            for key in tenants
+        },
         queues=queues.queues,
         priority_classes=queues.priority_classes,
         teams=dict(cfg.teams),
@@ -319,6 +325,8 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     inputs = layers.parse_aws_layer(values, ref.require_output(KUBECONFIG_OUTPUT), cfg.lower_stack)
     problems = checks.team_problems(cfg.teams, layers.group_views(inputs.run_groups, cfg.lower_stack))
+    accelerated = sum(1 for g in inputs.run_groups.values() if g.accelerated)
+    problems += checks.flavors_fit(cfg.teams, accelerated, where="teams")
     if inputs.region != cfg.region:
         problems.insert(0, f"aws:region: {cfg.region}, but the aws layer ({cfg.lower_stack}) is in {inputs.region}")
     if problems:

@@ -47,6 +47,12 @@ CheckpointModel = CheckpointSize | NotSized
 """What a recipe says about its checkpoints."""
 
 
+def shown_seconds(seconds: float) -> float:
+    """Seconds to three decimals for the plan, or to three significant digits below a millisecond,
+    so a short step never shows (or computes a cost) as zero."""
+    return round(seconds, 3) or float(f"{seconds:.3g}")
+
+
 def llama_parameters(m: ModelConfig, vocab: int = LLAMA2_VOCAB) -> int:
     """Parameters of a Llama-style decoder: untied embedding and output layer, per layer
     attention (q and o full, k and v per KV head), SwiGLU MLP (three matrices) and two
@@ -94,7 +100,7 @@ class CheckpointPlan:
             "kept": self.kept,
             "writeSeconds": round(self.write_seconds),
             "everySteps": self.interval_steps,
-            "stepSeconds": None if self.step_seconds is None else round(self.step_seconds, 3),
+            "stepSeconds": None if self.step_seconds is None else shown_seconds(self.step_seconds),
             "writeShare": None if share is None else round(share, 4),
         }
 

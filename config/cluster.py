@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from config.aws import check, check_log_retention
 from config.base import KeyProblem, Model, check_sizes, ipv4_cidr, matches
 from facts import instances
-from facts.networks import covers_internet
+from facts.networks import covers_internet, never_a_peer
 from facts.regions import PARTITION
 
 # EKS standard support as of 2026-11 (EKS user guide, kubernetes-versions; endoflife.date/amazon-eks):
@@ -37,6 +37,9 @@ S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 def _ipv4_cidrs(v: list[str]) -> list[str]:
     for cidr in v:
         ipv4_cidr(cidr)
+        kind = never_a_peer(cidr)
+        if kind:
+            raise ValueError(f"{cidr} is {kind} space: no client reaches the API from there; list the networks you use")
     if len(set(v)) != len(v):
         raise ValueError("lists a CIDR twice")
     return v

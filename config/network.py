@@ -9,12 +9,15 @@ from pydantic import Field, field_validator, model_validator
 
 from config.aws import problems
 from config.base import AZ_RE, KeyProblem, Model, ipv4_cidr, matches
+from facts.networks import never_a_peer, private_use
 
 # EC2 resource ids: a prefix, a hyphen and 8 (before 2016) or 17 hex digits (EC2 user guide,
 # "Resource IDs"). botocore's EC2 model types VpcId, SubnetId and RouteTableId as plain
 # strings; the same format is the pattern of the Directory Service model's VpcId/SubnetId
 # (tests/upstream/aws-ec2-resource-ids-2026-11.yaml).
 _ID_RE = {kind: re.compile(rf"{kind}-(?:[0-9a-f]{{8}}|[0-9a-f]{{17}})", re.ASCII) for kind in ("vpc", "subnet", "rtb")}
+# A created VPC's private subnets are 1/8 of it each (infra.network.subnet_plan: a /19 of a /16).
+PRIVATE_SUBNET_EXTRA_BITS = 3
 # Where the subnet ids end up besides EC2 and EKS: the FSx for Lustre file system's subnet.
 FSX_SUBNET_SHAPE = "fsx:CreateFileSystem:SubnetIds.[]"
 # Keys that describe the VPC the stack creates; with `vpcId` it creates none.
@@ -111,8 +114,14 @@ class NetworkConfig(Model):
         net = ipv4_cidr(v)
         if not 16 <= net.prefixlen <= 20:
             raise ValueError(f"prefix /{net.prefixlen} is outside /16../20 (pods take one VPC IP each)")
-        if not net.is_private:
-            raise ValueError(f"{v} is not a private (RFC 1918) range")
+        # ipaddress's is_private also takes loopback, link-local and reserved space, where EC2
+        # refuses a VPC: only RFC 1918 ranges (VPC user guide, vpc-cidr-blocks).
+        if not private_use(v):
+            kind = never_a_peer(v)
+            raise ValueError(
+                f"{v} is not in a private (RFC 1918) range{f' (it is {kind} space)' if kind else ''};"
+                " use 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, e.g. 10.0.0.0/16"
+            )
         return v
 
     @field_validator("availability_zones")
@@ -173,6 +182,11 @@ class NetworkConfig(Model):
     def existing(self) -> bool:
         """The stack uses an existing VPC (`vpcId`) instead of creating one."""
         return self.vpc_id is not None
+
+    @property
+    def private_subnet_prefix(self) -> int:
+        """The prefix length of each private subnet of the VPC the stack creates."""
+        return int(self.cidr.rpartition("/")[2]) + PRIVATE_SUBNET_EXTRA_BITS
 
 
 # --------------------------------------------------------------------------- raw rules (config.checks)

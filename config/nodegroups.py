@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from config.aws import problems
 from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean, matches
 from facts import instances, kubernetes
+from facts.limits import CAPACITY_BLOCK_MAX_DAYS
 from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
 
 # ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
@@ -33,6 +34,8 @@ MIN_SCALE_DOWN_MINUTES = 30
 # refuse a 1-day block all its life and every block's last day.
 DEFAULT_END_MARGIN_HOURS = {"reservation": 24, "capacity-block": 0}
 CAPACITY_BLOCK_DAY_HOURS = 24
+# A scale-down earlier than the longest block's length before its end would come before it starts.
+MAX_SCALE_DOWN_MINUTES = CAPACITY_BLOCK_MAX_DAYS * 24 * 60
 
 
 class CapacityConfig(Model):
@@ -65,7 +68,8 @@ class CapacityConfig(Model):
     scale_down_minutes_before_end: int = Field(
         60,
         ge=MIN_SCALE_DOWN_MINUTES,
-        description="Capacity Blocks: minutes before endsAt at which the group scales to 0 (at least 30).",
+        description="Capacity Blocks: minutes before endsAt at which the group scales to 0 (at least 30; at most"
+        " 262080, the longest block, 182 days).",
     )
     end_margin_hours: int | None = Field(
         None,
@@ -75,6 +79,16 @@ class CapacityConfig(Model):
         " per type: reservation 24, capacity-block 0 (the block's own scale-down, which must lie ahead, drains it).",
         json_schema_extra={"x-default": "`24` for reservation, `0` for capacity-block"},
     )
+
+    @field_validator("scale_down_minutes_before_end")
+    @classmethod
+    def _lead(cls, v: int) -> int:
+        if v > MAX_SCALE_DOWN_MINUTES:
+            raise ValueError(
+                f"{v} minutes is longer than the longest Capacity Block ({CAPACITY_BLOCK_MAX_DAYS} days, EC2 user"
+                f" guide); the scale-down would come before the block starts: use at most {MAX_SCALE_DOWN_MINUTES}"
+            )
+        return v
 
     @field_validator("reservation_id")
     @classmethod
@@ -119,6 +133,9 @@ class CapacityConfig(Model):
                 f" sells Capacity Blocks in 1-day increments); give less than {CAPACITY_BLOCK_DAY_HOURS}, or leave it"
                 " out: the scale-down scaleDownMinutesBeforeEnd before endsAt drains the block",
             )
+        earliest = dt.datetime.min.replace(tzinfo=dt.UTC) + dt.timedelta(minutes=self.scale_down_minutes_before_end)
+        if self.ends_at is not None and self.ends_at < earliest:
+            raise KeyProblem("endsAt", f"{self.ends_at.isoformat()} is long past; give the block's EndDate")
         return self
 
     @property
@@ -321,6 +338,19 @@ class NodeGroupConfig(Model):
     @model_validator(mode="after")
     def _sizes(self) -> NodeGroupConfig:
         check_sizes(self.desired_size, self.min_size, self.max_size)
+        if self.max_unavailable > self.max:
+            # EKS: "max-unavailable must be within the range 1 and max size of the node group".
+            derived = (
+                ""
+                if self.max_size is not None
+                else f" (maxSize is not set: it follows desiredSize {self.desired_size})"
+            )
+            raise KeyProblem(
+                "maxUnavailable",
+                f"{self.max_unavailable} is above maxSize {self.max}{derived}; EKS refuses an update config whose"
+                " maxUnavailable exceeds the group's maxSize: set maxSize (a group scaled to 0 keeps its size"
+                f" there), or lower maxUnavailable to at most {self.max}",
+            )
         if self.capacity.targets_reservation and self.placement_group:
             raise KeyProblem(
                 "placementGroup",

@@ -5,13 +5,24 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from config.aws import check
-from config.base import Model, matches
+from config.base import KeyProblem, Model, matches
 
 _HH_MM_RE = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]", re.ASCII)
 _FSX = "fsx:CreateFileSystem:"
+
+# What a SCRATCH_2 file system cannot have: provisioned throughput (PerUnitStorageThroughput is for
+# PERSISTENT types, botocore fsx CreateFileSystemLustreConfiguration), automatic backups (FSx for
+# Lustre user guide, using-backups-fsx: not on scratch file systems) and the S3 export a data
+# repository association makes (infra.storage links only a persistent file system).
+PERSISTENT_ONLY = {
+    "throughput_per_tib": "throughputPerTib",
+    "backup_retention_days": "backupRetentionDays",
+    "daily_backup_start_time": "dailyBackupStartTime",
+    "sync_deletes": "syncDeletes",
+}
 
 # FSx for Lustre PERSISTENT_2 throughput tiers, MB/s per TiB of storage (FSx API reference,
 # CreateFileSystemLustreConfiguration.PerUnitStorageThroughput).
@@ -112,3 +123,16 @@ class StorageConfig(Model):
     @property
     def persistent(self) -> bool:
         return self.deployment_type == "PERSISTENT_2"
+
+    @model_validator(mode="after")
+    def _scratch(self) -> StorageConfig:
+        if self.persistent:
+            return self
+        for name, key in PERSISTENT_ONLY.items():
+            if name in self.model_fields_set and getattr(self, name) is not False:
+                raise KeyProblem(
+                    key,
+                    f"is not applied to a {self.deployment_type} file system (no provisioned throughput, no backups,"
+                    " no export to S3 on scratch storage); leave it out, or use deploymentType PERSISTENT_2",
+                )
+        return self

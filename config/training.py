@@ -61,6 +61,13 @@ LLAMA2_PRESETS: dict[str, dict[str, int | float]] = {
 }
 
 
+GBPS_KEY = "minBusBandwidthGbps"
+"""The floor's old key: it said Gbps, but the gate always compared it with the bus bandwidth nccl-tests and
+nccom-test print in GB/s (their `busbw` column and "Avg bus bandwidth" line)."""
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+"""nccl-tests' size suffixes (src/common.cu parsesize: K, M, G are powers of 1024)."""
+
+
 class HealthCheckConfig(Model):
     """The checks every training launch runs on its own nodes, with its own image, before training."""
 
@@ -71,10 +78,12 @@ class HealthCheckConfig(Model):
             "training launch, with the training image."
         ),
     )
-    min_bus_bandwidth_gbps: float | None = Field(
+    min_bus_bandwidth_gb_per_second: float | None = Field(
         None,
         gt=0,
-        description="Fail below this all-reduce bus bandwidth, GB/s; default per instance type.",
+        alias="minBusBandwidthGBPerSecond",
+        description="Fail below this all-reduce bus bandwidth in GB/s (gigabytes per second, the unit of the tests'"
+        " busbw); default per instance type.",
         json_schema_extra={"x-default": "per instance type (`facts/instances.py`)"},
     )
     message_size: str | None = Field(
@@ -83,12 +92,42 @@ class HealthCheckConfig(Model):
         json_schema_extra={"x-default": "per instance type: `2G` (p5: `16G`)"},
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or GBPS_KEY not in data:
+            return data
+        old = data[GBPS_KEY]
+        value = f"{old:g}" if isinstance(old, (int, float)) and not isinstance(old, bool) else "<value>"
+        bits = f"; if you meant {value} Gbps, that is {old / 8:g} GB/s" if value != "<value>" else ""
+        raise KeyProblem(
+            GBPS_KEY,
+            f"renamed to minBusBandwidthGBPerSecond: the gate compares the floor with the bus bandwidth nccl-tests"
+            f" and nccom-test report in GB/s, as it always did, so write minBusBandwidthGBPerSecond: {value}{bits}",
+        )
+
     @field_validator("message_size")
     @classmethod
     def _size(cls, v: str | None) -> str | None:
         if v is not None and not matches(r"[1-9][0-9]{0,5}[KMG]?", v):
             raise ValueError(f"{v!r} is not a size like 512M or 2G")
         return v
+
+    @model_validator(mode="after")
+    def _applied(self) -> HealthCheckConfig:
+        unused = [k for k in ("min_bus_bandwidth_gb_per_second", "message_size") if getattr(self, k) is not None]
+        if not self.enabled and unused:
+            key = {"min_bus_bandwidth_gb_per_second": "minBusBandwidthGBPerSecond", "message_size": "messageSize"}
+            raise KeyProblem(
+                key[unused[0]], "is not applied: enabled is false, so no test runs; leave it out, or turn the check on"
+            )
+        return self
+
+
+def size_bytes(size: str) -> int:
+    """Bytes of a size as nccl-tests reads it (`2G` = 2 GiB)."""
+    unit = size[-1] if size[-1] in SIZE_UNITS else ""
+    return int(size.removesuffix(unit)) * SIZE_UNITS[unit]
 
 
 class ModelConfig(Model):
@@ -158,6 +197,15 @@ class ModelConfig(Model):
             raise KeyProblem(
                 "tensorParallel",
                 f"{self.tensor_parallel} does not divide numAttentionHeads {self.num_attention_heads}",
+            )
+        if self.num_kv_heads % self.tensor_parallel:
+            # Megatron splits the key/value heads over the tensor-parallel ranks and asserts they
+            # divide: megatron-core attention.py `divide(num_query_groups, world_size)` (NeMo GPU),
+            # neuronx-nemo-megatron transformer.py `safe_divide(num_kv_heads, world_size)`.
+            raise KeyProblem(
+                "tensorParallel",
+                f"{self.tensor_parallel} does not divide numKvHeads {self.num_kv_heads}: Megatron splits the"
+                " key/value heads over the tensor-parallel ranks and refuses a remainder",
             )
         if self.num_layers % self.pipeline_parallel:
             raise KeyProblem(

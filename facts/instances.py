@@ -66,6 +66,8 @@ class InstanceType:
     network_gbps: int = 0
     ipv4_per_interface: int = 0
     """IPv4 addresses one network interface can hold (the VPC CNI gives pods these addresses)."""
+    gpu_memory_mib: int = 0
+    """Memory of one GPU, MiB (EC2's GpuInfo MemoryInfo.SizeInMiB; 0 without GPUs)."""
 
     @property
     def family(self) -> str:
@@ -179,7 +181,7 @@ def _neuron(name: str, vcpus: int, mem: int, cards: int, chip: str, cores: int, 
 
 
 def _gpu(
-    name: str, mem: int, cards: int, gpu: str, disks: int, disk_gb: int, gbps: int, vcpus: int = 192
+    name: str, mem: int, cards: int, gpu: str, gpu_mib: int, disks: int, disk_gb: int, gbps: int, vcpus: int = 192
 ) -> InstanceType:
     return InstanceType(
         name=name,
@@ -190,6 +192,7 @@ def _gpu(
         accelerator="nvidia",
         accelerator_name=gpu,
         accelerator_count=8,
+        gpu_memory_mib=gpu_mib,
         nvme_disks=disks,
         nvme_total_gb=disk_gb,
         network_gbps=gbps,
@@ -209,10 +212,10 @@ ACCELERATED: dict[str, InstanceType] = {
         _neuron("trn1.32xlarge", 128, 512, 8, "Trainium", 32, 800),
         _neuron("trn1n.32xlarge", 128, 512, 16, "Trainium", 32, 1600),
         _neuron("trn2.48xlarge", 192, 2048, 16, "Trainium2", 128, 3200),
-        _gpu("p4de.24xlarge", 1152, 4, "A100", 8, 8000, 400, vcpus=96),
-        _gpu("p5.48xlarge", 2048, 32, "H100", 8, 30400, 3200),
-        _gpu("p5e.48xlarge", 2048, 32, "H200", 8, 30400, 3200),
-        _gpu("p5en.48xlarge", 2048, 16, "H200", 8, 30400, 3200),
+        _gpu("p4de.24xlarge", 1152, 4, "A100", 81920, 8, 8000, 400, vcpus=96),
+        _gpu("p5.48xlarge", 2048, 32, "H100", 81920, 8, 30400, 3200),
+        _gpu("p5e.48xlarge", 2048, 32, "H200", 144384, 8, 30400, 3200),
+        _gpu("p5en.48xlarge", 2048, 16, "H200", 144384, 8, 30400, 3200),
     )
 }
 
@@ -245,14 +248,14 @@ class HealthCheckFloor:
     bandwidth below which it fails."""
 
     message_size: str
-    min_bus_bandwidth_gbps: float
+    min_bus_bandwidth_gb_per_second: float
 
 
 # GPU: 90% of the 2-node nccl-tests all_reduce_perf figures published by
 # aws-samples/awsome-distributed-training (micro-benchmarks/nccl-tests README: p4de 78 GB/s
 # at 2 GiB, p5 487 GB/s at 16 GiB), leaving room for run-to-run noise. Neuron: no published
 # nccom-test figure; these floors catch a fabric running without EFA (TCP gives single-digit
-# GB/s), they are not performance targets: set healthCheck.minBusBandwidthGbps from a healthy run.
+# GB/s), they are not performance targets: set healthCheck.minBusBandwidthGBPerSecond from a healthy run.
 HEALTH_CHECK_FLOORS: dict[str, HealthCheckFloor] = {
     "p4de.24xlarge": HealthCheckFloor("2G", 70.0),
     "p5.48xlarge": HealthCheckFloor("16G", 438.0),

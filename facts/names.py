@@ -172,3 +172,21 @@ PLATFORM_LABEL_PREFIX = f"{PROJECT}/"
 """Labels and annotations under this prefix are the platform's own."""
 PLATFORM_NODE_LABELS = (NODE_GROUP_LABEL, ACCELERATOR_LABEL, EFA_LABEL, NVIDIA_PRESENT_LABEL, NEURON_PRESENT_LABEL)
 """Node labels the platform sets and selects on (charts' node selectors, Kueue flavors, runs)."""
+
+# --------------------------------------------------------------------------- a run's environment
+
+PLATFORM_ENV = {
+    "NNODES": "workloads.<name>.nodes",
+    "NPROC_PER_NODE": "the node group's accelerator ranks (processesPerNode for custom and ddp-cpu)",
+    "MASTER_ADDR": "the job's first worker, the rendezvous host",
+    "MASTER_PORT": "the rendezvous port the job's NetworkPolicy opens",
+    "RUN_ID": "workloads.<name>.runId",
+    "RUN_DIR": "the run's directory on the shared file system, from runId",
+    "CHECKPOINT_DIR": "the run's checkpoint directory, from runId: a restart resumes from it",
+    "CHECKPOINT_EVERY_STEPS": "the recipe's checkpoint interval (checkpointEverySteps)",
+    "SHARED_DIR": "the shared file system's mount",
+}
+"""Variables the platform sets in every process of a run (workloads/manifests/mpijob.py
+`base_env`; tests/plan/test_workloads.py holds the two together), and what they follow. A run's
+`env` that set one would break rendezvous or checkpoints silently, so config refuses it; the
+tuning variables beside them (FI_*, NCCL_*, NEURON_*, the recipe's) a run's `env` may change."""

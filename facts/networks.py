@@ -94,3 +94,35 @@ def covers_internet(cidrs: Iterable[object]) -> bool:
         if all(any(gap.subnet_of(p) for p in _NOT_PUBLIC[version]) for gap in gaps):  # type: ignore[arg-type]
             return True
     return False
+
+
+PRIVATE_USE_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+"""RFC 1918 private-use space: what the VPC user guide (vpc-cidr-blocks) asks a VPC to take."""
+NEVER_A_PEER_V4 = {
+    "0.0.0.0/8": "'this network'",
+    "127.0.0.0/8": "loopback",
+    "169.254.0.0/16": "link-local",
+    "224.0.0.0/4": "multicast",
+    "240.0.0.0/4": "reserved",
+}
+"""Ranges no packet reaching a VPC or an API endpoint comes from: not forwardable beyond their
+link or host (IANA IPv4 special-purpose registry: 0/8, 127/8, 169.254/16 have Forwardable False;
+240/4 is reserved) or never a source address (multicast, RFC 1112). A CIDR inside one admits
+nobody; a VPC or subnet cannot use them."""
+
+
+def never_a_peer(cidr: str) -> str | None:
+    """The kind of range (`loopback`, ...) a CIDR lies in, when no peer can have its addresses."""
+    net = parse_cidr(cidr)
+    if not isinstance(net, IPv4Net):
+        return None
+    for block, kind in NEVER_A_PEER_V4.items():
+        if net.subnet_of(IPv4Net(block)):
+            return kind
+    return None
+
+
+def private_use(cidr: str) -> bool:
+    """The CIDR lies in RFC 1918 private-use space."""
+    net = parse_cidr(cidr)
+    return isinstance(net, IPv4Net) and any(net.subnet_of(IPv4Net(block)) for block in PRIVATE_USE_V4)

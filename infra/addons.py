@@ -69,7 +69,8 @@ class ClusterAddons(pulumi.ComponentResource):
 
     namespaces: dict[str, k8s.core.v1.Namespace]
     """Tenant (team, or `default`) -> its namespace."""
-    network_policies: list[k8s.networking.v1.NetworkPolicy]
+    network_policies: dict[str, list[k8s.networking.v1.NetworkPolicy]]
+    """Tenant -> the NetworkPolicies of its namespace."""
     releases: dict[str, k8s.helm.v3.Release]
     mpi_operator: pulumi.Resource
     eks_addons: dict[str, aws.eks.Addon]
@@ -94,7 +95,7 @@ class ClusterAddons(pulumi.ComponentResource):
         self.role_arns = {}
         self.role_policies = []
         self.namespaces = {}
-        self.network_policies = []
+        self.network_policies = {}
         self.log_groups: list[aws.cloudwatch.LogGroup] = []
 
     def declare_log_groups(self) -> list[aws.cloudwatch.LogGroup]:
@@ -204,8 +205,9 @@ class ClusterAddons(pulumi.ComponentResource):
         )
         self.namespaces[tenant.key] = namespace
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace]))
+        policies = self.network_policies.setdefault(tenant.key, [])
         for policy in tenancy.namespace_policies(tenant.namespace):
-            self.network_policies.append(
+            policies.append(
                 k8s.networking.v1.NetworkPolicy(
                     f"{self._name}-{short}-{policy['metadata']['name']}",
                     metadata=policy["metadata"],

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from config.checkpoints import shown_seconds
 from config.stack import StackConfig
 from facts import instances
 from facts import prices as table
@@ -222,7 +223,7 @@ def runs_from_config(
                 instance_type=instance_type,
                 nodes=run.nodes,
                 steps=steps,
-                step_seconds=round(step_seconds, 3),
+                step_seconds=shown_seconds(step_seconds),
                 region=cfg.region,
                 prices=prices,
             )

@@ -11,15 +11,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from config.network import NetworkConfig
-from config.stack import StackConfig
+from config.network import PRIVATE_SUBNET_EXTRA_BITS, NetworkConfig
 from facts.names import component_type
 from infra.context import StackContext
 from infra.iam import log_writer_policy, scoped_trust_policy
 from infra.protection import audit_trail
-
-EKS_INTERFACE_ADDRESSES = 16
-"""Free addresses EKS recommends in each subnet it may put its cluster interfaces in (at least 6)."""
 
 
 @dataclass(frozen=True)
@@ -39,29 +35,12 @@ def subnet_plan(vpc_cidr: str, azs: Sequence[str]) -> list[SubnetPlan]:
     Private subnets take the first half of the VPC, public subnets the start of the second.
     """
     vpc = ipaddress.IPv4Network(vpc_cidr)
-    private = list(vpc.subnets(new_prefix=vpc.prefixlen + 3))
+    private = list(vpc.subnets(new_prefix=vpc.prefixlen + PRIVATE_SUBNET_EXTRA_BITS))
     public = list(vpc.subnets(new_prefix=vpc.prefixlen + 8))
     half = len(public) // 2
     return [
         SubnetPlan(az=az, private_cidr=str(private[i]), public_cidr=str(public[half + i])) for i, az in enumerate(azs)
     ]
-
-
-def addresses_needed(cfg: StackConfig) -> dict[str, int]:
-    """AZ -> VPC addresses its private subnet must have free: the VPC CNI holds
-    `vpc_cni_addresses` per node (its default WARM_ENI_TARGET=1: the primary interface's and one
-    warm interface's), for each accelerated group's maxSize in its AZ and the system group's
-    maxSize in every AZ (its nodes may all land in one), plus the 16 addresses EKS recommends in
-    each cluster subnet for its interfaces (EKS user guide, network-reqs). EFA-only interfaces
-    take no address. An estimate for preflight to hold against the subnets' free addresses."""
-    system = cfg.system_node_group
-    need = {
-        az: system.max * system.instance.vpc_cni_addresses + EKS_INTERFACE_ADDRESSES for az in cfg.availability_zones
-    }
-    for ng in cfg.node_groups:
-        az = cfg.node_group_az(ng)
-        need[az] = need.get(az, EKS_INTERFACE_ADDRESSES) + ng.max * ng.instance.vpc_cni_addresses
-    return need
 
 
 class Network(pulumi.ComponentResource):

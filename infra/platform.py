@@ -133,7 +133,12 @@ class Platform:
     shared_sub_paths: Mapping[str, str] = field(default_factory=dict)
     """Team -> the directory of the file system its pods see at `shared_mount` ("": all of it)."""
     depends_on: list[Any] = field(default_factory=list)
-    """Resources workloads must be created after (the MPI operator, the storage claim, the queues)."""
+    """Resources every run is created after, whatever its team: the MPI operator, the charts
+    (Kueue, device plugins, the FSx CSI driver), the Kueue flavors."""
+    tenant_depends_on: Mapping[str, list[Any]] = field(default_factory=dict)
+    """Team (or `default`) -> what its runs are created after besides: its namespace, the
+    namespace's NetworkPolicies, its claim, its queues and priority class. Only these: a run that
+    waited on every team's objects would make the plan and the state grow as runs x teams."""
     queues: Mapping[str, str] = field(default_factory=dict)
     """Team -> the name of its Kueue LocalQueue in the team's namespace."""
     priority_classes: Mapping[str, str] = field(default_factory=dict)
@@ -150,6 +155,10 @@ class Platform:
     def sub_path_for(self, team: str | None) -> str:
         """The directory of the shared file system a run of `team` sees as /shared."""
         return self.shared_sub_paths.get(team or DEFAULT_QUEUE, "")
+
+    def depends_on_for(self, team: str | None) -> list[Any]:
+        """What a run of `team` is created after: the platform's shared parts and its team's own."""
+        return [*self.depends_on, *self.tenant_depends_on.get(team or DEFAULT_QUEUE, [])]
 
     def queue_for(self, team: str | None) -> str | None:
         """The LocalQueue a run of `team` goes through (the default queue without a team)."""

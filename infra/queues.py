@@ -232,10 +232,14 @@ def priority_class(team: Team) -> Obj:
     }
 
 
+def flavor_objects(groups: Mapping[str, NodeGroupFacts]) -> list[Obj]:
+    """A flavor per accelerated node group, then the system node group's."""
+    return [*(resource_flavor(g) for g in groups.values() if g.name != SYSTEM_NODE_GROUP), system_flavor()]
+
+
 def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -> list[Obj]:
     """Every Kueue object of the stack: flavors first, then each team's queues and priority."""
-    objs = [resource_flavor(g) for g in groups.values() if g.name != SYSTEM_NODE_GROUP]
-    objs.append(system_flavor())
+    objs = flavor_objects(groups)
     for team in teams:
         objs += [priority_class(team), cluster_queue(team, groups), local_queue(team)]
     return objs
@@ -288,9 +292,15 @@ class _KueueObject(pulumi.CustomResource):
 
 
 class TeamQueues(pulumi.ComponentResource):
-    """Kueue flavors, team queues and priorities, created once the Kueue release is ready."""
+    """Kueue flavors, team queues and priorities, created once the Kueue release is ready. Each
+    object waits for what it really needs: Kueue (its CRDs and webhook) and, for a LocalQueue, its
+    team's namespace and ClusterQueue; never every team's namespace."""
 
     objects: list[pulumi.Resource]
+    flavors: list[pulumi.Resource]
+    """The ResourceFlavors: every run's queue admits onto them."""
+    team_objects: dict[str, list[pulumi.Resource]]
+    """Team -> its WorkloadPriorityClass, ClusterQueue and LocalQueue."""
     queues: dict[str, str]
     priority_classes: dict[str, str]
 
@@ -300,15 +310,25 @@ class TeamQueues(pulumi.ComponentResource):
         teams: Sequence[Team],
         groups: Mapping[str, NodeGroupFacts],
         provider: Any,
-        depends_on: Sequence[pulumi.Resource],
+        kueue: pulumi.Resource,
+        namespaces: Mapping[str, pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(component_type("infra", "TeamQueues"), name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
-        self.objects = []
-        for obj in queue_objects(teams, groups):
-            kind = obj["kind"].lower()
-            self.objects.append(_KueueObject(f"{name}-{kind}-{obj['metadata']['name']}", obj, child))
+        self._name, self._provider = name, provider
+        self.flavors = [self._apply(obj, [kueue]) for obj in flavor_objects(groups)]
+        self.team_objects = {}
+        for team in teams:
+            priority = self._apply(priority_class(team), [kueue])
+            cq = self._apply(cluster_queue(team, groups), [kueue])
+            local = self._apply(local_queue(team), [kueue, cq, namespaces[team.name]])
+            self.team_objects[team.name] = [priority, cq, local]
+        self.objects = [*self.flavors, *(o for objs_ in self.team_objects.values() for o in objs_)]
         self.queues = {t.name: t.name for t in teams}
         self.priority_classes = {t.name: t.priority_class for t in teams}
         self.register_outputs({"queues": self.queues})
+
+    def _apply(self, obj: Obj, depends_on: list[pulumi.Resource]) -> pulumi.Resource:
+        kind = obj["kind"].lower()
+        opts = pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=depends_on)
+        return _KueueObject(f"{self._name}-{kind}-{obj['metadata']['name']}", obj, opts)

@@ -8,6 +8,7 @@ code structure; `golden/` the rendered Kubernetes objects and URNs of every exam
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from config.checks import capacity
 from config.stackfile import read_stack_file
 from tools import plan as plan_mod
 
@@ -36,6 +38,17 @@ MINIMAL = {
         {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
     ],
 }
+
+
+CONFIG_NOW = dt.datetime(2026, 7, 1, 12, 0, tzinfo=dt.UTC)
+"""When config is judged in tests (config.checks.capacity.utc_now): the example stacks and the preflight
+fixtures carry dated Capacity Blocks, which a real clock would one day find ended; a test about the clock
+sets its own."""
+
+
+@pytest.fixture(autouse=True)
+def _config_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(capacity, "utc_now", lambda: CONFIG_NOW)
 
 
 class _NoAliasDumper(yaml.SafeDumper):

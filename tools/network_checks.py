@@ -4,7 +4,7 @@ account instead of taken on trust.
 With `network.vpcId` the stack creates no network: it puts nodes, pods, the file system and the
 EKS interfaces into `privateSubnetIds`. Config can only check the ids' shape; the account says
 whether each subnet exists, lies in the AZ it is keyed by and in that VPC, and has the free
-addresses the plan needs (`infra.network.addresses_needed`); whether the VPC resolves DNS and
+addresses the plan needs (`config.checks.network.addresses_needed`); whether the VPC resolves DNS and
 gives hostnames (nodes cannot join without them: EKS user guide, network-reqs); and whether the
 route tables and security groups named for it are in it. A named placement group
 (`capacity.placementGroupName`) must exist, be a `cluster` group, and hold no instances outside
@@ -13,9 +13,9 @@ the node group's AZ (a cluster group lives in one AZ: EC2 user guide, placement-
 
 from __future__ import annotations
 
+from config.checks.network import EKS_INTERFACE_ADDRESSES, addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
-from infra.network import EKS_INTERFACE_ADDRESSES, addresses_needed
 from tools.account import Account, Subnet
 from tools.reservations import Finding
 

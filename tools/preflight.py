@@ -10,8 +10,9 @@ config names (or none), can hold the node group (its free instances plus those t
 instances already use, so day 2 is not refused), is in a state that allows the group's desired
 size (a scheduled block is fine at 0), does not end within the group's margin
 (`capacity.endMarginHours`: by default 24 h for a reservation, 0 for a Capacity Block, whose own
-scale-down drains it), and (Capacity Blocks) ends when `endsAt` says, with the scale-down still ahead
-and after the block's start; a Capacity Block group is at desired size 0
+scale-down drains it), and (Capacity Blocks) ends when `endsAt` says, with the scale-down after the
+block's start (config refuses one already past); groups sharing a reservation fit it together; a
+Capacity Block group is at desired size 0
 before its Kubernetes version changes; the identity running Pulumi is not listed again in
 `adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
 instance family covers the node groups at their desired size, with a warning (and the request that

@@ -20,6 +20,7 @@ and capacity-reservations-view):
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,30 +73,35 @@ def check_reservations(
     account: Account, cfg: StackConfig, now: dt.datetime, margin_hours: float | None = None
 ) -> list[Finding]:
     """Each reservation or Capacity Block exists, is for the node group's type and AZ, was made in
-    the placement group the config names, can hold the group in its current state, does not end
+    the placement group the config names, can hold the groups that target it in its current state
+    (together: two groups of 4 on a reservation of 4 each fit alone, but EC2 starts 4), does not end
     within the margin (the group's `capacity.endMarginHours`, by default per capacity type, unless
     `margin_hours` overrides it for every group), and (Capacity Blocks) ends at `endsAt`, with the
-    scale-down between the block's start and now."""
+    scale-down after the block's start (config itself refuses one already past)."""
     out = []
+    by_id: dict[str, list[NodeGroupConfig]] = {}
     for ng in cfg.node_groups:
-        if not ng.capacity.targets_reservation:
-            continue
-        rid = str(ng.capacity.reservation_id)
-        subject = f"nodeGroups[{ng.name}] {rid}"
+        if ng.capacity.targets_reservation:
+            by_id.setdefault(str(ng.capacity.reservation_id), []).append(ng)
+    for rid, groups in by_id.items():
+        subject = f"nodeGroups[{'+'.join(g.name for g in groups)}] {rid}"
         cr = account.reservation(rid)
         if cr is None:
             message = f"not found in {cfg.region}: check the id and the region"
             out.append(Finding("reservation", subject, False, message))
             continue
-        az = cfg.node_group_az(ng)
-        problems = match_problems(cr, ng, az)
-        note, capacity = capacity_problems(account, cr, ng, own_instance_tags(cfg, ng))
-        margin = ng.capacity.end_margin if margin_hours is None else dt.timedelta(hours=margin_hours)
-        problems += capacity + end_problems(cr, ng, now, margin)
-        problems += placement_problems(cr, ng) + block_end_problems(cr, ng, now)
+        problems = []
+        for ng in groups:
+            margin = ng.capacity.end_margin if margin_hours is None else dt.timedelta(hours=margin_hours)
+            mine = match_problems(cr, ng, cfg.node_group_az(ng)) + end_problems(cr, ng, now, margin)
+            mine += placement_problems(cr, ng) + block_end_problems(cr, ng)
+            problems += [p if len(groups) == 1 else f"{ng.name}: {p}" for p in mine]
+        note, capacity = capacity_problems(account, cr, groups, [own_instance_tags(cfg, ng) for ng in groups])
+        problems += capacity
         out += [Finding("reservation", subject, False, p) for p in problems]
         if not problems:
-            out.append(Finding("reservation", subject, True, f"{note}, {ng.instance_type} in {az}"))
+            where = ", ".join(sorted({f"{ng.instance_type} in {cfg.node_group_az(ng)}" for ng in groups}))
+            out.append(Finding("reservation", subject, True, f"{note}, {where}"))
     return out
 
 
@@ -113,21 +119,24 @@ def match_problems(cr: Reservation, ng: NodeGroupConfig, az: str) -> list[str]:
 
 
 def capacity_problems(
-    account: Account, cr: Reservation, ng: NodeGroupConfig, tags: dict[str, str]
+    account: Account, cr: Reservation, groups: Sequence[NodeGroupConfig], tags: Sequence[dict[str, str]]
 ) -> tuple[str, list[str]]:
-    """(what the reservation offers the group, problems) for the group's desired size in the
-    reservation's state. The group's own instances are counted only when the free ones fall short."""
-    need = ng.desired_size
+    """(what the reservation offers, problems) for the desired size of the groups that target it,
+    together, in the reservation's state. Their own instances are counted only when the free ones
+    fall short."""
+    need = sum(ng.desired_size for ng in groups)
+    whose = "this node group's" if len(groups) == 1 else "these node groups'"
+    needs = "the node group needs" if len(groups) == 1 else f"the {len(groups)} node groups on it need together"
     start = iso(cr.start)
     if cr.state in USABLE:
         if need <= cr.available:
             return f"active, {cr.available} free", []
-        own = account.instances_in(cr.id, tags)
+        own = sum(account.instances_in(cr.id, t) for t in tags)
         if need <= cr.available + own:
-            return f"active, {cr.available} free + {own} used by this node group's own instances", []
+            return f"active, {cr.available} free + {own} used by {whose} own instances", []
         return "active", [
-            f"has {cr.available} free instances and {own} used by this node group's own instances,"
-            f" the node group needs {need}: lower desiredSize or use a larger reservation"
+            f"has {cr.available} free instances and {own} used by {whose} own instances,"
+            f" {needs} {need}: lower desiredSize or use a larger reservation"
         ]
     if cr.state in NOT_NOW:
         said = NOT_NOW[cr.state].format(start=start)
@@ -136,7 +145,7 @@ def capacity_problems(
         problems = [f"{said}: keep desiredSize: 0 (and minSize: 0) until it is active, then raise it"]
         will_have = cr.upcoming if cr.upcoming is not None else cr.total
         if will_have < need:
-            problems.append(f"will have {will_have} instances, the node group needs {need}")
+            problems.append(f"will have {will_have} instances, {needs} {need}")
         return said, problems
     if cr.state in GONE:
         if need == 0:
@@ -174,10 +183,11 @@ def placement_problems(cr: Reservation, ng: NodeGroupConfig) -> list[str]:
     return [f"was made in placement group {actual}: set capacity.placementGroupName: {actual} (config: {wanted})"]
 
 
-def block_end_problems(cr: Reservation, ng: NodeGroupConfig, now: dt.datetime) -> list[str]:
+def block_end_problems(cr: Reservation, ng: NodeGroupConfig) -> list[str]:
     """A Capacity Block group scales to 0 before the block's own end time: `endsAt` must be that
-    EndDate, and the scheduled scale-down must still lie ahead (EC2 Auto Scaling refuses a
-    scheduled action that starts in the past)."""
+    EndDate, and the scale-down must come after the block starts. (That it still lies ahead, config
+    checks itself, config.checks.capacity.capacity_blocks_ahead, so the offline plan refuses it too:
+    EC2 Auto Scaling refuses a scheduled action that starts in the past.)"""
     c = ng.capacity
     when = c.scale_down_at
     if c.type != "capacity-block" or c.ends_at is None or when is None:
@@ -185,11 +195,6 @@ def block_end_problems(cr: Reservation, ng: NodeGroupConfig, now: dt.datetime) -
     out = []
     if cr.end is not None and cr.end != c.ends_at:
         out.append(f"ends at {iso(cr.end)}, config says endsAt {iso(c.ends_at)}: set capacity.endsAt to its end")
-    if when <= now:
-        out.append(
-            f"the scale-down at {iso(when)} is already past: remove the node group or set a new block's"
-            " reservationId and endsAt"
-        )
     if cr.start is not None and when <= cr.start:
         out.append(
             f"the scale-down at {iso(when)} comes before the block starts ({iso(cr.start)}): the group would never"

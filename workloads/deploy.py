@@ -126,7 +126,7 @@ def deploy(
             opts = pulumi.ResourceOptions(
                 parent=component,
                 provider=platform.provider,
-                depends_on=[*platform.depends_on, *(created[a] for a in step.after)],
+                depends_on=[*platform.depends_on_for(run.team), *(created[a] for a in step.after)],
             )
             created[step.name] = _apply(step, images.apply(spec), secret_values(step, run, token), opts)
         out[workload_name] = list(created.values())

@@ -8,7 +8,7 @@ checkpoint model, step-time source, docs row, example stacks, the upstream facts
 arguments are held against; base.RunConfig lists them), and one builder in
 workloads/manifests/. Checks that need the node groups or the storage (unknown node group,
 accelerator mismatch, node count, ranks and parallelism, Neuron SDK versus instance family,
-checkpoint space) run after parsing, in config/checks.py, so each can name its key.
+checkpoint space) run after parsing, in config/checks/, so each can name its key.
 
 To add a recipe: docs-pending/i18-recipes.md (the checklist), and the tests it names.
 """

@@ -104,7 +104,12 @@ class DdpCpuWorkload(RunConfig):
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         hc = self.health_check
         unused = [
-            n for n, v in (("messageSize", hc.message_size), ("minBusBandwidthGbps", hc.min_bus_bandwidth_gbps)) if v
+            n
+            for n, v in (
+                ("messageSize", hc.message_size),
+                ("minBusBandwidthGBPerSecond", hc.min_bus_bandwidth_gb_per_second),
+            )
+            if v
         ]
         problems = [f"{key}.healthCheck.{n}: the CPU gate runs no collective test; leave it out" for n in unused]
         if self.processes_per_node > instance.cpu_worker_vcpus:

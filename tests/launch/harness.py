@@ -114,7 +114,7 @@ class WorkloadRun:
         if framework != "ddp-cpu":  # an accelerated node group
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
-            facts["busBandwidthGbps"] = 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gbps
+            facts["busBandwidthGBPerSecond"] = 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gb_per_second
             if image.neuron_runtime and instance.accelerator == "neuron":
                 rules, error = RUNTIME_DRIVER["rules"], RUNTIME_DRIVER["incompatible_error"]
                 facts["neuron"] = {

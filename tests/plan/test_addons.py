@@ -230,7 +230,7 @@ def test_platform_value_for_workloads() -> None:
         {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
     ]
     assert infra.addons.mpi_operator in p.depends_on
-    assert infra.volume.claims["default"] in p.depends_on
+    assert infra.volume.claims["default"] in p.depends_on_for(None)
 
 
 # --------------------------------------------------------------------------- bad config

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import config
+from config.checks.network import EKS_INTERFACE_ADDRESSES, addresses_needed
 from config.stackfile import read_stack_file
 from facts import instances
-from infra.network import EKS_INTERFACE_ADDRESSES, addresses_needed
 from tests import upstream
 from tests.conftest import API_PATH, ROOT, plan_exit, resources, run_plan, stack_plan, stack_values
 from tools import plan as plan_mod

@@ -149,6 +149,6 @@ def test_without_the_config_rule_the_plan_fails_on_the_duplicate(monkeypatch: py
     `pulumi up` would, instead of planning one MPIJob where two were asked for."""
     run = {"recipe": "bert-neuron", "nodeGroup": "trn1", "nodes": 2, "runId": "run-001", "stepSeconds": 2.0}
     values = {**MINIMAL, NS + "workloads": {"a": {**run, "runId": "b-run-001"}, "a-b": run}}
-    monkeypatch.setattr(config.checks, "run_objects", lambda workloads: [])
+    monkeypatch.setattr(config.checks.runs, "run_objects", lambda workloads: [])
     with pytest.raises(Exception, match="Duplicate resource URN"):
         plan.run(values, "dup")

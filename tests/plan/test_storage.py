@@ -123,23 +123,30 @@ def test_fsx_does_not_wait_for_the_cluster_or_node_groups(example_stack: str) ->
     assert not any("cluster" in index[u]["name"] or u.split("::")[-1].startswith("ng-") for u in reached)
 
 
-def test_lustre_ports_from_node_security_groups_only(example_stack: str) -> None:
+def test_lustre_ports_from_the_cluster_security_group_every_node_carries(example_stack: str) -> None:
+    """The file system admits the cluster security group (and itself), which every node carries: the
+    system group's nodes as EKS gives it, each accelerated group's on every interface of its launch
+    template. So its rules do not grow with the node groups: 29 groups once put 62 inbound rules on it,
+    over EC2's default 60 per group (RulesPerSecurityGroupLimitExceeded; VPC user guide, amazon-vpc-limits)."""
     plan = stack_plan(example_stack)
     fsx_sg = only(plan, FSX)["inputs"]["securityGroupIds"][0]
-    node_sgs = {r["id"] for r in resources(plan, "aws:ec2/securityGroup:SecurityGroup") if r["name"].endswith("-efa")}
     cluster_sg = next(
         r["inputs"]["vpcSecurityGroupIds"][0]
         for r in resources(plan, "aws:ec2/launchTemplate:LaunchTemplate")
         if r["name"] == "cluster-system"
     )
-    rules = [r["inputs"] for r in resources(plan, INGRESS) if r["inputs"]["securityGroupId"] == fsx_sg]
-    sources = {r["referencedSecurityGroupId"] for r in rules}
-    assert sources == node_sgs | {cluster_sg, fsx_sg}
-    assert all("cidrIpv4" not in r for r in rules)
-    for src in sources:
-        ports = sorted((r["fromPort"], r["toPort"]) for r in rules if r["referencedSecurityGroupId"] == src)
-        assert ports == sorted(LUSTRE_PORTS)
-        assert all(r["ipProtocol"] == "tcp" for r in rules)
+    for lt in resources(plan, "aws:ec2/launchTemplate:LaunchTemplate"):
+        if lt["name"].startswith("ng-"):
+            assert all(cluster_sg in i["securityGroups"] for i in lt["inputs"]["networkInterfaces"]), lt["name"]
+    for kind in (INGRESS, "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"):
+        rules = [r["inputs"] for r in resources(plan, kind) if r["inputs"]["securityGroupId"] == fsx_sg]
+        sources = {r["referencedSecurityGroupId"] for r in rules}
+        assert sources == {cluster_sg, fsx_sg}
+        assert all("cidrIpv4" not in r for r in rules)
+        for src in sources:
+            ports = sorted((r["fromPort"], r["toPort"]) for r in rules if r["referencedSecurityGroupId"] == src)
+            assert ports == sorted(LUSTRE_PORTS)
+            assert all(r["ipProtocol"] == "tcp" for r in rules)
 
 
 def test_fsx_sits_in_the_training_node_groups_subnet(example_stack: str) -> None:

@@ -112,7 +112,7 @@ def test_every_pattern_of_config_and_facts_is_ascii_and_matched_whole() -> None:
     """No `re.match` (its `$` takes a trailing newline) and no pattern compiled without re.ASCII
     (`\\d` and `\\w` take other scripts' digits and letters) in config/ and facts/."""
     found = []
-    for path in sorted([*(ROOT / "config").glob("*.py"), *(ROOT / "facts").glob("*.py")]):
+    for path in sorted([*(ROOT / "config").rglob("*.py"), *(ROOT / "facts").rglob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue

@@ -51,6 +51,7 @@ def test_entry_matches_ec2_data(name: str, ec2_types: dict[str, dict[str, Any]])
         gpus = ref["GpuInfo"]["Gpus"][0]
         assert (it.accelerator_name, it.accelerator_count) == (gpus["Name"], gpus["Count"])
         assert gpus["Manufacturer"] == "NVIDIA"
+        assert it.gpu_memory_mib == gpus["MemoryInfo"]["SizeInMiB"]
     elif it.accelerator == "neuron":
         devs = ref["NeuronInfo"]["NeuronDevices"][0]
         assert (it.accelerator_name, it.accelerator_count) == (devs["Name"], devs["Count"])

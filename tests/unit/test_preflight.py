@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 import config
+from config.checks import capacity
 from tests import upstream
 from tests.conftest import API_PATH, BASE, MINIMAL
 from tests.unit.preflight_sources import NOW, reservation
@@ -288,12 +289,18 @@ def test_capacity_block_end_must_match_endsat():
     )
 
 
-def test_capacity_block_scale_down_already_past():
+def test_capacity_block_scale_down_already_past_is_refused_by_config_first(monkeypatch: pytest.MonkeyPatch):
+    """Auto Scaling refuses a scheduled action in the past; config says so (at `NOW`), so the offline
+    plan refuses what `pulumi preview` would, before preflight asks AWS anything."""
+    monkeypatch.setattr(capacity, "utc_now", lambda: NOW)
     soon = NOW + dt.timedelta(minutes=30)
     block = {"capacity": {**BLOCK["capacity"], "endsAt": soon.isoformat()}}
-    cr = reservation(ReservationType="capacity-block", EndDate=soon)
-    lines = failing(preflight.check_reservations(account(ec2=_stubbed(cr)), cfg_of(**block), NOW, 0))
-    assert any("scale-down at 2026-07-01 11:30 UTC is already past" in line for line in lines)
+    with pytest.raises(config.ConfigError) as e:
+        cfg_of(**block)
+    assert any(
+        p.startswith("nodeGroups[0].capacity.endsAt:") and "scale-down at 2026-07-01 11:30 UTC is already past" in p
+        for p in e.value.problems
+    ), e.value.problems
 
 
 def _stubbed(cr: dict[str, Any]) -> Any:

@@ -15,7 +15,7 @@ import pulumi_aws as aws
 import pytest
 
 import config
-from infra.network import addresses_needed
+from config.checks.network import addresses_needed
 from tests import upstream
 from tests.conftest import stack_values
 from tests.unit.preflight_sources import (
@@ -195,7 +195,7 @@ def test_a_missing_subnet_is_refused(source: str):
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_too_few_free_addresses_are_refused_before_the_first_deploy_not_on_day_2(source: str):
-    """The plan's need at maximum size (infra.network.addresses_needed); on day 2 the addresses the
+    """The plan's need at maximum size (config.checks.network.addresses_needed); on day 2 the addresses the
     stack's own nodes hold count as its own."""
     sid = CFG.network.private_subnet_ids["us-east-1c"]
     short = NEED["us-east-1c"] - 10

@@ -98,7 +98,12 @@ def test_queues_are_created_after_kueue_and_jobs_after_the_queues() -> None:
     for urn in queue_urns:
         assert kueue in by[urn]["dependencies"]
     for r in resources(plan, MPIJOB):
-        assert queue_urns <= set(r["dependencies"]), r["name"]
+        team = r["inputs"]["metadata"]["labels"][QUEUE_LABEL]
+        mine = {u for u in queue_urns if by[u]["inputs"]["metadata"]["name"] in (team, f"team-{team}")}
+        flavors = {u for u in queue_urns if by[u]["inputs"]["kind"] == "ResourceFlavor"}
+        # A run waits for its own team's queues and the flavors, never another team's queues.
+        assert mine | flavors <= set(r["dependencies"]), r["name"]
+        assert not (queue_urns - mine - flavors) & set(r["dependencies"]), r["name"]
 
 
 def _capacity(cfg: config.StackConfig) -> dict[tuple[str, str], float]:
@@ -262,11 +267,13 @@ def test_a_run_larger_than_its_team_can_ever_get_is_refused() -> None:
     assert line.startswith("workloads.bert-product.nodes: 4 nodes can never be admitted")
 
 
-def test_borrowing_beyond_the_node_group_is_refused() -> None:
+def test_borrowing_beyond_what_the_other_teams_lend_is_refused() -> None:
     values = _shared()
     values["llm-training-eks:teams"]["research"]["borrowingLimitNodes"] = 3
     (line,) = _problems(values)
-    assert line.startswith("teams.research.borrowingLimitNodes: 3 is more than the 2 nodes")
+    assert line.startswith(
+        "teams.research.borrowingLimitNodes: 3, but the other teams on node group 'trn1' lend only 2"
+    )
 
 
 def test_a_node_group_named_system_is_refused() -> None:

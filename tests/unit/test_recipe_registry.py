@@ -15,8 +15,8 @@ from config.checkpoints import CheckpointSize, NotSized
 from config.workloads import RECIPE_FACTS, RECIPES, BertNeuronWorkload, RunConfig
 from config.workloads.recipe import (
     Conversion,
-    NoConversion,
     HeldAgainst,
+    NoConversion,
     NoExampleStack,
     NotHeld,
     PublishedStepTime,

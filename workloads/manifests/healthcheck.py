@@ -181,7 +181,7 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
         return f'echo "== health check: every node"\n$MPIRUN bash -c {shlex.quote(per_node)}\n'
     default = HEALTH_CHECK_FLOORS[ng.instance.name]
     size = run.health_check.message_size or default.message_size
-    floor = run.health_check.min_bus_bandwidth_gbps or default.min_bus_bandwidth_gbps
+    floor = run.health_check.min_bus_bandwidth_gb_per_second or default.min_bus_bandwidth_gb_per_second
     collective = (
         _neuron_collective(run, ng, size, env) if ng.accelerator == "neuron" else _nvidia_collective(run, ctx, size)
     )
@@ -216,7 +216,7 @@ def training(
     NetworkPolicy that lets its pods reach each other, and the Secret of its `secretEnv`."""
     name = f"{workload_name}-{run.run_id}-train"
     extra = dict(env or {})
-    gate = health_gate(run, ctx, {**base_env(workload_name, run, ctx, name), **extra})
+    gate = health_gate(run, ctx, {**base_env(workload_name, run, ctx, name), **extra, **run.env})
     # The finished run marks itself, so a conversion for serving knows its checkpoints are final.
     done = f'echo "== done"\ntouch {trained_marker(ctx, workload_name, run.run_id)}\n'
     spec = MPIJobSpec(

@@ -255,7 +255,8 @@ def mpijob(workload_name: str, run: RunConfig, ctx: Context, spec: MPIJobSpec) -
     fight over it).
     """
     image = spec.image or ctx.image
-    environment = {**base_env(workload_name, run, ctx, spec.name), **spec.env}
+    # The run's own `env` last: it tunes what the recipe sets (config keeps it off the platform's variables).
+    environment = {**base_env(workload_name, run, ctx, spec.name), **spec.env, **run.env}
     pod_labels = labels(workload_name, spec.component, run.run_id, internet=run.internet_egress)
     job_labels = dict(pod_labels)
     if ctx.queue:

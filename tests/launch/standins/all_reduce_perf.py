@@ -39,7 +39,7 @@ if os.environ.get("NCCL_DEBUG") == "INFO":
         flush=True,
     )
 if rank == 0:
-    bw = float(facts["busBandwidthGbps"]) if transport == "NET/OFI" else 1.2
+    bw = float(facts["busBandwidthGBPerSecond"]) if transport == "NET/OFI" else 1.2
     print("#  Rank  0 Group  0 Pid ... on localhost device  0 [0x10] NVIDIA A100-SXM4-80GB")
     print("#       size         count      type   redop    root     time   algbw   busbw #wrong")
     print(f"  2147483648     536870912     float     sum      -1   1000.0   {bw:.2f}   {bw:.2f}      0")

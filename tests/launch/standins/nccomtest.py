@@ -47,7 +47,7 @@ if a.nnodes > 1:
 cores = len(glob.glob("/dev/neuron*")) * int(facts["neuronCoresPerDevice"])
 if a.nworkers % a.nnodes or a.nworkers // a.nnodes > cores:
     fail(f"nccom-test: {a.nworkers} workers on {a.nnodes} nodes, {cores} NeuronCores on this one")
-bw = float(facts["busBandwidthGbps"])
+bw = float(facts["busBandwidthGBPerSecond"])
 print("       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)")
 print(f"    {a.maxbytes:>10}    {'-':>12}    {a.datatype}    {1000.0:>8}    {bw:>11.2f}    {bw:>11.2f}")
 print(f"Avg bus bandwidth:\t{bw:.4f}GB/s", flush=True)

@@ -4,26 +4,14 @@ server converts, and the replicas against their node group, memory and Kueue's r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
 
 from config.base import did_you_mean
 from config.checkpoints import write_mb_per_second
+from config.checks.groups import Groups
 from config.stack import StackConfig
 from config.workloads import RECIPES, VllmServeWorkload, WorkloadConfig
 from config.workloads.recipe import Conversion, NoConversion
-from facts import instances, serving
-
-
-class Group(Protocol):
-    """What the rules read of a node group (config.checks.GroupView)."""
-
-    name: str
-    instance: instances.InstanceType
-    max_nodes: int
-    max_key: str
-
-
-Groups = Mapping[str, Group]
+from facts import serving
 
 
 def serving_source(name: str, run: VllmServeWorkload, workloads: Mapping[str, WorkloadConfig]) -> list[str]:

@@ -1,0 +1,74 @@
+"""Rules that span config sections, one function each.
+
+Each returns the problems it finds as `key.path: message` lines. The raw-dict rules read the
+stack values defensively, so they still run (and are reported with the rest) when another
+key is invalid; the others run on a validated `StackConfig`.
+
+Runs and team quotas are checked against node groups as a `GroupView`: from `nodeGroups` in
+an all-in-one stack, and from the lower layer's outputs in a layered one (`stack.py` calls
+`runs_problems` and `team_problems` once it has read them).
+"""
+
+from __future__ import annotations
+
+from config.amis import release_problems
+from config.checks.access import api_path, tag_keys_distinct, tag_rules
+from config.checks.addons import eks_addon_versions_known
+from config.checks.capacity import capacity_problems
+from config.checks.groups import Groups, GroupView, groups_of
+from config.checks.network import flavors_fit, network_problems
+from config.checks.runs import checkpoints_fit, images_exist, run_names, runs_problems
+from config.checks.serving import serving_problems
+from config.checks.teams import run_teams, system_name_reserved, team_problems
+from config.layers import layer_problems
+from config.names import node_group_azs_in_vpc, node_group_names_unique, team_name, vpc_azs_in_region
+from config.stack import StackConfig
+
+__all__ = [
+    "RAW_RULES",
+    "GroupView",
+    "Groups",
+    "checkpoints_fit",
+    "config_problems",
+    "flavors_fit",
+    "groups_of",
+    "images_exist",
+    "run_teams",
+    "runs_problems",
+    "serving_problems",
+    "team_problems",
+]
+
+RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems)
+
+
+def config_problems(cfg: StackConfig) -> list[str]:
+    """Every cross-section rule the stack can check on its own.
+
+    An all-in-one stack checks runs and teams against its own node groups; a layered stack
+    checks what it holds alone here, and the rest against its lower layer's outputs.
+    """
+    local = [
+        *api_path(cfg),
+        *tag_rules(cfg),
+        *tag_keys_distinct(cfg),
+        *run_names(cfg),
+        *(p for name in cfg.teams for p in team_name(name)),
+        *capacity_problems(cfg),
+        *network_problems(cfg),
+        *eks_addon_versions_known(cfg),
+    ]
+    if cfg.layer == "all":
+        groups = groups_of(cfg)
+        return [
+            *local,
+            *images_exist(cfg.workloads, cfg.registry.repositories),
+            *runs_problems(cfg.workloads, groups),
+            *serving_problems(cfg, groups),
+            *checkpoints_fit(cfg.workloads, cfg.storage),
+            *team_problems(cfg.teams, groups),
+            *run_teams(cfg.workloads, cfg.teams),
+            *system_name_reserved(cfg),
+            *release_problems(cfg),
+        ]
+    return [*local, *system_name_reserved(cfg), *(release_problems(cfg) if cfg.layer == "aws" else [])]

@@ -1,0 +1,25 @@
+"""Rules of the cluster's add-ons: an EKS add-on version for the cluster's Kubernetes minor."""
+
+from __future__ import annotations
+
+from pydantic.alias_generators import to_camel
+
+from config.stack import StackConfig
+from facts import eks_addons
+
+
+def eks_addon_versions_known(cfg: StackConfig) -> list[str]:
+    """Every EKS add-on has a version for the cluster's minor: pinned in facts/eks_addons.py, or
+    named in the stack. Never EKS's moving default (looked up at each preview, it changed reviewed
+    plans and upgraded add-ons unasked)."""
+    if cfg.layer not in ("all", "aws"):
+        return []
+    minor = cfg.cluster.kubernetes_version
+    fields = {addon: field for field, addon in eks_addons.ADDON_KEYS.items()}
+    return [
+        f"addons.eksAddonVersions.{to_camel(fields[addon])}: no version of {addon} is recorded for Kubernetes {minor}"
+        f" (facts/eks_addons.py); name one: aws eks describe-addon-versions --addon-name {addon}"
+        f" --kubernetes-version {minor} --query 'addons[0].addonVersions[0].addonVersion'"
+        for addon, version in cfg.addons.eks_addon_versions.resolved(minor).items()
+        if version is None
+    ]

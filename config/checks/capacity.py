@@ -1,0 +1,119 @@
+"""Rules of where node groups get their instances: reservations, Capacity Blocks, placement groups.
+
+What config alone can tell is here; what needs the account (does the reservation exist, how
+many of its instances are free, when does it really end) is preflight's (tools/reservations.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from config.checks.groups import size_key
+from config.nodegroups import NodeGroupConfig
+from config.stack import StackConfig
+from facts.limits import CAPACITY_BLOCK_MAX_INSTANCES, CAPACITY_BLOCK_TYPES
+
+
+def utc_now() -> dt.datetime:
+    """The time config is judged at (tests pin it: the example stacks carry dated Capacity Blocks)."""
+    return dt.datetime.now(dt.UTC)
+
+
+def shared_reservations(cfg: StackConfig) -> list[str]:
+    """Groups may share a reservation (preflight adds their sizes up against its free instances),
+    but a reservation is for one instance type in one AZ, of one kind, made in one placement group
+    (or none), and a Capacity Block has one end (EC2 API reference, CapacityReservation)."""
+    first: dict[str, tuple[int, NodeGroupConfig]] = {}
+    problems = []
+    for i, ng in enumerate(cfg.node_groups):
+        rid = ng.capacity.reservation_id
+        if rid is None:
+            continue
+        if rid not in first:
+            first[rid] = (i, ng)
+            continue
+        j, other = first[rid]
+        facts = {
+            "instanceType": (ng.instance_type, other.instance_type),
+            "availabilityZone": (cfg.node_group_az(ng), cfg.node_group_az(other)),
+            "capacity.type": (ng.capacity.type, other.capacity.type),
+            "capacity.placementGroupName": (ng.capacity.placement_group_name, other.capacity.placement_group_name),
+            "capacity.endsAt": (ng.capacity.ends_at, other.capacity.ends_at),
+        }
+        problems += [
+            f"nodeGroups[{i}].{key}: {mine} differs from nodeGroups[{j}] ({other.name}: {theirs}), which targets the"
+            f" same reservation {rid}; a reservation is of one instance type, in one AZ, of one kind, in one"
+            " placement group, with one end: make them agree or use another reservation"
+            for key, (mine, theirs) in facts.items()
+            if mine != theirs
+        ][:1]
+    return problems
+
+
+def placement_group_azs(cfg: StackConfig) -> list[str]:
+    """Groups that launch into one existing placement group are in one AZ: a cluster placement
+    group cannot span Availability Zones (EC2 user guide, placement-strategies)."""
+    first: dict[str, tuple[int, str]] = {}
+    problems = []
+    for i, ng in enumerate(cfg.node_groups):
+        name = ng.capacity.placement_group_name
+        if name is None:
+            continue
+        az = cfg.node_group_az(ng)
+        j, their_az = first.setdefault(name, (i, az))
+        if their_az != az:
+            problems.append(
+                f"nodeGroups[{i}].capacity.placementGroupName: {name!r} is also nodeGroups[{j}]'s, in {their_az}, and"
+                f" this group is in {az}; a cluster placement group lives in one AZ: put both groups in {their_az}"
+                " or name another placement group"
+            )
+    return problems
+
+
+def capacity_blocks_sold(cfg: StackConfig) -> list[str]:
+    """Capacity Blocks exist for some instance types only, and hold at most 64 instances each
+    (EC2 user guide, ec2-capacity-blocks)."""
+    problems = []
+    for i, ng in enumerate(cfg.node_groups):
+        if ng.capacity.type != "capacity-block":
+            continue
+        if ng.instance_type not in CAPACITY_BLOCK_TYPES:
+            problems.append(
+                f"nodeGroups[{i}].capacity.type: EC2 sells no Capacity Blocks of {ng.instance_type}; they exist for"
+                f" {', '.join(sorted(CAPACITY_BLOCK_TYPES))}: use type reservation (an On-Demand Capacity"
+                " Reservation) or on-demand"
+            )
+        elif ng.max > CAPACITY_BLOCK_MAX_INSTANCES:
+            problems.append(
+                f"{size_key(i, ng)}: {ng.max} instances, but a Capacity Block holds at most"
+                f" {CAPACITY_BLOCK_MAX_INSTANCES}: use at most {CAPACITY_BLOCK_MAX_INSTANCES}, or one node group per"
+                " block"
+            )
+    return problems
+
+
+def capacity_blocks_ahead(cfg: StackConfig) -> list[str]:
+    """A Capacity Block group's scheduled scale-down must still lie ahead: EC2 Auto Scaling
+    refuses a scheduled action that starts in the past (PutScheduledUpdateGroupAction), so the
+    plan and the deploy agree that a block that has ended (or is about to) needs a new one."""
+    now = utc_now()
+    problems = []
+    for i, ng in enumerate(cfg.node_groups):
+        when = ng.capacity.scale_down_at
+        if ng.capacity.type == "capacity-block" and when is not None and when <= now:
+            problems.append(
+                f"nodeGroups[{i}].capacity.endsAt: the block ends {ng.capacity.ends_at:%Y-%m-%d %H:%M} UTC, so the"
+                f" scale-down at {when:%Y-%m-%d %H:%M} UTC is already past (Auto Scaling refuses a scheduled action"
+                " in the past): set a new block's reservationId and endsAt, or remove the node group"
+            )
+    return problems
+
+
+def capacity_problems(cfg: StackConfig) -> list[str]:
+    """Every rule of this module."""
+    return [
+        *shared_reservations(cfg),
+        *placement_group_azs(cfg),
+        *capacity_blocks_sold(cfg),
+        *capacity_blocks_ahead(cfg),
+    ]

@@ -1,0 +1,184 @@
+"""Rules of training runs: against the stack, the node groups, the registry and the storage."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from config.base import did_you_mean
+from config.checkpoints import GIB, STORAGE_SHARE
+from config.checks.groups import Groups, GroupView
+from config.names import plain_secrets, run_name, run_objects
+from config.stack import StackConfig
+from config.storage import StorageConfig
+from config.training import size_bytes
+from config.workloads import RECIPES, RunConfig, WorkloadConfig
+from facts import versions
+from facts.limits import NCCL_TESTS_BUFFERS, NCCL_TESTS_RESERVED_BYTES
+from facts.names import PLATFORM_ENV
+
+
+def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]:
+    """Recipes that download gated files need the token (an empty one downloads nothing gated)."""
+    token = cfg.hugging_face_token
+    if not name or run.HUGGING_FACE_TOKEN_FOR is None or (token is not None and token.get_secret_value().strip()):
+        return []
+    said = "is empty, but required" if token is not None else "required"
+    return [
+        f"huggingFaceToken: {said} by workloads.{name} ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
+        " set it with `pulumi config set --secret huggingFaceToken hf_...`"
+    ]
+
+
+def platform_env(name: str, run: RunConfig) -> list[str]:
+    """A run's `env` and `secretEnv` leave the variables the platform sets alone: they carry the
+    rendezvous, the node count and the checkpoint directory every restart resumes from."""
+    return [
+        f"workloads.{name}.{where}.{var}: the platform sets {var} ({PLATFORM_ENV[var]}); a value here would"
+        " override it and break the run's rendezvous or checkpoints: leave it out, or use another name"
+        for where, names in (("env", run.env), ("secretEnv", run.secret_env))
+        for var in sorted(names)
+        if var in PLATFORM_ENV
+    ]
+
+
+def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
+    if wanted in groups:
+        return []
+    known = ", ".join(groups) or "none are defined"
+    return [f"{key}.nodeGroup: unknown node group {wanted!r}{did_you_mean(wanted, groups)}; node groups: {known}"]
+
+
+CPU_RECIPES = [name for name, model in RECIPES.items() if model.RUNS_ON_CPU]
+
+
+def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A CPU recipe runs on the system node group (an accelerated node's taints keep its pods
+    off); every other recipe needs an accelerated group, of its accelerator where it names one."""
+    it = ng.instance
+    cpu_group = it.accelerator is None
+    if run.RUNS_ON_CPU or cpu_group:
+        if cpu_group == run.RUNS_ON_CPU:
+            return []
+        if run.RUNS_ON_CPU:
+            return [
+                f"{key}.nodeGroup: recipe {run.RECIPE} trains on CPUs, on the system node group; {ng.name!r} runs"
+                f" {it.name} ({it.accelerator_name}), whose taint keeps CPU pods off; use nodeGroup: system"
+            ]
+        return [
+            f"{key}.nodeGroup: recipe {run.RECIPE} needs an accelerated node group; {ng.name!r} is the system node"
+            f" group ({it.name}, no accelerator), where only CPU recipes ({', '.join(CPU_RECIPES)}) run"
+        ]
+    if run.ACCELERATOR is None or it.accelerator == run.ACCELERATOR:
+        return []
+    kind = {"neuron": "a Neuron (Trainium)", "nvidia": "an NVIDIA GPU"}[run.ACCELERATOR]
+    return [
+        f"{key}.nodeGroup: recipe {run.RECIPE} needs {kind} node group; {ng.name!r} runs {it.name}"
+        f" ({it.accelerator_name})"
+    ]
+
+
+def nodes_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A run fits the node group's ceiling. Fewer nodes running now (a group scaled to 0) is no
+    problem: Kueue's quota follows desiredSize, so the run waits in its queue until they are."""
+    if run.nodes <= ng.max_nodes:
+        return []
+    return [
+        f"{key}.nodes: {run.nodes} nodes, but node group {ng.name!r} can have at most {ng.max_nodes}"
+        f" ({ng.max_key}); use at most {ng.max_nodes} or raise maxSize"
+    ]
+
+
+def image_repository_exists(key: str, run: RunConfig, repositories: Collection[str]) -> list[str]:
+    """A run that takes its image from the recipe's repository needs that repository."""
+    repo = run.REPOSITORY
+    if run.image is not None or repo is None or repo in repositories:
+        return []
+    return [
+        f"{key}.image: required: the stack has no ECR repository {repo!r} for recipe {run.RECIPE}"
+        f" (registry.repositories: {', '.join(repositories) or 'none'})"
+    ]
+
+
+def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A Neuron run's SDK (from neuronSdk, the image tag, or the repository's Dockerfile) trains
+    on the node group's instance family, and the recipe's framework is still supported by it."""
+    if ng.instance.accelerator != "neuron" or run.PUBLIC_IMAGES:
+        return []  # a pinned public image is chosen per instance family (facts.serving); the SDK rules are training's
+    sdk, source = run.sdk
+    if sdk is None:
+        return [
+            f"{key}.neuronSdk: required: the image {run.image} does not name its Neuron SDK (no -sdk<version> in"
+            " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family"
+        ]
+    family = ng.instance.family
+    return [
+        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image)
+    ]
+
+
+def health_check_fits(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """nccl-tests allocates three buffers of the message size on every GPU and keeps 1 GiB free;
+    a larger size it shrinks in silence, so the gate would test less than it says, or nothing."""
+    it, hc = ng.instance, run.health_check
+    if it.accelerator != "nvidia" or not hc.enabled or hc.message_size is None:
+        return []
+    room = it.gpu_memory_mib * 2**20 - NCCL_TESTS_RESERVED_BYTES
+    if NCCL_TESTS_BUFFERS * size_bytes(hc.message_size) <= room:
+        return []
+    return [
+        f"{key}.healthCheck.messageSize: {hc.message_size} does not fit: nccl-tests allocates {NCCL_TESTS_BUFFERS}"
+        f" buffers of it on each GPU and keeps 1 GiB free, and a {it.accelerator_name} of {it.name} has"
+        f" {it.gpu_memory_mib // 1024} GiB (it would shrink the size in silence): use at most"
+        f" {room // NCCL_TESTS_BUFFERS // 2**20}M"
+    ]
+
+
+def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> list[str]:
+    """Each run against the node groups: a rule whose precondition failed hides the rules after it."""
+    problems: list[str] = []
+    for name, run in workloads.items():
+        key = f"workloads.{name}"
+        unknown = known_node_group(key, run.node_group, groups)
+        if unknown:
+            problems += unknown
+            continue
+        ng = groups[run.node_group]
+        mismatch = accelerator_matches(key, run, ng)
+        if mismatch:
+            problems += mismatch
+            continue
+        problems += versions_fit(key, run, ng) + nodes_fit(key, run, ng) + run.problems_on(key, ng.instance)
+        problems += health_check_fits(key, run, ng)
+    return problems
+
+
+def run_names(cfg: StackConfig) -> list[str]:
+    """What a run needs of its own stack: a valid name, and the token where its recipe downloads."""
+    named = [
+        p
+        for name, run in cfg.workloads.items()
+        for p in run_name(name) + hugging_face_token(name, run, cfg) + platform_env(name, run)
+    ]
+    return named + run_objects(cfg.workloads) + plain_secrets(cfg.workloads)
+
+
+def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collection[str]) -> list[str]:
+    """Every run's image comes from a repository the stack has, or is named in full."""
+    return [
+        p for name, run in workloads.items() for p in image_repository_exists(f"workloads.{name}", run, repositories)
+    ]
+
+
+def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageConfig) -> list[str]:
+    """The checkpoints every run keeps fit in the shared file system, with room to spare."""
+    kept = {name: p for name, run in sorted(workloads.items()) if (p := run.checkpoint_plan(storage))}
+    total = sum(p.kept_bytes for p in kept.values())
+    room = storage.storage_capacity_gib * GIB * STORAGE_SHARE
+    if total <= room:
+        return []
+    listed = ", ".join(f"{n}: {p.kept} x {p.size_bytes / 1e9:,.0f} GB" for n, p in kept.items())
+    return [
+        f"storage.storageCapacityGib: the checkpoints the runs keep ({listed}) need {total / 1e12:,.2f} TB, more than"
+        f" {STORAGE_SHARE:.0%} of {storage.storage_capacity_gib} GiB; grow the file system (a multiple"
+        " of 2400 GiB) or keep fewer (workloads.<name>.training.checkpointsToKeep)"
+    ]
