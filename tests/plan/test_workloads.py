@@ -21,6 +21,8 @@ from tests.conftest import BASE, GOLDEN, ROOT, stack_plan, stack_values, stack_y
 from tools import plan as plan_mod
 
 WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared"]
+GOLDEN_STACKS = [*WORKLOAD_STACKS, "p5-train-serve", "trn2-serve"]
+"""The training stacks, and the serving ones (tests/plan/test_serving.py holds their objects)."""
 MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 
@@ -216,7 +218,7 @@ def test_rendering_is_deterministic() -> None:
 # --------------------------------------------------------------------------- golden YAML
 
 
-@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+@pytest.mark.parametrize("stack", GOLDEN_STACKS)
 def test_golden_yaml(stack: str) -> None:
     """Regenerate with: UPDATE_GOLDEN=1 python -m pytest -q tests/plan/test_workloads.py -k golden"""
     files = golden_files(stack_plan(stack))
