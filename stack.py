@@ -29,7 +29,7 @@ from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import RECIPES, Run
-from facts.names import STORAGE_CLAIM
+from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner, runner_label
@@ -196,7 +196,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     provider = inputs.provider or kubernetes_provider("cluster-k8s", inputs.kubeconfig, pulumi.ResourceOptions())
     if addons is None:
         addons = ClusterAddons("addons", cfg.addons, StackContext.from_config(cfg))
-    tenants = tenants_of(cfg.teams)
+    tenants = tenants_of(cfg.teams, bool(cfg.queueing.default_queue))
     addons.declare_kubernetes(
         provider,
         list(inputs.node_groups.values()),
@@ -211,7 +211,8 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
     # quotas may use the system node group too (CPU runs).
     groups = inputs.run_groups
-    queues = TeamQueues("queues", teams_of(cfg.teams, groups), groups, provider, addons.kueue, addons.namespaces)
+    teams = teams_of(cfg.teams, groups, bool(cfg.queueing.default_queue))
+    queues = TeamQueues("queues", teams, groups, provider, addons.kueue, addons.namespaces)
     volume = SharedVolume(
         "shared-volume",
         inputs.storage.storage_capacity_gib,
@@ -348,7 +349,11 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
         *checks.serving_problems(cfg, groups),
-        *checks.run_teams(cfg.workloads, platform.teams),
+        *checks.run_teams(
+            cfg.workloads,
+            platform.teams,
+            checks.unowned_nodes(platform.teams, groups, True) if DEFAULT_QUEUE in platform.queues else None,
+        ),
         *amis.layered_run_problems(
             cfg.workloads, {name: (g.instance, g.release_version) for name, g in platform.node_groups.items()}
         ),

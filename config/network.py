@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -10,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from config.aws import problems
 from config.base import AZ_RE, KeyProblem, Model, ipv4_cidr, matches
 from facts.networks import never_a_peer, private_use
+from facts.regions import availability_zones
 
 # EC2 resource ids: a prefix, a hyphen and 8 (before 2016) or 17 hex digits (EC2 user guide,
 # "Resource IDs"). botocore's EC2 model types VpcId, SubnetId and RouteTableId as plain
@@ -71,8 +73,9 @@ class NetworkConfig(Model):
     cidr: str = Field("10.0.0.0/16", description="VPC IPv4 CIDR, /16 to /20 (a created VPC).")
     availability_zones: list[str] | None = Field(
         None,
-        description="2 to 4 AZs that exist in the region (`facts/regions.py`), for a VPC the stack creates.",
-        json_schema_extra={"x-default": "the node groups' AZs, then the region's first AZs, to `azCount`"},
+        description="2 to 4 AZs that exist in the region (`facts/regions.py`), for a VPC the stack creates, in a"
+        " fixed order: each AZ's subnets take the CIDRs of its place in the list, so add AZs at the end only.",
+        json_schema_extra={"x-default": "the region's first `azCount` AZs; required once a node group names its AZ"},
     )
     az_count: int = Field(
         2, ge=2, le=4, description="AZs when `availabilityZones` is not given (a VPC the stack creates)."
@@ -187,6 +190,24 @@ class NetworkConfig(Model):
     def private_subnet_prefix(self) -> int:
         """The prefix length of each private subnet of the VPC the stack creates."""
         return int(self.cidr.rpartition("/")[2]) + PRIVATE_SUBNET_EXTRA_BITS
+
+
+def derived_azs(region: str, named: Sequence[str], count: int) -> list[str]:
+    """The VPC's AZs when `network.availabilityZones` is not given: the AZs node groups name, in
+    their order, padded with the region's first ones to `count` (the region's real AZ names: not
+    every region has an `a`, `b`, `c`...). It moves when node groups are added, removed or
+    reordered, so config.placement requires the list once a node group names its AZ."""
+    azs: list[str] = []
+    for az in named:
+        if az not in azs:
+            azs.append(az)
+    known = availability_zones(region) or tuple(f"{region}{letter}" for letter in "abcdef")
+    for az in known:
+        if len(azs) >= count:
+            break
+        if az not in azs:
+            azs.append(az)
+    return azs
 
 
 # --------------------------------------------------------------------------- raw rules (config.checks)

@@ -55,10 +55,8 @@ class CapacityConfig(Model):
     )
     ends_at: dt.datetime | None = Field(
         None,
-        description=(
-            "End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g. 2027-03-01T11:30:00Z): the "
-            "group scales to 0 before it."
-        ),
+        description="End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g."
+        " 2027-03-01T11:30:00Z): the group scales to 0 before it.",
         strict=False,
         json_schema_extra={
             "x-default": "(required for capacity-block)",
@@ -229,7 +227,7 @@ class NodeRepairConfig(Model):
 class NodeGroupConfig(Model):
     """One accelerated EFA node group: one instance type, one AZ, one subnet."""
 
-    name: str = Field(description="Node group name, unique: lowercase letters, digits, hyphens (1-40).")
+    name: str = Field(description="Node group name, unique: lowercase letters, digits, hyphens (1-36).")
     instance_type: str = Field(
         description="Accelerated instance type from the catalog (`facts/instances.py`): "
         + ", ".join(instances.ACCELERATED)
@@ -267,10 +265,8 @@ class NodeGroupConfig(Model):
     )
     labels: dict[str, str] = Field(
         default_factory=dict,
-        description=(
-            "Extra node labels, by Kubernetes label rules; not the platform's own labels, nor the "
-            "`kubernetes.io`/`k8s.io` ones the kubelet refuses."
-        ),
+        description="Extra node labels, by Kubernetes label rules; not the platform's own labels, nor the"
+        " `kubernetes.io`/`k8s.io` ones the kubelet refuses.",
     )
     max_unavailable: int = Field(1, ge=1, le=100, description="Nodes an update may replace at once (EKS: 1-100).")
     node_repair: NodeRepairConfig = Field(default_factory=NodeRepairConfig, description="EKS node auto repair.")
@@ -283,8 +279,9 @@ class NodeGroupConfig(Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if len(v) > 40 or not matches(DNS_LABEL_RE, v):
-            raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-40)")
+        # The EKS name is `<name>-` and a 26-character unique suffix, at most 63 (infra.cluster).
+        if len(v) > 36 or not matches(DNS_LABEL_RE, v):
+            raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-36)")
         return v
 
     @field_validator("instance_type")

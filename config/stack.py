@@ -11,14 +11,13 @@ from config.aws import region_problems
 from config.base import Model, matches
 from config.ci_runner import CiRunnerConfig
 from config.cluster import ClusterConfig, SystemNodeGroupConfig
-from config.network import NetworkConfig
+from config.network import NetworkConfig, derived_azs
 from config.nodegroups import NodeGroupConfig
 from config.registry import RegistryConfig
 from config.storage import BucketLifecycleConfig, StorageConfig
 from config.teams import QueueingConfig, TeamConfig
 from config.workloads import WorkloadConfig
 from facts.names import LAYERS, PROJECT
-from facts.regions import availability_zones
 
 # A stack reference: `<stack>`, `<org>/<stack>` or `<org>/<project>/<stack>`; each part
 # alphanumerics, '-', '_', '.' (pulumi/pulumi sdk/go/common/tokens/stack_name.go and
@@ -123,24 +122,15 @@ class StackConfig(Model):
 
     @property
     def availability_zones(self) -> list[str]:
-        """The VPC's AZs: those of an existing VPC's private subnets, as configured, or the node
-        groups' AZs padded with the region's first ones (the region's real AZ names: not every
-        region has an `a`, `b`, `c`...)."""
+        """The VPC's AZs: those of an existing VPC's private subnets, as configured, or derived
+        (config.network.derived_azs; config.placement requires them given once it would depend on
+        node groups)."""
         if self.network.existing:
             return list(self.network.private_subnet_ids)
         if self.network.availability_zones:
             return list(self.network.availability_zones)
-        azs: list[str] = []
-        for ng in self.node_groups:
-            if ng.availability_zone and ng.availability_zone not in azs:
-                azs.append(ng.availability_zone)
-        known = availability_zones(self.region) or tuple(f"{self.region}{letter}" for letter in "abcdef")
-        for az in known:
-            if len(azs) >= self.network.az_count:
-                break
-            if az not in azs:
-                azs.append(az)
-        return azs
+        named = [ng.availability_zone for ng in self.node_groups if ng.availability_zone]
+        return derived_azs(self.region, named, self.network.az_count)
 
     def node_group_az(self, ng: NodeGroupConfig) -> str:
         """The AZ a node group runs in."""
@@ -148,9 +138,8 @@ class StackConfig(Model):
 
     @property
     def file_system_az(self) -> str:
-        """The AZ of the Lustre file system: that of the first accelerated node group (or the
-        VPC's first AZ). A Lustre file system lives in one subnet; node groups in other AZs
-        still mount it, across AZs, with more latency and cross-AZ data charges."""
-        if self.node_groups:
-            return self.node_group_az(self.node_groups[0])
-        return self.availability_zones[0]
+        """The AZ of the Lustre file system: `storage.availabilityZone`, else (no node group names
+        its AZ, so every one runs in the VPC's first AZ) the VPC's first AZ. A Lustre file system
+        lives in one subnet for good; node groups in other AZs still mount it, across AZs, with
+        more latency and cross-AZ data charges."""
+        return self.storage.availability_zone or self.availability_zones[0]

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import check
-from config.base import KeyProblem, Model, matches
+from config.base import AZ_RE, KeyProblem, Model, matches
 
 _HH_MM_RE = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]", re.ASCII)
 _FSX = "fsx:CreateFileSystem:"
@@ -79,6 +79,11 @@ class StorageConfig(Model):
     lustre_version: Literal["2.15", "2.12"] = Field("2.15", description="Lustre version: 2.15 or 2.12.")
     backup_retention_days: int = Field(7, description="Days of automatic daily backups kept (1-90); PERSISTENT_2 only.")
     daily_backup_start_time: str = Field("05:00", description="UTC start of the daily backup window, HH:MM.")
+    availability_zone: str | None = Field(
+        None,
+        description="The file system's AZ (one of the VPC's AZs), fixed for its life: a new AZ is a new file system.",
+        json_schema_extra={"x-default": "the VPC's first AZ; required once a node group names its AZ"},
+    )
     sync_deletes: bool = Field(
         False,
         description="Also import and export DELETED: deleting a file on /shared then deletes it in S3 too.",
@@ -102,6 +107,13 @@ class StorageConfig(Model):
             raise ValueError(
                 f"{v} MB/s/TiB is not a PERSISTENT_2 tier; valid: {', '.join(map(str, LUSTRE_THROUGHPUT_TIERS))}"
             )
+        return v
+
+    @field_validator("availability_zone")
+    @classmethod
+    def _az(cls, v: str | None) -> str | None:
+        if v is not None and not matches(AZ_RE, v):
+            raise ValueError(f"{v!r} is not an AZ name like us-west-2d")
         return v
 
     @field_validator("backup_retention_days")

@@ -28,8 +28,16 @@ class TeamConfig(Model):
 
 
 class QueueingConfig(Model):
-    """Kueue admission: all-or-nothing (waitForPodsReady) and how often an evicted run is requeued."""
+    """Kueue admission: all-or-nothing (waitForPodsReady), how often an evicted run is requeued,
+    and whether the queue of a stack without teams stays once teams exist."""
 
+    default_queue: bool | None = Field(
+        None,
+        description="With teams: keep the `default` queue, the `training` namespace and its claim of the whole file"
+        " system for runs that name no team (true: the runs of a stack from before its first team keep running"
+        " where they are), or have none (false).",
+        json_schema_extra={"x-default": "required once teams are defined"},
+    )
     pods_ready_timeout_minutes: int = Field(
         30,
         ge=1,

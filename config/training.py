@@ -73,10 +73,8 @@ class HealthCheckConfig(Model):
 
     enabled: bool = Field(
         True,
-        description=(
-            "Per-node checks, then an nccom-test (Neuron) or nccl-tests (GPU) all-reduce, at the start of every "
-            "training launch, with the training image."
-        ),
+        description="Per-node checks, then an nccom-test (Neuron) or nccl-tests (GPU) all-reduce, at the start"
+        " of every training launch, with the training image.",
     )
     min_bus_bandwidth_gb_per_second: float | None = Field(
         None,

@@ -7,6 +7,7 @@ encryption, no audit logs), so every security-relevant argument is set here expl
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -75,6 +76,26 @@ def node_launch_template_args(
         ],
         "update_default_version": True,
     }
+
+
+def node_group_name_prefix(name: str) -> str:
+    """The EKS name of a managed node group is this prefix and a unique suffix terraform-provider-aws
+    makes at create (`create.Name`, terraform-plugin-sdk `id.PrefixedUniqueId`: 26 characters).
+    EKS cannot change what defines a node group (instance types, capacity type, subnets, AMI type:
+    ForceNew, tests/upstream/pulumi-replacements-2026-11.yaml), and a fixed name made `pulumi up`
+    delete the running group before creating the new one (the bridge deletes first when a name is
+    set). A fresh name per group lets the new group come up before the old one is drained."""
+    return f"{name}-"
+
+
+REPLACED_FIRST: dict[str, Any] = {
+    # A group deployed with its fixed name (`system`, `<group>`) keeps it: the prefix only names
+    # the group that replaces it. Its state's explicit name would make the provider ask for
+    # delete-before-replace; the new name never collides, so the replacement is created first.
+    "ignore_changes": ["nodeGroupName", "nodeGroupNamePrefix"],
+    "delete_before_replace": False,
+}
+"""Options of every managed node group: an existing group keeps its name; a replacement comes first."""
 
 
 def principal_key(arn: str) -> str:
@@ -318,7 +339,7 @@ class Cluster(pulumi.ComponentResource):
         return aws.eks.NodeGroup(
             f"{self._name}-system",
             cluster_name=self.name,
-            node_group_name=SYSTEM_NODE_GROUP,
+            node_group_name_prefix=node_group_name_prefix(SYSTEM_NODE_GROUP),
             node_role_arn=self.node_role.arn,
             subnet_ids=list(network.private_subnet_ids.values()),
             instance_types=[s.instance_type],
@@ -333,5 +354,7 @@ class Cluster(pulumi.ComponentResource):
                 id=system_lt.id, version=system_lt.latest_version.apply(str)
             ),
             labels={NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=self.node_policy_attachments),
+            # A new instance type (or AZ) brings the new nodes up before the old group is drained,
+            # so the controllers move over instead of going down at once.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.node_policy_attachments, **REPLACED_FIRST),
         )

@@ -20,7 +20,7 @@ from config.checkpoints import shown_seconds
 from config.stack import StackConfig
 from facts import instances
 from facts import prices as table
-from facts.names import SYSTEM_NODE_GROUP
+from facts.names import NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 
 
 class Prices:
@@ -258,7 +258,12 @@ def items_from_plan(resources: Sequence[Mapping[str, Any]], region: str, prices:
             n = (i.get("scalingConfig") or {}).get("desiredSize", 0)
             items.append(
                 CostItem(
-                    f"node-group/{i.get('nodeGroupName')}", "nodes", n, itype, prices.instance_hourly(itype, region)
+                    # The group's name is its label: its EKS name gets a unique suffix at create.
+                    f"node-group/{(i.get('labels') or {}).get(NODE_GROUP_LABEL)}",
+                    "nodes",
+                    n,
+                    itype,
+                    prices.instance_hourly(itype, region),
                 )
             )
         elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":

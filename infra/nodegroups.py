@@ -17,7 +17,7 @@ import pulumi_aws as aws
 from config.nodegroups import NodeGroupConfig
 from facts import instances
 from facts.names import component_type
-from infra.cluster import Cluster, node_launch_template_args
+from infra.cluster import REPLACED_FIRST, Cluster, node_group_name_prefix, node_launch_template_args
 from infra.context import StackContext
 from infra.network import Network
 
@@ -130,7 +130,7 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
         self.node_group = aws.eks.NodeGroup(
             f"{name}-ng",
             cluster_name=cluster.name,
-            node_group_name=ng.name,
+            node_group_name_prefix=node_group_name_prefix(ng.name),
             node_role_arn=cluster.node_role.arn,
             subnet_ids=[network.private_subnet_ids[availability_zone]],
             instance_types=[ng.instance.name],
@@ -156,8 +156,11 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             taints=[
                 aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in ng.instance.taints
             ],
-            # Nodes start only once EFA traffic between them is allowed.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*cluster.node_policy_attachments, *efa_rules]),
+            # Nodes start only once EFA traffic between them is allowed. A new group before the old
+            # goes (infra.cluster.REPLACED_FIRST).
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*cluster.node_policy_attachments, *efa_rules], **REPLACED_FIRST
+            ),
         )
         if ng.capacity.scale_down_at is not None:
             self._scale_down_before_block_ends(ng, ng.capacity.scale_down_at)

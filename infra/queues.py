@@ -93,21 +93,28 @@ def present_quotas(wanted: Mapping[str, int], present: int) -> dict[str, int]:
     return out
 
 
-def teams_of(teams: Mapping[str, TeamConfig], groups: Mapping[str, NodeGroupFacts]) -> list[Team]:
-    """The configured teams (quotas within the nodes present), or the `default` team over
-    every node group of `groups` (the accelerated ones and the system group)."""
-    tenants = tenants_of(teams)
-    if not teams:
-        everything = {g.name: Quota(g.nodes, None) for g in groups.values()}
-        return [Team(DEFAULT_QUEUE, everything, tenants[DEFAULT_QUEUE].namespace, priority=0)]
+def teams_of(
+    teams: Mapping[str, TeamConfig], groups: Mapping[str, NodeGroupFacts], default_queue: bool = False
+) -> list[Team]:
+    """The configured teams (quotas within the nodes present), and the `default` team over
+    every node group of `groups` (the accelerated ones and the system group) when there are no
+    teams or `default_queue` keeps it. Beside teams, the default queue is guaranteed only the
+    nodes no team is, and may borrow the rest: its runs keep running, and a team gets its quota
+    back by evicting them (reclaimWithinCohort), to resume from their checkpoint when readmitted."""
+    tenants = tenants_of(teams, default_queue)
     nodes: dict[str, int] = {}
     for group in {t.node_group for t in teams.values()}:
         wanted = {name: t.nodes for name, t in teams.items() if t.node_group == group}
         nodes.update(present_quotas(wanted, groups[group].nodes))
-    return [
+    out = [
         Team(name, {t.node_group: Quota(nodes[name], t.borrowing_limit_nodes)}, tenants[name].namespace, t.priority)
         for name, t in teams.items()
     ]
+    if DEFAULT_QUEUE in tenants:
+        taken = {g: sum(nodes[n] for n, t in teams.items() if t.node_group == g) for g in groups}
+        rest = {g.name: Quota(max(g.nodes - taken[g.name], 0), None) for g in groups.values()}
+        out.insert(0, Team(DEFAULT_QUEUE, rest, tenants[DEFAULT_QUEUE].namespace, priority=0))
+    return out
 
 
 # --------------------------------------------------------------------------- builders (pure)

@@ -63,14 +63,19 @@ class Tenant:
     sub_path: str
 
 
-def tenants_of(teams: Iterable[str]) -> dict[str, Tenant]:
-    """One tenant per team (`team-<name>`, `teams/<name>/`), or the `default` tenant over the
-    whole file system in `training` when there are no teams (the layout of a stack without
-    teams is unchanged)."""
+def tenants_of(teams: Iterable[str], default_queue: bool = False) -> dict[str, Tenant]:
+    """One tenant per team (`team-<name>`, `teams/<name>/`), and the `default` tenant over the
+    whole file system in `training` when there are no teams or `default_queue` keeps it beside
+    them (`queueing.defaultQueue`: the runs of the stack from before its first team stay where
+    they run; a team's namespace never takes a run over)."""
     names = list(teams)
+    default = {DEFAULT_QUEUE: Tenant(DEFAULT_QUEUE, WORKLOADS_NAMESPACE, "")}
     if not names:
-        return {DEFAULT_QUEUE: Tenant(DEFAULT_QUEUE, WORKLOADS_NAMESPACE, "")}
-    return {name: Tenant(name, team_namespace(name), team_sub_path(name)) for name in names}
+        return default
+    return {
+        **(default if default_queue else {}),
+        **{name: Tenant(name, team_namespace(name), team_sub_path(name)) for name in names},
+    }
 
 
 def _policy(name: str, namespace: str, spec: Obj) -> Obj:

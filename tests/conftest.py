@@ -37,6 +37,9 @@ MINIMAL = {
     "llm-training-eks:nodeGroups": [
         {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
     ],
+    # Given once a node group names its AZ (config.placement).
+    "llm-training-eks:network": {"availabilityZones": ["us-west-2d", "us-west-2a"]},
+    "llm-training-eks:storage": {"availabilityZone": "us-west-2d"},
 }
 
 
@@ -49,6 +52,20 @@ sets its own."""
 @pytest.fixture(autouse=True)
 def _config_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capacity, "utc_now", lambda: CONFIG_NOW)
+
+
+def placed(*azs: str) -> dict[str, Any]:
+    """The `network` and `storage` sections (camelCase, unflattened) that a config whose node groups
+    name these AZs must give (config.placement): the VPC's AZs, padded to two, and the file
+    system in the first."""
+    region = azs[0][:-1]
+    pad = [f"{region}{x}" for x in "abc" if f"{region}{x}" not in azs]
+    return {"network": {"availabilityZones": [*azs, *pad][: max(2, len(azs))]}, "storage": {"availabilityZone": azs[0]}}
+
+
+def placed_values(*azs: str) -> dict[str, Any]:
+    """`placed`, as flat stack-file keys."""
+    return {f"llm-training-eks:{k}": v for k, v in placed(*azs).items()}
 
 
 class _NoAliasDumper(yaml.SafeDumper):

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 import botocore.exceptions
+
+from facts.names import CLUSTER_TAG, NODE_GROUP_LABEL
 
 UPCOMING_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 """Before a Capacity Block starts its available count shows 0; this tag holds how many instances
@@ -103,6 +105,37 @@ class PlacementGroup:
     state: str | None
 
 
+@dataclass(frozen=True)
+class DeployedFileSystem:
+    """What FSx reports of the stack's Lustre file system (DescribeFileSystems' FileSystem members)."""
+
+    id: str
+    capacity_gib: int
+    """StorageCapacity."""
+    lustre_version: str
+    """FileSystemTypeVersion."""
+    deployment_type: str
+    """LustreConfiguration.DeploymentType."""
+
+
+def file_system_tags(cluster: str) -> dict[str, str]:
+    """Tags the stack's file system carries (infra.storage: the owned tags and `Name`)."""
+    return {CLUSTER_TAG: cluster, "Name": f"{cluster}-shared"}
+
+
+def candidates(name: str, names: Iterable[str]) -> list[str]:
+    """EKS node group names that may be the stack's group `name`: `name` itself (a group deployed
+    before names had a unique suffix), then `name-<suffix>` (infra.cluster.node_group_name_prefix);
+    the node-group label decides among the latter."""
+    names = list(names)
+    return [n for n in names if n == name] + sorted(n for n in names if n.startswith(f"{name}-"))
+
+
+def is_group(eks_name: str, labels: Mapping[str, str] | None, name: str) -> bool:
+    """The EKS group `eks_name` is the stack's group `name` (by its fixed name or its label)."""
+    return eks_name == name or (labels or {}).get(NODE_GROUP_LABEL) == name
+
+
 class Account(Protocol):
     """The reads preflight makes, whatever answers them."""
 
@@ -119,7 +152,9 @@ class Account(Protocol):
         ...
 
     def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
-        """The deployed EKS node group, or None when it (or its cluster) does not exist yet."""
+        """The deployed EKS node group the stack calls `name` (its EKS name is `name`, or, since
+        node groups are replaced create-first, `name-` and a unique suffix with the node-group
+        label `name`: `candidates`), or None when it (or its cluster) does not exist yet."""
         ...
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
@@ -153,6 +188,10 @@ class Account(Protocol):
 
     def instances_in_group(self, name: str, availability_zone: str | None = None) -> int:
         """Pending or running instances in the placement group (in the AZ, if given)."""
+        ...
+
+    def file_system(self, cluster: str) -> DeployedFileSystem | None:
+        """The stack's Lustre file system (by `file_system_tags`), or None before it exists."""
         ...
 
 

@@ -16,13 +16,17 @@ from tools.account import (
     OWN_INSTANCE_STATES,
     UPCOMING_TAG,
     AccountError,
+    DeployedFileSystem,
     DeployedNodeGroup,
     PlacementGroup,
     Reservation,
     Subnet,
     Vpc,
+    candidates,
     explain_api_error,
     explain_botocore,
+    file_system_tags,
+    is_group,
 )
 
 # What EC2 answers for an id or name it does not have (EC2 API reference, "Error codes";
@@ -134,13 +138,20 @@ class Boto3Account:
         return reservation_from(found[0], _tags(found[0].get("Tags"))) if found else None
 
     def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
-        pages = self._call(
-            "eks", "describe_nodegroup", missing=("ResourceNotFoundException",), clusterName=cluster, nodegroupName=name
-        )
-        if not pages:
+        # Listing first, as the provider's source does: a missing cluster or group is an answer.
+        if cluster not in (n for p in self._call("eks", "list_clusters") for n in p.get("clusters", [])):
             return None
-        group = pages[0]["nodegroup"]
-        return DeployedNodeGroup(str(group.get("version")), int(group.get("scalingConfig", {}).get("desiredSize", 0)))
+        missing = ("ResourceNotFoundException",)
+        listed = self._call("eks", "list_nodegroups", missing=missing, clusterName=cluster)
+        for eks_name in candidates(name, (n for p in listed or [] for n in p.get("nodegroups", []))):
+            found = self._call(
+                "eks", "describe_nodegroup", missing=missing, clusterName=cluster, nodegroupName=eks_name
+            )
+            group = found[0]["nodegroup"] if found else {}
+            if group and is_group(eks_name, group.get("labels"), name):
+                desired = int(group.get("scalingConfig", {}).get("desiredSize", 0))
+                return DeployedNodeGroup(str(group.get("version")), desired)
+        return None
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
         filters = [
@@ -150,6 +161,19 @@ class Boto3Account:
         ]
         pages = self._call("ec2", "describe_instances", Filters=filters)
         return sum(len(r.get("Instances", [])) for p in pages for r in p.get("Reservations", []))
+
+    def file_system(self, cluster: str) -> DeployedFileSystem | None:
+        wanted = file_system_tags(cluster).items()
+        for page in self._call("fsx", "describe_file_systems"):
+            for fs in page.get("FileSystems", []):
+                if fs.get("FileSystemType") == "LUSTRE" and wanted <= _tags(fs.get("Tags")).items():
+                    return DeployedFileSystem(
+                        id=str(fs.get("FileSystemId")),
+                        capacity_gib=int(fs.get("StorageCapacity") or 0),
+                        lustre_version=str(fs.get("FileSystemTypeVersion")),
+                        deployment_type=str(fs.get("LustreConfiguration", {}).get("DeploymentType")),
+                    )
+        return None
 
     def caller_arn(self) -> str:
         return str(self._call("sts", "get_caller_identity")[0].get("Arn", ""))

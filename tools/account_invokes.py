@@ -24,12 +24,16 @@ from tools.account import (
     OWN_INSTANCE_STATES,
     UPCOMING_TAG,
     AccountError,
+    DeployedFileSystem,
     DeployedNodeGroup,
     PlacementGroup,
     Reservation,
     Subnet,
     Vpc,
+    candidates,
     explain_text,
+    file_system_tags,
+    is_group,
 )
 
 # A data source that finds nothing fails with terraform-provider-aws's NotFoundError ("couldn't
@@ -46,6 +50,10 @@ _NOT_FOUND = (
 # its properties GroupName, Strategy, SpreadLevel, PartitionCount (CloudFormation user guide,
 # aws-resource-ec2-placementgroup); no state.
 PLACEMENT_GROUP_TYPE = "AWS::EC2::PlacementGroup"
+FILE_SYSTEM_TYPE = "AWS::FSx::FileSystem"
+"""Cloud Control's type of an FSx file system (CloudFormation template reference, aws-resource-fsx-filesystem)."""
+FILE_SYSTEM_ARN_TYPE = "fsx:file-system"
+"""The Resource Groups Tagging API's resource type filter for FSx file systems (service:resource)."""
 
 
 def _date(value: Any) -> dt.datetime | None:
@@ -116,13 +124,14 @@ class ProviderAccount:
         if cluster not in (clusters.names or []):
             return None
         groups = self._invoke(aws.eks.get_node_groups, "eks:ListNodegroups", cluster_name=cluster)
-        if name not in (groups.names or []):
-            return None
-        group = self._invoke(
-            aws.eks.get_node_group, "eks:DescribeNodegroup", cluster_name=cluster, node_group_name=name
-        )
-        scaling = (group.scaling_configs or [None])[0]
-        return DeployedNodeGroup(str(group.version), int(scaling.desired_size) if scaling else 0)
+        for eks_name in candidates(name, groups.names or []):
+            group = self._invoke(
+                aws.eks.get_node_group, "eks:DescribeNodegroup", cluster_name=cluster, node_group_name=eks_name
+            )
+            if is_group(eks_name, group.labels, name):
+                scaling = (group.scaling_configs or [None])[0]
+                return DeployedNodeGroup(str(group.version), int(scaling.desired_size) if scaling else 0)
+        return None
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
         found = self._invoke(
@@ -133,6 +142,35 @@ class ProviderAccount:
             instance_tags=dict(tags),
         )
         return len(found.ids or [])
+
+    def file_system(self, cluster: str) -> DeployedFileSystem | None:
+        # No data source describes a Lustre file system: find it by its tags (Resource Groups
+        # Tagging API), then read it through Cloud Control (AWS::FSx::FileSystem).
+        tags = file_system_tags(cluster)
+        found = self._invoke(
+            aws.resourcegroupstaggingapi.get_resources,
+            "tag:GetResources",
+            resource_type_filters=[FILE_SYSTEM_ARN_TYPE],
+            tag_filters=[{"key": k, "values": [v]} for k, v in tags.items()],
+        )
+        for mapping in found.resource_tag_mapping_lists or []:
+            fs_id = str(mapping.resource_arn).rsplit("/", 1)[-1]
+            resource = self._invoke(
+                aws.cloudcontrol.get_resource,
+                "cloudformation:GetResource",
+                not_found=True,
+                type_name=FILE_SYSTEM_TYPE,
+                identifier=fs_id,
+            )
+            props = json.loads(resource.properties or "{}") if resource is not None else {}
+            if props.get("FileSystemType") == "LUSTRE":
+                return DeployedFileSystem(
+                    id=fs_id,
+                    capacity_gib=int(props.get("StorageCapacity") or 0),
+                    lustre_version=str(props.get("FileSystemTypeVersion")),
+                    deployment_type=str(props.get("LustreConfiguration", {}).get("DeploymentType")),
+                )
+        return None
 
     def caller_arn(self) -> str:
         return str(self._invoke(aws.get_caller_identity, "sts:GetCallerIdentity").arn)

@@ -47,6 +47,10 @@ def _fake_hex(text: str, n: int = 17) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
+def _fake_digits(text: str, n: int = 26) -> str:
+    return str(int(hashlib.sha256(text.encode()).hexdigest(), 16))[:n]
+
+
 def _service(type_token: str) -> str:
     module = type_token.split(":")[1].split("/")[0]
     return {"index": "aws"}.get(module, module)
@@ -105,8 +109,14 @@ class PlanMocks(pulumi_mocks.Mocks):
         if t == "aws:cloudwatch/logGroup:LogGroup":
             state["arn"] = f"arn:aws:logs:{self.region}:{ACCOUNT_ID}:log-group:{state['name']}"
         elif t == "aws:eks/nodeGroup:NodeGroup":
-            # EKS makes one Auto Scaling group per managed node group.
-            asg = f"eks-{args.inputs.get('nodeGroupName', args.name)}-{_fake_hex(args.name, 8)}"
+            # The provider names a group from its prefix and a 26-character unique suffix
+            # (terraform-plugin-sdk id.PrefixedUniqueId); EKS makes one Auto Scaling group per group.
+            name = (
+                args.inputs.get("nodeGroupName")
+                or f"{args.inputs.get('nodeGroupNamePrefix', '')}{_fake_digits(args.name)}"
+            )
+            state["nodeGroupName"] = name
+            asg = f"eks-{name}-{_fake_hex(args.name, 8)}"
             state["resources"] = [{"autoscalingGroups": [{"name": asg}], "remoteAccessSecurityGroupId": ""}]
         if t == "aws:kms/key:Key":
             state["keyId"] = rid

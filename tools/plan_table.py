@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from facts import amis
-from facts.names import PROJECT, component_type
+from facts.names import NODE_GROUP_LABEL, PROJECT, component_type
 from infra.ci_runner import runner_label
 from tools.plan_view import PlanView, Reads
 from tools.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
@@ -78,7 +78,8 @@ def _cluster_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     for ng in view.of_type(kids, "aws:eks/nodeGroup:NodeGroup"):
         s = ng["inputs"].get("scalingConfig", {})
         facts.append(
-            f"node group {ng['inputs'].get('nodeGroupName')}: {', '.join(ng['inputs'].get('instanceTypes', []))}"
+            f"node group {(ng['inputs'].get('labels') or {}).get(NODE_GROUP_LABEL)}:"
+            f" {', '.join(ng['inputs'].get('instanceTypes', []))}"
             f" x {s.get('desiredSize')} across {len(ng['inputs'].get('subnetIds', []))} subnets"
         )
     return facts

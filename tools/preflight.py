@@ -24,7 +24,8 @@ and that each named placement group exists, is a cluster group and is in its nod
 
 A deployed stack's day-2 edits are held against what is deployed: `cluster.kubernetesVersion`
 moves one minor version at a time, forward (the system node group's version, which follows the
-control plane).
+control plane); the file system is never asked to shrink or to change its Lustre version or
+deployment type (tools/storage_checks.py).
 
 Exit 0 when every check passes (warnings included, printed to stderr as `WARN` lines), 1 with one
 line per failing check, 2 on bad config (a day-2 edit the deployed stack cannot take included) or
@@ -60,6 +61,7 @@ from tools.cli import add_stack_arguments, load_stack_config
 from tools.network_checks import check_placement_groups, check_vpc
 from tools.quotas import check_quotas
 from tools.reservations import Finding, check_reservations
+from tools.storage_checks import check_file_system
 
 DAY2 = "day2"
 """Findings of this kind refuse a config edit the deployed stack cannot take in place (exit 2)."""
@@ -193,6 +195,7 @@ def run_checks(
         *check_placement_groups(account, cfg),
         *check_capacity_block_upgrades(account, cfg),
         *check_version_step(account, cfg),
+        *check_file_system(account, cfg),
         *check_admin_entries(account, cfg),
         *check_quotas(account, cfg),
     ]

@@ -19,9 +19,10 @@ from config.checks.groups import Groups, GroupView, groups_of
 from config.checks.network import flavors_fit, network_problems
 from config.checks.runs import checkpoints_fit, images_exist, run_names, runs_problems
 from config.checks.serving import serving_problems
-from config.checks.teams import run_teams, system_name_reserved, team_problems
+from config.checks.teams import default_queue_decided, run_teams, system_name_reserved, team_problems, unowned_nodes
 from config.layers import layer_problems
 from config.names import node_group_azs_in_vpc, node_group_names_unique, team_name, vpc_azs_in_region
+from config.placement import RULES as PLACEMENT_RULES
 from config.stack import StackConfig
 
 __all__ = [
@@ -37,9 +38,10 @@ __all__ = [
     "runs_problems",
     "serving_problems",
     "team_problems",
+    "unowned_nodes",
 ]
 
-RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems)
+RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems, *PLACEMENT_RULES)
 
 
 def config_problems(cfg: StackConfig) -> list[str]:
@@ -57,6 +59,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
         *capacity_problems(cfg),
         *network_problems(cfg),
         *eks_addon_versions_known(cfg),
+        *default_queue_decided(cfg),
     ]
     if cfg.layer == "all":
         groups = groups_of(cfg)
@@ -66,9 +69,17 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *runs_problems(cfg.workloads, groups),
             *serving_problems(cfg, groups),
             *checkpoints_fit(cfg.workloads, cfg.storage),
-            *team_problems(cfg.teams, groups),
-            *run_teams(cfg.workloads, cfg.teams),
+            *team_problems(cfg.teams, groups, bool(cfg.queueing.default_queue)),
+            *run_teams(cfg.workloads, cfg.teams, _default_queue_quota(cfg, groups)),
             *system_name_reserved(cfg),
             *release_problems(cfg),
         ]
     return [*local, *system_name_reserved(cfg), *(release_problems(cfg) if cfg.layer == "aws" else [])]
+
+
+def _default_queue_quota(cfg: StackConfig, groups: Groups) -> dict[str, int] | None:
+    """The default queue's nominal quota per node group when a stack with teams keeps it; None
+    when runs must name a team."""
+    if cfg.teams and not cfg.queueing.default_queue:
+        return None
+    return unowned_nodes(cfg.teams, groups, True)

@@ -27,19 +27,31 @@ def quotas_fit(name: str, team: TeamConfig, ng: GroupView, shares: list[tuple[st
     return []
 
 
-def lendable(name: str, teams: Mapping[str, TeamConfig]) -> int:
-    """Nodes the other teams of `name`'s node group can lend it: their nominal quotas. All teams
-    share one cohort, and Kueue lends only other ClusterQueues' unused nominal quota of the same
-    flavor, never nodes outside every quota (kueue v0.19.2 docs, concepts/cluster_queue.md,
-    "Flavors and borrowing semantics")."""
+def lendable(name: str, teams: Mapping[str, TeamConfig], unowned: Mapping[str, int] | None = None) -> int:
+    """Nodes the other teams of `name`'s node group can lend it: their nominal quotas, and with the
+    default queue kept (queueing.defaultQueue) its nominal quota there, the nodes no team has
+    (`unowned`, by node group). All queues share one cohort, and Kueue lends only other
+    ClusterQueues' unused nominal quota of the same flavor, never nodes outside every quota
+    (kueue v0.19.2 docs, concepts/cluster_queue.md, "Flavors and borrowing semantics")."""
     group = teams[name].node_group
-    return sum(t.nodes for other, t in teams.items() if other != name and t.node_group == group)
+    others = sum(t.nodes for other, t in teams.items() if other != name and t.node_group == group)
+    return others + (unowned or {}).get(group, 0)
 
 
-def borrowing_reachable(name: str, teams: Mapping[str, TeamConfig]) -> list[str]:
-    """A team borrows at most what the other teams of its node group lend."""
+def unowned_nodes(teams: Mapping[str, TeamConfig], groups: Groups, default_queue: bool) -> dict[str, int]:
+    """With the default queue kept, its nominal quota per node group: the nodes no team has."""
+    if not default_queue:
+        return {}
+    owned: dict[str, int] = {}
+    for team in teams.values():
+        owned[team.node_group] = owned.get(team.node_group, 0) + team.nodes
+    return {name: max(g.nodes - owned.get(name, 0), 0) for name, g in groups.items()}
+
+
+def borrowing_reachable(name: str, teams: Mapping[str, TeamConfig], unowned: Mapping[str, int]) -> list[str]:
+    """A team borrows at most what the other queues of its node group lend."""
     team = teams[name]
-    lend = lendable(name, teams)
+    lend = lendable(name, teams, unowned)
     if team.borrowing_limit_nodes is None or team.borrowing_limit_nodes <= lend:
         return []
     nodes = "node" if lend == 1 else "nodes"
@@ -50,9 +62,10 @@ def borrowing_reachable(name: str, teams: Mapping[str, TeamConfig]) -> list[str]
     ]
 
 
-def team_problems(teams: Mapping[str, TeamConfig], groups: Groups) -> list[str]:
+def team_problems(teams: Mapping[str, TeamConfig], groups: Groups, default_queue: bool = False) -> list[str]:
     """Each team's node group exists, the quotas on it fit, and what it borrows can be lent."""
     problems: list[str] = []
+    unowned = unowned_nodes(teams, groups, default_queue)
     shares: dict[str, list[tuple[str, int]]] = {}
     for name, team in teams.items():
         unknown = known_node_group(f"teams.{name}", team.node_group, groups)
@@ -61,20 +74,29 @@ def team_problems(teams: Mapping[str, TeamConfig], groups: Groups) -> list[str]:
             continue
         ng = groups[team.node_group]
         shares.setdefault(ng.name, []).append((name, team.nodes))
-        problems += quotas_fit(name, team, ng, shares[ng.name]) + borrowing_reachable(name, teams)
+        problems += quotas_fit(name, team, ng, shares[ng.name]) + borrowing_reachable(name, teams, unowned)
     return problems
 
 
-def run_team(name: str, run: RunConfig, teams: Mapping[str, TeamConfig]) -> list[str]:
-    """A run names a team exactly when teams exist, on the team's node group, within its reach:
-    its quota and what it can borrow (the other teams' quota, up to its borrowing limit)."""
+def run_team(
+    name: str, run: RunConfig, teams: Mapping[str, TeamConfig], unowned: Mapping[str, int] | None = None
+) -> list[str]:
+    """A run names a team when teams exist (unless the default queue is kept for runs without
+    one: `unowned` is then its quota), on the team's node group, within its reach: its quota and
+    what it can borrow (the other queues' quota, up to its borrowing limit)."""
     key = f"workloads.{name}.team"
     if not teams:
         if run.team is None:
             return []
         return [f"{key}: {run.team!r} is not a team (no teams are defined; runs without teams use the default queue)"]
     if run.team is None:
-        return [f"{key}: required when teams are defined; teams: {', '.join(teams)}"]
+        if unowned is not None:
+            return []
+        return [
+            f"{key}: required when teams are defined and queueing.defaultQueue is not true; teams: {', '.join(teams)}."
+            " A run that ran before the first team keeps running in `training` with queueing.defaultQueue: true;"
+            " naming a team moves it to the team's namespace and directory, where it starts again from step 0"
+        ]
     team = teams.get(run.team)
     if team is None:
         return [f"{key}: unknown team {run.team!r}{did_you_mean(run.team, teams)}; teams: {', '.join(teams)}"]
@@ -83,7 +105,7 @@ def run_team(name: str, run: RunConfig, teams: Mapping[str, TeamConfig]) -> list
             f"{key}: team {run.team!r} has its quota on node group {team.node_group!r}, not {run.node_group!r}"
             f" (workloads.{name}.nodeGroup)"
         ]
-    lend = lendable(run.team, teams)
+    lend = lendable(run.team, teams, unowned)
     borrow = lend if team.borrowing_limit_nodes is None else min(team.borrowing_limit_nodes, lend)
     if run.nodes > team.nodes + borrow:
         return [
@@ -94,8 +116,26 @@ def run_team(name: str, run: RunConfig, teams: Mapping[str, TeamConfig]) -> list
     return []
 
 
-def run_teams(workloads: Mapping[str, WorkloadConfig], teams: Mapping[str, TeamConfig]) -> list[str]:
-    return [p for name, run in workloads.items() for p in run_team(name, run, teams)]
+def run_teams(
+    workloads: Mapping[str, WorkloadConfig], teams: Mapping[str, TeamConfig], unowned: Mapping[str, int] | None = None
+) -> list[str]:
+    return [p for name, run in workloads.items() for p in run_team(name, run, teams, unowned)]
+
+
+def default_queue_decided(cfg: StackConfig) -> list[str]:
+    """Once teams are defined, the stack says whether the queue of a stack without teams stays:
+    dropped, the `training` namespace goes with every run and claim in it."""
+    decided = cfg.queueing.default_queue
+    if cfg.teams and decided is None:
+        return [
+            "queueing.defaultQueue: required once teams are defined: true keeps the `default` queue, the `training`"
+            " namespace and its claim (the whole file system) for runs that name no team, so the runs of a stack"
+            " that ran without teams keep running where they are; false has none (a stack with teams from the"
+            " start; on a stack that ran without teams it deletes `training` with every run in it)"
+        ]
+    if decided is not None and not cfg.teams and cfg.layer in ("all", "cluster"):
+        return ["queueing.defaultQueue: only with teams (without teams, the default queue is the only one)"]
+    return []
 
 
 def system_name_reserved(cfg: StackConfig) -> list[str]:

@@ -29,6 +29,11 @@ QUANTITY = re.compile(r"(?:[0-9]+|[0-9]+\.[0-9]+)(?:Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|
 GIB = 1 << 30
 
 
+def _group(inputs: Mapping[str, Any]) -> str:
+    """A node group's config name: its EKS name is the prefix and a suffix made at create."""
+    return inputs.get("nodeGroupName") or inputs["nodeGroupNamePrefix"].removesuffix("-")
+
+
 @cache
 def ec2_type(name: str) -> dict[str, Any]:
     """EC2's description of an instance type, as moto ships it."""
@@ -59,7 +64,7 @@ def node_groups(plan: Plan) -> list[str]:
     blocks = upstream.facts("aws-ec2-capacity-blocks-2026-11")
     out = []
     for r in _of(plan, "aws:eks/nodeGroup:NodeGroup"):
-        i, name = r["inputs"], r["inputs"]["nodeGroupName"]
+        i, name = r["inputs"], _group(r["inputs"])
         s = i["scalingConfig"]
         if not (0 <= s["minSize"] <= s["desiredSize"] <= s["maxSize"] and s["maxSize"] >= 1):
             out.append(f"node group {name}: sizes {s}")
@@ -86,7 +91,7 @@ def placement(plan: Plan) -> list[str]:
     reserved: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for r in _of(plan, "aws:eks/nodeGroup:NodeGroup"):
         lt = templates.get(r["inputs"]["launchTemplate"]["id"], {})
-        outputs = (plan["outputs"].get("nodeGroups") or {}).get(r["inputs"]["nodeGroupName"], {})
+        outputs = (plan["outputs"].get("nodeGroups") or {}).get(_group(r["inputs"]), {})
         az = outputs.get("availabilityZone") or azs.get(r["inputs"]["subnetIds"][0], "?")
         if (lt.get("placement") or {}).get("groupName"):
             groups[lt["placement"]["groupName"]].add(az)
@@ -123,7 +128,7 @@ def addresses(plan: Plan) -> list[str]:
     for r in _of(plan, "aws:eks/nodeGroup:NodeGroup"):
         i = r["inputs"]
         per_node = 2 * ec2_type(i["instanceTypes"][0])["NetworkInfo"]["Ipv4AddressesPerInterface"]
-        for subnet in i["subnetIds"] if i["nodeGroupName"] == "system" else i["subnetIds"][:1]:
+        for subnet in i["subnetIds"] if _group(i) == "system" else i["subnetIds"][:1]:
             need[subnet] += i["scalingConfig"]["maxSize"] * per_node
     out = []
     for subnet, n in need.items():
@@ -201,7 +206,7 @@ def kueue(plan: Plan) -> list[str]:
             ]
             out += [f"ClusterQueue {name}: quantity {q!r}" for q in quantities if not QUANTITY.fullmatch(str(q))]
     full = {
-        r["inputs"]["nodeGroupName"]
+        _group(r["inputs"])
         for r in _of(plan, "aws:eks/nodeGroup:NodeGroup")
         if r["inputs"]["scalingConfig"]["desiredSize"] == r["inputs"]["scalingConfig"]["maxSize"]
     }
@@ -232,9 +237,7 @@ def jobs(plan: Plan) -> list[str]:
     replaced them); nccl-tests' buffers fit the GPU (v2.13.10 src/common.cu: three buffers with -c 1
     and 1 GiB free, EC2's GPU memory); Megatron's tensor parallelism divides the key/value heads
     (megatron-core attention.py, neuronx-nemo-megatron transformer.py)."""
-    gpus = {
-        r["inputs"]["nodeGroupName"]: r["inputs"]["instanceTypes"][0] for r in _of(plan, "aws:eks/nodeGroup:NodeGroup")
-    }
+    gpus = {_group(r["inputs"]): r["inputs"]["instanceTypes"][0] for r in _of(plan, "aws:eks/nodeGroup:NodeGroup")}
     units = upstream.facts("nccl-tests-v2.13.10")["size_units"]
     out = []
     for job in _of(plan, "kubernetes:kubeflow.org/v2beta1:MPIJob"):

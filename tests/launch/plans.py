@@ -15,6 +15,7 @@ from typing import Any
 
 import config
 from config.stackfile import read_stack_file
+from facts.names import NODE_GROUP_LABEL
 from tests import upstream
 from tests.conftest import ROOT
 from tools import plan as plan_mod
@@ -71,6 +72,8 @@ def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) 
     wl = values[f"{PREFIX}workloads"][workload]
     values[f"{PREFIX}workloads"] = {workload: wl}
     values.pop(f"{PREFIX}teams", None)
+    queueing = values.get(f"{PREFIX}queueing", {})
+    queueing.pop("defaultQueue", None)  # a stack without teams has only the default queue
     wl.pop("team", None)
     wl["nodes"] = nodes
     for group in values.get(f"{PREFIX}nodeGroups", []):  # a runs layer has its groups below
@@ -170,7 +173,7 @@ def node_drivers(stack: str, workload: str) -> dict[str, str]:
     (ng,) = [
         r["inputs"]
         for r in plan["resources"]
-        if r["type"] == NODE_GROUP and r["inputs"].get("nodeGroupName") == group["name"]
+        if r["type"] == NODE_GROUP and (r["inputs"].get("labels") or {}).get(NODE_GROUP_LABEL) == group["name"]
     ]
     pinned, minor = ng.get("releaseVersion"), str(ng["version"])
     row = next(r for r in AMI_RELEASES if (r["releaseVersion"] == pinned if pinned else r["kubernetes"] == minor))

@@ -180,6 +180,15 @@ def deletes_first(r: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
 # --------------------------------------------------------------------------- the update
 
 
+def _as_sets(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs with set-typed lists sorted: the provider sees no change in a new order."""
+    inputs = dict(r["inputs"])
+    for key in FACTS["aws_sets"].get(r["type"], []):
+        if isinstance(inputs.get(key), list):
+            inputs[key] = sorted(inputs[key], key=str)
+    return inputs
+
+
 def _ignored(r: Mapping[str, Any], paths: set[str]) -> set[str]:
     return {p for p in paths if not _under(p, r.get("ignoreChanges") or [])}
 
@@ -204,7 +213,7 @@ def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> Update:
                 steps[urn] = Step(urn, "create", r["type"])
                 continue
             old = olds[match[urn]]
-            paths = _ignored(r, changed_paths(old["inputs"], r["inputs"], replaced_ids))
+            paths = _ignored(r, changed_paths(_as_sets(old), _as_sets(r), replaced_ids))
             if not paths:
                 steps[urn] = Step(urn, "same", r["type"], protected=old["protect"])
                 continue

@@ -19,7 +19,17 @@ from infra.charts import (
     tolerations_for,
 )
 from infra.platform import NodeGroupFacts
-from tests.conftest import API_PATH, BASE, MINIMAL, plan_exit, resources, run_plan, stack_plan, stack_values
+from tests.conftest import (
+    API_PATH,
+    BASE,
+    MINIMAL,
+    placed_values,
+    plan_exit,
+    resources,
+    run_plan,
+    stack_plan,
+    stack_values,
+)
 from tools import mocks
 from tools.plan import kubernetes_objects
 
@@ -31,6 +41,7 @@ MIXED = {
         {"name": "trn", "instanceType": "trn1.32xlarge", "desiredSize": 1, "availabilityZone": "us-east-2a"},
         {"name": "gpu", "instanceType": "p5.48xlarge", "desiredSize": 1, "availabilityZone": "us-east-2a"},
     ],
+    **placed_values("us-east-2a"),
 }
 
 
@@ -104,7 +115,7 @@ def test_node_selectors_match_node_group_labels(example_stack: str) -> None:
     labels = [
         r["inputs"]["labels"]
         for r in resources(plan, "aws:eks/nodeGroup:NodeGroup")
-        if r["inputs"]["nodeGroupName"] != "system"
+        if r["inputs"]["labels"]["llm-training-eks/node-group"] != "system"
     ]
     for name, values in releases(plan).items():
         selector = values.get("nodeSelector") or values.get("devicePlugin", {}).get("nodeSelector")

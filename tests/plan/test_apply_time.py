@@ -195,7 +195,7 @@ def test_capacity_block_group_scales_to_zero_before_the_block_ends() -> None:
     assert schedule["inputs"]["desiredCapacity"] == 0 and schedule["inputs"]["minSize"] == 0
     (ng,) = [r for r in resources(plan, "aws:eks/nodeGroup:NodeGroup") if r["name"] == "ng-p5-ng"]
     # The Auto Scaling group EKS made for the node group (its `resources` output).
-    assert schedule["inputs"]["autoscalingGroupName"].startswith(f"eks-{ng['inputs']['nodeGroupName']}-")
+    assert schedule["inputs"]["autoscalingGroupName"].startswith(f"eks-{ng['inputs']['nodeGroupNamePrefix']}")
 
 
 @pytest.mark.parametrize(

@@ -176,7 +176,7 @@ UNCONSTRAINED = {
     "nodeRepairConfig.nodeRepairConfigOverrides[].nodeMonitoringCondition",
     "nodeRepairConfig.nodeRepairConfigOverrides[].nodeUnhealthyReason", "userName", "kubernetesGroups[]", "type",
     "name", "policy", "description", "tags", "finalBackupTags", "preserve", "tags.*", "tagSpecifications[].tags.*", "encryptionConfig.resources[]",
-    "nodeGroupName", "labels", "networkInterfaces[].networkCardIndex", "networkInterfaces[].deviceIndex",
+    "nodeGroupName", "nodeGroupNamePrefix", "labels", "networkInterfaces[].networkCardIndex", "networkInterfaces[].deviceIndex",
     "networkInterfaces[].description", "fromPort", "toPort", "maxAggregationInterval",
     "rules[].applyServerSideEncryptionByDefault.kmsMasterKeyId",
     # S3 lifecycle members botocore types as plain strings and integers (the rule's id is ours, the

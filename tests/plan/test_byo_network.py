@@ -14,7 +14,7 @@ from config.checks.network import EKS_INTERFACE_ADDRESSES, addresses_needed
 from config.stackfile import read_stack_file
 from facts import instances
 from tests import upstream
-from tests.conftest import API_PATH, ROOT, plan_exit, resources, run_plan, stack_plan, stack_values
+from tests.conftest import API_PATH, ROOT, placed_values, plan_exit, resources, run_plan, stack_plan, stack_values
 from tools import plan as plan_mod
 
 NETWORK_TYPES = (
@@ -54,7 +54,8 @@ def test_everything_lands_in_the_configured_vpc_and_subnets() -> None:
     assert cluster["inputs"]["privateSubnetIds"] == list(private.values())
     assert cluster["inputs"]["publicSubnetIds"] == list(public.values())
     groups = {
-        g["inputs"]["nodeGroupName"]: g["inputs"]["subnetIds"] for g in resources(plan, "aws:eks/nodeGroup:NodeGroup")
+        g["inputs"]["labels"]["llm-training-eks/node-group"]: g["inputs"]["subnetIds"]
+        for g in resources(plan, "aws:eks/nodeGroup:NodeGroup")
     }
     assert groups == {"system": list(private.values()), "p4de": [private["us-east-1c"]]}
     (fs,) = resources(plan, "aws:fsx/lustreFileSystem:LustreFileSystem")
@@ -118,7 +119,12 @@ def test_addresses_needed_follow_the_vpc_cni_and_the_instance_data() -> None:
 
 def one_group(**group: Any) -> dict[str, Any]:
     ng = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d", **group}
-    return {"aws:region": "us-west-2", "llm-training-eks:cluster": API_PATH, "llm-training-eks:nodeGroups": [ng]}
+    return {
+        "aws:region": "us-west-2",
+        "llm-training-eks:cluster": API_PATH,
+        "llm-training-eks:nodeGroups": [ng],
+        **placed_values("us-west-2d"),
+    }
 
 
 @pytest.mark.parametrize("kind", ["on-demand", "spot"])

@@ -57,3 +57,29 @@ def test_a_team_named_default_is_refused(tmp_path: Any) -> None:
         run["team"] = "default"
     code, err = plan_exit(values, tmp_path)
     assert code == 2 and err.startswith("teams.default: 'default' names the queue and the shared volume"), err
+
+
+def test_shrinking_or_a_new_lustre_version_would_stop_mid_update_so_preflight_refuses_it() -> None:
+    """Item 21: 2400 -> 1200 GiB, or Lustre 2.15 -> 2.12, replaces the file system, and protect
+    stops the update there (after everything before it has changed). The offline plan knows no
+    deployed value; preflight reads the live one and refuses the edit before anything changes."""
+    import config
+    from tools import storage_checks
+    from tools.account import DeployedFileSystem
+
+    before = with_storage(storageCapacityGib=2400)
+    for edit in ({"storageCapacityGib": 1200}, {"storageCapacityGib": 2400, "lustreVersion": "2.12"}):
+        update = day2.diff(before, with_storage(**edit))
+        (fs,) = [s for s in update.steps.values() if s.type == FSX]
+        assert (fs.op, fs.blocked) == ("replace", True), edit
+        assert update.blocked == [fs.urn]
+
+        class Deployed:
+            def file_system(self, cluster: str) -> DeployedFileSystem:
+                return DeployedFileSystem("fs-0123456789abcdef0", 2400, "2.15", "PERSISTENT_2")
+
+        values = copy.deepcopy(stack_values(STACK))
+        values["llm-training-eks:storage"] = {**values.get("llm-training-eks:storage", {}), **edit}
+        cfg = config.parse_stack_values(values)
+        (refused,) = [f for f in storage_checks.check_file_system(Deployed(), cfg) if not f.ok]  # type: ignore[arg-type]
+        assert refused.message.startswith(f"storage.{next(iter(edit)) if len(edit) == 1 else 'lustreVersion'}:")

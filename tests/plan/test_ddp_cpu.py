@@ -28,7 +28,7 @@ from facts.names import SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
 from infra.queues import cluster_queue, queue_objects, teams_of
 from tests import upstream
-from tests.conftest import API_PATH, ROOT, resources, stack_plan, stack_values
+from tests.conftest import API_PATH, ROOT, placed, resources, stack_plan, stack_values
 from tools import plan as plan_mod
 from workloads.manifests import ddp_cpu
 from workloads.manifests.healthcheck import health_gate
@@ -44,6 +44,7 @@ def parse(run: dict[str, Any], **more: Any) -> config.StackConfig:
         "cluster": API_PATH,
         "nodeGroups": [TRN1],
         "workloads": {"first": {"recipe": "ddp-cpu", "nodes": 2, "runId": "r1", **run}},
+        **placed("us-west-2d"),
         **more,
     }
     return config.parse(values)
@@ -107,7 +108,7 @@ def test_accelerated_recipes_stay_off_the_system_node_group() -> None:
 
 def test_a_team_may_hold_system_quota_for_cpu_runs() -> None:
     teams = {"platform": {"nodeGroup": "system", "nodes": 2, "borrowingLimitNodes": 0}}
-    cfg = parse({"team": "platform"}, teams=teams)
+    cfg = parse({"team": "platform"}, teams=teams, queueing={"defaultQueue": False})
     system = NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones)
     groups = {"system": system}
     (team,) = teams_of(cfg.teams, groups)

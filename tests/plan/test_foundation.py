@@ -21,7 +21,7 @@ def _cfg(stack: str) -> config.StackConfig:
 
 
 def _accelerated(plan: dict) -> list[dict]:
-    return [r for r in resources(plan, NODE_GROUP) if r["inputs"]["nodeGroupName"] != "system"]
+    return [r for r in resources(plan, NODE_GROUP) if r["inputs"]["labels"]["llm-training-eks/node-group"] != "system"]
 
 
 def _lt_of(plan: dict, ng: dict) -> dict:
@@ -36,7 +36,7 @@ def test_every_accelerated_node_group_has_one_efa_per_card_in_one_subnet_of_its_
     plan = stack_plan(example_stack)
     cfg = _cfg(example_stack)
     subnets = {r["id"]: r for r in resources(plan, "aws:ec2/subnet:Subnet")}
-    groups = {g["inputs"]["nodeGroupName"]: g for g in _accelerated(plan)}
+    groups = {g["inputs"]["labels"]["llm-training-eks/node-group"]: g for g in _accelerated(plan)}
     assert sorted(groups) == sorted(ng.name for ng in cfg.node_groups)
     for ng_cfg in cfg.node_groups:
         ng = groups[ng_cfg.name]
@@ -118,7 +118,9 @@ def test_control_plane_is_private_encrypted_and_audited(example_stack: str) -> N
 
 def test_system_node_group_spans_every_az(example_stack: str) -> None:
     plan = stack_plan(example_stack)
-    (system,) = [r for r in resources(plan, NODE_GROUP) if r["inputs"]["nodeGroupName"] == "system"]
+    (system,) = [
+        r for r in resources(plan, NODE_GROUP) if r["inputs"]["labels"]["llm-training-eks/node-group"] == "system"
+    ]
     assert len(system["inputs"]["subnetIds"]) == len(_cfg(example_stack).availability_zones) >= 2
     lt = _lt_of(plan, system)["inputs"]
     assert lt["metadataOptions"]["httpTokens"] == "required"
@@ -164,7 +166,8 @@ def test_protection_can_be_turned_off_for_throwaway_stacks() -> None:
 
 @pytest.mark.parametrize(("nat", "expected"), [("single", 1), ("per-az", 3)])
 def test_nat_gateways(nat: str, expected: int) -> None:
-    values = dict(MINIMAL, **{"llm-training-eks:network": {"natGateways": nat, "azCount": 3}})
+    azs = ["us-west-2d", "us-west-2a", "us-west-2b"]
+    values = dict(MINIMAL, **{"llm-training-eks:network": {"natGateways": nat, "availabilityZones": azs}})
     plan = run_plan(values)
     assert len(resources(plan, "aws:ec2/natGateway:NatGateway")) == expected
     (endpoint,) = resources(plan, "aws:ec2/vpcEndpoint:VpcEndpoint")
@@ -253,7 +256,7 @@ def test_flow_logs_record_rejected_traffic_with_a_role_scoped_to_its_log_group()
     (policy,) = [r for r in resources(plan, "aws:iam/rolePolicy:RolePolicy") if r["name"] == "network-flow-logs"]
     statement = json.loads(policy["inputs"]["policy"])["Statement"]
     assert all(not r.endswith("*") or r.endswith(":*") for s in statement for r in s["Resource"])
-    off = run_plan({**MINIMAL, "llm-training-eks:network": {"flowLogs": False}})
+    off = run_plan({**MINIMAL, "llm-training-eks:network": {**MINIMAL["llm-training-eks:network"], "flowLogs": False}})
     assert not resources(off, "aws:ec2/flowLog:FlowLog")
 
 

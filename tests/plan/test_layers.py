@@ -193,6 +193,7 @@ def _set_run(**changes: Any) -> Any:
 
 def _with_team(v: dict[str, Any]) -> None:
     v[f"{PROJECT}:teams"] = {"research": {"nodeGroup": "trn1", "nodes": 4, "priority": 10}}
+    v[f"{PROJECT}:queueing"] = {"defaultQueue": False}
     v[f"{PROJECT}:workloads"]["llama2"]["team"] = "research"
 
 

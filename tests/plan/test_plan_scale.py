@@ -9,7 +9,7 @@ import json
 import time
 from typing import Any
 
-from tests.conftest import BASE, run_plan
+from tests.conftest import BASE, placed_values, run_plan
 
 NS = "llm-training-eks:"
 MAX_PLAN_MB = 15
@@ -26,6 +26,8 @@ def teams_and_runs(teams: int, runs: int) -> dict[str, Any]:
             {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": teams, "availabilityZone": "us-west-2d"}
         ],
         NS + "teams": {f"t{i}": {"nodeGroup": "trn1", "nodes": 1} for i in range(teams)},
+        NS + "queueing": {"defaultQueue": False},
+        **placed_values("us-west-2d"),
         NS + "workloads": {
             f"r{i}": {
                 "recipe": "bert-neuron",

@@ -45,7 +45,11 @@ def test_node_monitoring_agent_and_repair_on_every_accelerated_node_group(exampl
     plan = stack_plan(example_stack)
     addons = {r["inputs"]["addonName"] for r in resources(plan, "aws:eks/addon:Addon")}
     assert "eks-node-monitoring-agent" in addons
-    groups = [r for r in resources(plan, "aws:eks/nodeGroup:NodeGroup") if r["inputs"]["nodeGroupName"] != "system"]
+    groups = [
+        r
+        for r in resources(plan, "aws:eks/nodeGroup:NodeGroup")
+        if r["inputs"]["labels"]["llm-training-eks/node-group"] != "system"
+    ]
     assert groups
     for ng in groups:
         repair = ng["inputs"]["nodeRepairConfig"]

@@ -225,7 +225,8 @@ def _node_group(stack: str, group: str) -> dict[str, Any]:
     return next(
         r["inputs"]
         for r in resources(stack)
-        if r["type"] == "aws:eks/nodeGroup:NodeGroup" and r["inputs"].get("nodeGroupName") == group
+        if r["type"] == "aws:eks/nodeGroup:NodeGroup"
+        and (r["inputs"].get("labels") or {}).get(NODE_GROUP_LABEL) == group
     )
 
 

@@ -152,20 +152,26 @@ def test_lustre_ports_from_the_cluster_security_group_every_node_carries(example
 def test_fsx_sits_in_the_training_node_groups_subnet(example_stack: str) -> None:
     plan = stack_plan(example_stack)
     fs = only(plan, FSX)
-    ng = next(r for r in resources(plan, "aws:eks/nodeGroup:NodeGroup") if r["inputs"]["nodeGroupName"] != "system")
+    ng = next(
+        r
+        for r in resources(plan, "aws:eks/nodeGroup:NodeGroup")
+        if r["inputs"]["labels"]["llm-training-eks/node-group"] != "system"
+    )
     assert fs["inputs"]["subnetIds"] == ng["inputs"]["subnetIds"][0]
 
 
 def test_sync_deletes_is_opt_in() -> None:
     assert data_repository_events(False) == ["NEW", "CHANGED"]
-    plan = run_plan({**MINIMAL, "llm-training-eks:storage": {"syncDeletes": True}})
+    plan = run_plan(
+        {**MINIMAL, "llm-training-eks:storage": {**MINIMAL["llm-training-eks:storage"], "syncDeletes": True}}
+    )
     s3 = only(plan, DRA)["inputs"]["s3"]
     assert s3["autoExportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
 
 
 def test_scratch_only_when_asked_and_holds_nothing_durable() -> None:
     scratch = {"deploymentType": "SCRATCH_2", "storageCapacityGib": 2400}
-    plan = run_plan({**MINIMAL, "llm-training-eks:storage": scratch})
+    plan = run_plan({**MINIMAL, "llm-training-eks:storage": {**MINIMAL["llm-training-eks:storage"], **scratch}})
     fs = only(plan, FSX)["inputs"]
     assert fs["deploymentType"] == "SCRATCH_2"
     assert "automaticBackupRetentionDays" not in fs

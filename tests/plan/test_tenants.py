@@ -82,6 +82,7 @@ def test_runs_queues_and_secrets_live_in_the_namespace_of_their_team() -> None:
 def _llama2_of_team(values: dict[str, Any]) -> dict[str, Any]:
     values = copy.deepcopy(values)
     values["llm-training-eks:teams"] = {"research": {"nodeGroup": "trn1", "nodes": 4, "priority": 10}}
+    values["llm-training-eks:queueing"] = {"defaultQueue": False}
     values["llm-training-eks:workloads"]["llama2"]["team"] = "research"
     return values
 

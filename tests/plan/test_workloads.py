@@ -17,7 +17,7 @@ from config import stackfile
 from config import training as workloads_config
 from facts import instances as catalog
 from facts import names
-from tests.conftest import BASE, GOLDEN, ROOT, stack_plan, stack_values, stack_yaml
+from tests.conftest import BASE, GOLDEN, ROOT, placed_values, stack_plan, stack_values, stack_yaml
 from tools import plan as plan_mod
 
 WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared"]
@@ -402,6 +402,7 @@ def _bad_stack(workloads: dict[str, Any], token: bool = True) -> str:
     cfg: dict[str, Any] = {
         **BASE,
         "llm-training-eks:nodeGroups": [TRN1, P4DE],
+        **placed_values("us-west-2d"),
         "llm-training-eks:workloads": {k: {a: b for a, b in v.items() if b is not None} for k, v in workloads.items()},
     }
     if token:

@@ -88,3 +88,45 @@ def test_the_generated_parts_of_the_docs_are_current() -> None:
     """The configuration reference, the recipe table and what each example stack needs are
     generated from the code (`make docs`): a page that differs is stale."""
     assert docs.stale() == [], "run `make docs` and commit docs/"
+
+
+def readme_block(after: str, lang: str) -> str:
+    """The first ```lang block after the heading `after` in the README."""
+    text = README.read_text()
+    rest = text[text.index(after) :]
+    start = rest.index(f"```{lang}\n") + len(lang) + 4
+    return rest[start : rest.index("```", start)]
+
+
+# Each refusal the README shows, and the one edit of its minimal stack that makes it.
+README_MISTAKES = {
+    "nodeGroups[0].availabilityZone:": ("availabilityZone: us-east-1f            #", "availabilityZone: us-east-1g #"),
+    "workloads.bert.nodeGroup:": ("nodeGroup: trn1", "nodeGroup: trn"),
+    "workloads.bert.nodes:": ("nodes: 2", "nodes: 3"),
+}
+
+
+def test_the_readmes_own_stack_plans_and_its_mistakes_print_what_it_shows(tmp_path: Path) -> None:
+    """A newcomer copies the README's minimal stack: it plans, and each mistake the README shows
+    is refused (exit 2) with the line it prints there."""
+    import subprocess
+    import sys
+
+    stack = readme_block("## Your own stack", "yaml")
+    shown = [ln for ln in readme_block("## Your own stack", "text").splitlines() if ln.strip()]
+    assert sorted(ln.split(" ", 1)[0] for ln in shown) == sorted(README_MISTAKES)
+
+    def plan(text: str) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / "Pulumi.mine.yaml"
+        path.write_text(text)
+        cmd = [sys.executable, "-m", "tools.plan", "--config-file", str(path)]
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+
+    ok = plan(stack)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    for line in shown:
+        old, new = README_MISTAKES[line.split(" ", 1)[0]]
+        assert old in stack, f"the README's stack no longer has {old!r}"
+        refused = plan(stack.replace(old, new, 1))
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert line.removesuffix("...").rstrip(", ") in refused.stderr, refused.stderr[-2000:]

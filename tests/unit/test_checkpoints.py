@@ -61,7 +61,7 @@ def test_70b_needs_a_bigger_file_system() -> None:
     with pytest.raises(config.ConfigError) as e:
         config.parse(values)
     assert any(p.startswith("storage.storageCapacityGib: the checkpoints") for p in e.value.problems)
-    values["storage"] = {"storageCapacityGib": 2400, "throughputPerTib": 500}
+    values["storage"] = {**values["storage"], "storageCapacityGib": 2400, "throughputPerTib": 500}
     config.parse(values)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import config
 from config.checks import capacity
-from tests.conftest import BASE, MINIMAL, plan_exit, resources, run_plan, stack_values
+from tests.conftest import BASE, MINIMAL, placed, plan_exit, resources, run_plan, stack_values
 
 NS = "llm-training-eks:"
 NOW = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.UTC)
@@ -35,12 +35,23 @@ def refused(values: dict[str, Any], key: str, *words: str) -> str:
     return lines[0]
 
 
+def _with_placement(values: dict[str, Any], gs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The VPC's AZs and the file system's AZ a stack whose groups name AZs gives (config.placement),
+    merged under what the test sets itself."""
+    azs = list(dict.fromkeys(g["availabilityZone"] for g in gs if isinstance(g, dict) and g.get("availabilityZone")))
+    for key, section in (placed(*azs) if azs else {}).items():
+        values[NS + key] = {**section, **(values.get(NS + key) or {})}
+    return values
+
+
 def groups(*gs: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {**BASE, NS + "nodeGroups": list(gs), **{NS + k: v for k, v in extra.items()}}
+    return _with_placement({**BASE, NS + "nodeGroups": list(gs), **{NS + k: v for k, v in extra.items()}}, list(gs))
 
 
 def gpu(**extra: Any) -> dict[str, Any]:
-    return {"aws:region": "us-east-2", NS + "cluster": BASE[NS + "cluster"], NS + "nodeGroups": [P5], **extra}
+    values = {"aws:region": "us-east-2", NS + "cluster": BASE[NS + "cluster"], NS + "nodeGroups": [P5]}
+    values.update({NS + k: v for k, v in extra.items()})
+    return _with_placement(values, values[NS + "nodeGroups"])
 
 
 # --------------------------------------------------------------------------- 1. capacity
@@ -178,12 +189,15 @@ def test_a_team_borrows_only_what_other_teams_lend() -> None:
     other ClusterQueues of its cohort, never nodes outside every quota."""
     teams = {"a": {"nodeGroup": "trn1", "nodes": 1, "borrowingLimitNodes": 2}}
     four = {**GROUP, "desiredSize": 4}
-    refused(groups(four, teams=teams), "teams.a.borrowingLimitNodes", "lend only 0")
+    only_teams = {"defaultQueue": False}
+    refused(groups(four, teams=teams, queueing=only_teams), "teams.a.borrowingLimitNodes", "lend only 0")
     run = {**BERT, "team": "a", "nodes": 2}
     lent = {"a": {**teams["a"], "borrowingLimitNodes": 1}, "b": {"nodeGroup": "trn1", "nodes": 1}}
-    config.parse_stack_values(groups(four, teams=lent, workloads={"r": run}))
+    config.parse_stack_values(groups(four, teams=lent, workloads={"r": run}, queueing=only_teams))
     unlimited = {"a": {"nodeGroup": "trn1", "nodes": 1, "borrowingLimitNodes": None}}
-    refused(groups(four, teams=unlimited, workloads={"r": run}), "workloads.r.nodes", "never be admitted")
+    refused(groups(four, teams=unlimited, workloads={"r": run}, queueing=only_teams), "workloads.r.nodes", "never")
+    # The default queue kept for runs without a team holds the 3 nodes no team has, and lends them.
+    config.parse_stack_values(groups(four, teams=teams, workloads={"r": run}, queueing={"defaultQueue": True}))
 
 
 # --------------------------------------------------------------------------- 5. models

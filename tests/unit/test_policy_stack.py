@@ -278,7 +278,7 @@ def test_public_endpoint_split_in_two_is_refused_at_config_time(tmp_path: Path):
             }
         },
         {"llm-training-eks:registry": {"repositories": {"nemo": {"scanOnPush": False}}}},
-        {"llm-training-eks:storage": {"deploymentType": "SCRATCH_2"}},
+        {"llm-training-eks:storage": {"availabilityZone": "us-west-2d", "deploymentType": "SCRATCH_2"}},
     ],
     ids=["public-anywhere", "public-anywhere-split", "no-scan-on-push", "scratch"],
 )

@@ -17,7 +17,7 @@ from moto import mock_aws
 import config
 from config.checks import capacity
 from tests import upstream
-from tests.conftest import API_PATH, BASE, MINIMAL
+from tests.conftest import API_PATH, BASE, MINIMAL, placed, placed_values
 from tests.unit.preflight_sources import NOW, reservation
 from tools import preflight
 from tools.account_boto3 import Boto3Account
@@ -25,7 +25,9 @@ from tools.account_boto3 import Boto3Account
 
 def cfg_of(**ng: Any) -> config.StackConfig:
     group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2d", **ng}
-    return config.parse({"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [group]})
+    return config.parse(
+        {"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [group], **placed(group["availabilityZone"])}
+    )
 
 
 RESERVED = {"capacity": {"type": "reservation", "reservationId": "cr-0123456789abcdef0"}}
@@ -201,6 +203,7 @@ def test_all_good_exit_0(tmp_path: Path):
             "ec2": boto3.client("ec2", region_name="us-west-2"),
             "service-quotas": sq,
             "eks": boto3.client("eks", region_name="us-west-2"),
+            "fsx": boto3.client("fsx", region_name="us-west-2"),
             "sts": sts_client(),
         }
     )
@@ -214,13 +217,16 @@ def test_all_good_exit_0(tmp_path: Path):
 def test_failing_check_exit_1_one_line_each(tmp_path: Path):
     stack = tmp_path / "Pulumi.x.yaml"
     group = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2a"}
-    stack.write_text(json.dumps({"config": {**BASE, "llm-training-eks:nodeGroups": [group]}}))
+    stack.write_text(
+        json.dumps({"config": {**BASE, "llm-training-eks:nodeGroups": [group], **placed_values("us-west-2a")}})
+    )
     sq, _ = quota_client({"L-1216C47A": 640, "L-2C3B7624": 256})
     session = Session(
         **{
             "ec2": boto3.client("ec2", region_name="us-west-2"),
             "service-quotas": sq,
             "eks": boto3.client("eks", region_name="us-west-2"),
+            "fsx": boto3.client("fsx", region_name="us-west-2"),
             "sts": sts_client(),
         }
     )
@@ -314,10 +320,14 @@ def _stubbed(cr: dict[str, Any]) -> Any:
 def _eks_with(version: str | None, desired: int) -> Any:
     eks = boto3.client("eks", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(eks)
+    stub.add_response("list_clusters", {"clusters": ["llm-training"]})
     if version is None:
-        stub.add_client_error("describe_nodegroup", "ResourceNotFoundException")
+        stub.add_response("list_nodegroups", {"nodegroups": []})
     else:
-        group = {"nodegroupName": "trn1", "version": version, "scalingConfig": {"desiredSize": desired}}
+        # A group replaced create-first has a unique suffix and the node-group label.
+        name, labels = "trn1-20261126031500123400000001", {"llm-training-eks/node-group": "trn1"}
+        stub.add_response("list_nodegroups", {"nodegroups": ["system", name]})
+        group = {"nodegroupName": name, "labels": labels, "version": version, "scalingConfig": {"desiredSize": desired}}
         stub.add_response("describe_nodegroup", {"nodegroup": group})
     stub.activate()
     return eks
@@ -353,9 +363,9 @@ def test_the_deployer_is_not_listed_as_admin_again(admins: list[str], ok: bool):
 def _eks_system_group(version: str | None) -> Any:
     eks = boto3.client("eks", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(eks)
-    if version is None:
-        stub.add_client_error("describe_nodegroup", "ResourceNotFoundException")
-    else:
+    stub.add_response("list_clusters", {"clusters": ["llm-training"] if version else []})
+    if version is not None:
+        stub.add_response("list_nodegroups", {"nodegroups": ["system"]}, {"clusterName": "llm-training"})
         group = {"nodegroupName": "system", "version": version, "scalingConfig": {"desiredSize": 2}}
         stub.add_response(
             "describe_nodegroup", {"nodegroup": group}, {"clusterName": "llm-training", "nodegroupName": "system"}

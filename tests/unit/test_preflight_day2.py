@@ -15,7 +15,7 @@ import pytest
 import config
 import stack
 from tests import upstream
-from tests.conftest import API_PATH, MINIMAL, resources, run_plan
+from tests.conftest import API_PATH, MINIMAL, placed, resources, run_plan
 from tests.unit.preflight_sources import (
     CR_ID,
     NOW,
@@ -39,7 +39,12 @@ SOURCES = ("boto3", "provider")
 def cfg_of(capacity: dict[str, Any], **group: Any) -> config.StackConfig:
     ng = {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "availabilityZone": "us-west-2d"}
     return config.parse(
-        {"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [{**ng, **group, "capacity": capacity}]}
+        {
+            "region": "us-west-2",
+            "cluster": API_PATH,
+            "nodeGroups": [{**ng, **group, "capacity": capacity}],
+            **placed("us-west-2d"),
+        }
     )
 
 
@@ -200,12 +205,11 @@ def test_capacity_block_upgrade_reads_the_deployed_group(source: str, deployed: 
     )
     name = cfg.cluster.name
     if source == "boto3":
-        account, (stub,) = boto_account(eks=[])
+        account, (stub,) = boto_account(eks=[("list_clusters", {"clusters": [name] if deployed else []})])
         if deployed:
+            stub.add_response("list_nodegroups", {"nodegroups": ["trn1"]})
             group = {"nodegroupName": "trn1", "version": deployed, "scalingConfig": {"desiredSize": desired}}
             stub.add_response("describe_nodegroup", {"nodegroup": group})
-        else:
-            stub.add_client_error("describe_nodegroup", "ResourceNotFoundException", http_status_code=404)
         (finding,) = preflight.check_capacity_block_upgrades(account, cfg)
     else:
         answers = {
@@ -294,6 +298,13 @@ def test_the_gate_asks_through_the_provider_the_stack_then_uses():
         TOKENS["quota"]: lambda args: wire(aws.servicequotas.GetServiceQuotaResult, value=4096.0, id=args["quotaCode"]),
         # Not deployed yet: no cluster, so no deployed Kubernetes version to step from.
         TOKENS["clusters"]: wire(aws.eks.GetClustersResult, id="us-west-2", names=[]),
+        # ... and no file system to hold the storage keys against.
+        TOKENS["resources_by_tag"]: wire(
+            aws.resourcegroupstaggingapi.GetResourcesResult,
+            id="us-west-2",
+            resource_arn_lists=[],
+            resource_tag_mapping_lists=[],
+        ),
     }
     mocks = InvokeMocks(answers)
 

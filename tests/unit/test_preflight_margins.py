@@ -18,7 +18,7 @@ import pytest
 import config
 from config.nodegroups import CAPACITY_BLOCK_DAY_HOURS, DEFAULT_END_MARGIN_HOURS
 from tests import upstream
-from tests.conftest import API_PATH, MINIMAL
+from tests.conftest import API_PATH, MINIMAL, placed
 from tests.unit.preflight_sources import (
     CR_ID,
     NOW,
@@ -47,7 +47,7 @@ def block_group(end: dt.datetime, **capacity: Any) -> dict[str, Any]:
 
 
 def cfg_of(group: dict[str, Any]) -> config.StackConfig:
-    return config.parse({"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [group]})
+    return config.parse({"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [group], **placed("us-west-2d")})
 
 
 def last_day_block(now: dt.datetime) -> tuple[dict[str, Any], dt.datetime]:

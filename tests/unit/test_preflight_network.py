@@ -71,8 +71,10 @@ def findings(source: str, w: World) -> list[str]:
         if not w.vpc:
             pass  # the subnet checks (and their day-2 reads) stop at a missing VPC
         elif w.deployed is None:
-            eks.add_client_error("describe_nodegroup", "ResourceNotFoundException", http_status_code=404)
+            eks.add_response("list_clusters", {"clusters": []})
         else:
+            eks.add_response("list_clusters", {"clusters": [CFG.cluster.name]})
+            eks.add_response("list_nodegroups", {"nodegroups": ["p4de"]})
             group = {"nodegroupName": "p4de", "version": "1.35", "scalingConfig": {"desiredSize": w.deployed}}
             eks.add_response("describe_nodegroup", {"nodegroup": group})
         found = network_checks.check_vpc(account, CFG) + network_checks.check_placement_groups(account, CFG)

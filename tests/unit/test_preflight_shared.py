@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import config
-from tests.conftest import API_PATH
+from tests.conftest import API_PATH, placed
 from tests.unit.preflight_sources import CR_ID, NOW, boto_account, instances_response, reservation
 from tools import reservations
 
@@ -22,7 +22,12 @@ def _cfg(*sizes: int) -> config.StackConfig:
         for i, n in enumerate(sizes)
     ]
     return config.parse(
-        {"region": "us-west-2", "cluster": API_PATH, "nodeGroups": [{**g, "capacity": ODCR} for g in groups]}
+        {
+            "region": "us-west-2",
+            "cluster": API_PATH,
+            "nodeGroups": [{**g, "capacity": ODCR} for g in groups],
+            **placed(*{g["availabilityZone"] for g in groups}),
+        }
     )
 
 

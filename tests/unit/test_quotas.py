@@ -24,7 +24,7 @@ from moto import mock_aws
 import config
 from facts import quotas as quota_facts
 from tests import upstream
-from tests.conftest import API_PATH, EXAMPLE_STACKS, ROOT, stack_values
+from tests.conftest import API_PATH, EXAMPLE_STACKS, ROOT, placed, stack_values
 from tests.unit.preflight_sources import TOKENS, InvokeMocks, under_provider, wire
 from tests.unit.test_preflight import Session, quota_client, sts_client
 from tools import preflight, quotas
@@ -35,7 +35,9 @@ DOCS = ROOT / "docs" / "deploy.md"
 
 
 def cfg_of(*groups: dict[str, Any], **top: Any) -> config.StackConfig:
-    return config.parse({"region": "us-west-2", "cluster": API_PATH, "nodeGroups": list(groups), **top})
+    named = [g["availabilityZone"] for g in groups if "availabilityZone" in g]
+    placement = placed(*dict.fromkeys(named)) if named else {}
+    return config.parse({"region": "us-west-2", "cluster": API_PATH, "nodeGroups": list(groups), **placement, **top})
 
 
 def trn1(**over: Any) -> dict[str, Any]:
@@ -122,6 +124,7 @@ def _new_account_session(cfg: config.StackConfig) -> Session:
             "ec2": boto3.client("ec2", region_name=cfg.region),
             "service-quotas": sq,
             "eks": boto3.client("eks", region_name=cfg.region),
+            "fsx": boto3.client("fsx", region_name=cfg.region),
             "sts": sts_client(),
         }
     )

@@ -15,8 +15,8 @@ from workloads.deploy import context
 from workloads.manifests.objects import Step
 
 NODE_GROUPS = {
-    "neuron": {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"},
-    "nvidia": {"name": "gpu", "instanceType": "p5.48xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"},
+    "neuron": {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2},
+    "nvidia": {"name": "gpu", "instanceType": "p5.48xlarge", "desiredSize": 2},
 }
 # Every optional step on, so the builder must emit all of the recipe's STEPS.
 FULL: dict[str, dict[str, Any]] = {

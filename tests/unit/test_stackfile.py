@@ -102,7 +102,9 @@ def test_plain_scalars_read_as_yaml_v3_reads_them(tmp_path: Path) -> None:
 
 
 def test_an_unquoted_backup_time_means_what_it_says(tmp_path: Path) -> None:
-    text = stack_yaml({"config": MINIMAL}) + "  llm-training-eks:storage:\n    dailyBackupStartTime: 12:30\n"
+    values = {k: v for k, v in MINIMAL.items() if k != "llm-training-eks:storage"}
+    text = stack_yaml({"config": values})
+    text += "  llm-training-eks:storage:\n    availabilityZone: us-west-2d\n    dailyBackupStartTime: 12:30\n"
     assert config.parse_stack_values(_read(tmp_path, text)).storage.daily_backup_start_time == "12:30"
 
 
