@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from config.checkpoints import shown_seconds
+from config.checkpoints import shown_seconds, write_mb_per_second
 from config.stack import StackConfig
 from facts import instances
 from facts import prices as table
@@ -230,7 +230,7 @@ def runs_from_config(
         else:
             instance = instances.get(instance_type)
             hourly = run.node_share(instance) * prices.instance_hourly(instance_type, cfg.region)
-            basis = run.hourly_basis(instance) or basis
+            basis = run.hourly_basis(instance, write_mb_per_second(cfg.storage), cfg.workloads) or basis
             entry = {
                 "name": name,
                 "instanceType": instance_type,

@@ -48,8 +48,7 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
     ng = groups.get(run.node_group)
     if ng is None or ng.instance.accelerator is None:
         return []
-    trained = cfg.workloads.get(run.model.workload or "")
-    parameters = run.parameters or (trained.checkpoint_parameters if trained else None)
+    parameters = run.served_parameters(cfg.workloads)
     problems = []
     if run.nodes_needed(ng.instance) > ng.max_nodes:
         problems.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -177,8 +178,11 @@ class RunConfig(ProcessEnv):
         """Nodes' worth of the node group the run holds while it runs (its cost per hour)."""
         return self.nodes
 
-    def hourly_basis(self, instance: instances.InstanceType) -> str | None:
-        """How the plan names a cost that is per hour by nature (a server), or None (a run with a length)."""
+    def hourly_basis(
+        self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
+    ) -> str | None:
+        """How the plan names a cost that is per hour by nature (a server), or None (a run with a
+        length); `mb_per_second`: the shared file system's throughput, `workloads`: the stack's runs."""
         return None
 
     @property

@@ -8,6 +8,7 @@ training recipe's own converter (its `CONVERSION`). The server runs offline from
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -267,10 +268,22 @@ class VllmServeWorkload(RunConfig):
     def node_share(self, instance: instances.InstanceType) -> float:
         return self.replicas * self.devices(instance) / max(instance.accelerator_count, 1)
 
-    def hourly_basis(self, instance: instances.InstanceType) -> str | None:
+    def served_parameters(self, workloads: Mapping[str, RunConfig]) -> float | None:
+        """Parameters of the model served: the Hub model's as configured, or the training run's shape."""
+        trained = workloads.get(self.model.workload or "")
+        return self.parameters or (trained.checkpoint_parameters if trained else None)
+
+    def hourly_basis(
+        self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
+    ) -> str | None:
+        parameters = self.served_parameters(workloads) or 0
+        start = self.startup_seconds(instance, mb_per_second, parameters)
+        compile_ = ", the Neuron compile" if instance.accelerator == "neuron" else ""
         return (
             f"serving, per hour while it stands: {self.replicas} replica(s) x {self.devices(instance)} of the"
-            f" {instance.accelerator_count} accelerators of a node"
+            f" {instance.accelerator_count} accelerators of a node; a replica starts in up to {start // 60} min"
+            f" ({parameters * serving.BYTES_PER_PARAMETER / 1e9:,.0f} GB of bf16 weights from /shared at"
+            f" {mb_per_second:,.0f} MB/s, the engine{compile_}); tokens/s not modeled (no published figure)"
         )
 
     def replicas_per_node(self, instance: instances.InstanceType) -> int:

@@ -17,6 +17,7 @@ from config.checkpoints import write_mb_per_second
 from config.workloads import VllmServeWorkload
 from facts import instances, serving
 from facts.names import QUEUE_LABEL
+from infra import cost
 from tests.conftest import plan_exit, resources, stack_plan, stack_values
 
 NS = "llm-training-eks:"
@@ -126,10 +127,9 @@ def test_a_replica_holds_its_accelerators_with_requests_equal_to_limits(stack: s
 def test_the_startup_probe_covers_the_modeled_load_and_kueue_waits_longer(stack: str) -> None:
     """The weights read from /shared at the file system's throughput (and, on Neuron, the first
     compile) fit inside the startup probe; Kueue's waitForPodsReady is longer still."""
-    _name, run, cfg = _served(stack)
+    name, run, cfg = _served(stack)
     (ng,) = [g for g in cfg.node_groups if g.name == run.node_group]
-    trained = cfg.workloads.get(run.model.workload or "")
-    parameters = run.parameters or (trained.checkpoint_parameters if trained else None)
+    parameters = run.served_parameters(cfg.workloads)
     assert parameters
     read = parameters * serving.BYTES_PER_PARAMETER / (write_mb_per_second(cfg.storage) * 1e6)
     (c,) = _deployment(stack)["spec"]["template"]["spec"]["containers"]
@@ -142,6 +142,11 @@ def test_the_startup_probe_covers_the_modeled_load_and_kueue_waits_longer(stack:
     assert allowed < cfg.queueing.pods_ready_timeout_minutes * 60
     for kind in ("readinessProbe", "livenessProbe"):
         assert c[kind]["httpGet"]["path"] == serving.HEALTH_PATH
+    # The plan's cost line states the same start and the replicas' share of the node's price.
+    (entry,) = [e for e in cost.runs_from_config(cfg, cost.Prices()) if e["name"] == name]
+    assert f"a replica starts in up to {allowed // 60} min" in entry["stepTimeBasis"]
+    share = run.replicas * serving.devices_for(ng.instance, run.tensor_parallel) / ng.instance.accelerator_count
+    assert entry["hourly"] == pytest.approx(share * cost.Prices().instance_hourly(ng.instance_type, cfg.region), 1e-3)
 
 
 @pytest.mark.parametrize("stack", SERVE_STACKS)
