@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 import config
+from config.workloads import VllmServeWorkload
 from config.stackfile import read_stack_file
 from facts.names import NODE_GROUP_LABEL
 from tests import upstream
@@ -43,11 +44,13 @@ INTERRUPT_AT = 120
 # 96 NeuronCores / 16 or 24 GPUs; BERT on 2, 3 or 4 nodes of 32 NeuronCores x batch 16.
 GLOBAL_BATCH = {"llama2-neuron": ("model", 192), "nemo-gpu": ("model", 192), "bert-neuron": ("training", 49152)}
 BERT_STEPS_PER_SHARD = 4
+SERVING_RECIPES = {VllmServeWorkload.RECIPE}
+"""Recipes with a server and no training MPIJob: not in the training scenarios."""
 
 
-def workloads() -> list[tuple[str, str, str]]:
-    """(stack, workload, recipe) of every workload of every example stack the harness plays. A
-    runs layer whose all-in-one twin is an example stack (`<env>-runs` beside `<env>`) is left
+def workloads(serving: bool = False) -> list[tuple[str, str, str]]:
+    """(stack, workload, recipe) of every training workload of every example stack the harness
+    plays (with `serving`: every serving workload instead, test_serving_chain.py). A runs layer whose all-in-one twin is an example stack (`<env>-runs` beside `<env>`) is left
     out: tests/plan/test_layers.py holds the layers to exactly the twin's resources, and its teams
     live in its cluster layer, which the harness does not drop as it drops an all-in-one's."""
     found = []
@@ -57,7 +60,8 @@ def workloads() -> list[tuple[str, str, str]]:
         if values.get(f"{PREFIX}layer") == "runs" and (ROOT / f"Pulumi.{stack.removesuffix('-runs')}.yaml").is_file():
             continue
         for name, wl in (values.get(f"{PREFIX}workloads") or {}).items():
-            found.append((stack, name, wl["recipe"]))
+            if (wl["recipe"] in SERVING_RECIPES) == serving:
+                found.append((stack, name, wl["recipe"]))
     return found
 
 
