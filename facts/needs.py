@@ -48,6 +48,27 @@ class HubRepo:
         return (*self.files, *self.optional)
 
 
+@dataclass(frozen=True)
+class HubCli:
+    """How an image's huggingface-hub downloads a repository from the command line
+    (tests/upstream/huggingface-hub-cli.yaml): its program, and how it takes several patterns."""
+
+    program: str
+    include_each: bool
+    """One pattern per `--include` (hub 1.x: typer's list option; a second pattern after one
+    `--include` would be a file name), or all of them after one (hub 0.x: argparse nargs='*',
+    where a repeated `--include` keeps only the last)."""
+    source: str
+
+
+HUB_CLI_LEGACY = HubCli("huggingface-cli", include_each=False, source="huggingface-hub-0.24.5")
+"""huggingface-hub 0.22-0.x, in the training images."""
+HUB_CLI_0 = HubCli("hf", include_each=False, source="huggingface-hub-cli")
+"""huggingface-hub 0.34-0.x: `hf` beside the deprecated `huggingface-cli`."""
+HUB_CLI_1 = HubCli("hf", include_each=True, source="huggingface-hub-cli")
+"""huggingface-hub 1.x: `hf` only (`huggingface-cli` is gone)."""
+
+
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 """Either one set to 1 makes huggingface-hub (>= 0.22) and transformers read only the cache."""
 CACHE_ENV = "HF_HUB_CACHE"
@@ -145,6 +166,7 @@ PROGRAMS: dict[str, Program] = {
         # The rendezvous on the first node: train_setup.sh sets MASTER_PORT (41000).
         Program("torchrun", "neuronx-nemo-megatron-2.21", binds=(Port(env="MASTER_PORT"),)),
         Program("huggingface-cli", "huggingface-hub-0.24.5", endpoints=(HUB,)),
+        Program("hf", "huggingface-hub-cli", endpoints=(HUB,)),
         Program("aws", "dp-bert-hf-pretrain-v2.27.0", endpoints=(S3,)),
         # The operator's root worker command: sshd -De on its default port (22; 2222 is the non-root variant's).
         Program("/usr/sbin/sshd", "mpi-operator-v0.8.0-pods", binds=(Port(22),)),

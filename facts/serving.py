@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from facts import needs
 from facts.images import Runtime
 from facts.instances import Accelerator, InstanceType
 
@@ -36,6 +37,9 @@ class ServingImage:
     vllm: str
     """The vLLM version whose `vllm serve` parser the rendered arguments are held against."""
     runtime: Runtime
+    hub_cli: needs.HubCli
+    """The huggingface-hub command line of the image (its vLLM's transformers pins the hub's
+    major): what the staging Job, which runs in this image, calls."""
     neuron_sdk: str | None = None
     maintenance: bool = False
     """The last image of a line that gets no new vLLM (NxD Inference on trn1/inf2)."""
@@ -56,6 +60,7 @@ GPU = ServingImage(
     # here, so the driver check has no CUDA to hold (the AMI releases carry driver 580, which
     # runs CUDA 12 and 13 applications alike).
     Runtime(),
+    needs.HUB_CLI_1,
     note="vLLM's own image, published on Docker Hub as vllm/vllm-openai:v<version>",
 )
 TRN2 = ServingImage(
@@ -64,6 +69,7 @@ TRN2 = ServingImage(
     ("trn2", "trn2u"),
     "0.24.0",
     Runtime(neuron_runtime="2.34.10.0"),
+    needs.HUB_CLI_1,
     neuron_sdk="2.32.0",
     note="vLLM Neuron 0.24.0.1.1.0 (vLLM 0.24.0), Trn2/Trn3 only",
 )
@@ -73,6 +79,7 @@ TRN1 = ServingImage(
     ("trn1", "trn1n", "inf2"),
     "0.16.0",
     Runtime(neuron_runtime="2.33.10.0"),
+    needs.HUB_CLI_0,
     neuron_sdk="2.31.1",
     maintenance=True,
     note="vLLM 0.16.0 on NxD Inference: the last vLLM image for trn1/inf2 (maintenance: no newer vLLM there)",

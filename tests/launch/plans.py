@@ -14,8 +14,8 @@ from functools import cache
 from typing import Any
 
 import config
-from config.workloads import VllmServeWorkload
 from config.stackfile import read_stack_file
+from config.workloads import VllmServeWorkload
 from facts.names import NODE_GROUP_LABEL
 from tests import upstream
 from tests.conftest import ROOT

@@ -173,9 +173,9 @@ def _earlier_jobs(pod: Pod) -> list[Pod]:
 
 
 def _downloads(script: str) -> Iterator[tuple[str, str, list[str]]]:
-    """(repository, cache directory, file patterns) of each `huggingface-cli download` in a script."""
+    """(repository, cache directory, file patterns) of each `huggingface-cli download` (`hf download`) in a script."""
     for line in script.splitlines():
-        words = shlex.split(line) if "huggingface-cli download" in line else []
+        words = shlex.split(line) if re.search(r"(^|\s)(huggingface-cli|hf) download ", line) else []
         if not words:
             continue
         args = words[words.index("download") + 1 :]

@@ -4,15 +4,20 @@ the EC2 instance data moto ships, the Kueue integration names against Kueue 0.19
 
 from __future__ import annotations
 
+import shlex
+from typing import Any
+
 import boto3
 import pytest
 import yaml
 from moto import mock_aws
 
 from config.teams import QueueingConfig
-from facts import drivers, instances, serving
+from facts import drivers, instances, needs, serving
 from infra.queues import kueue_manager_config
 from tests import upstream
+from tests.conftest import resources, stack_plan
+from workloads.manifests import hub as hub_manifests
 
 DLC = upstream.facts("neuron-dlc-vllm-inference")
 KUEUE = upstream.facts("kueue-integrations-v0.19.2")
@@ -79,3 +84,59 @@ def test_kueue_manages_deployments_by_the_names_kueue_registers() -> None:
     assert KUEUE["implicitly_enabled"]["deployment"] == [names["pod"]]
     # Unlabelled pods (data Jobs, TensorBoard) stay out of Kueue even with the pod integration on.
     assert manager["manageJobsWithoutQueueName"] is False
+
+
+HUB_CLI = upstream.facts("huggingface-hub-cli")
+
+
+@pytest.mark.parametrize("pinned", serving.IMAGES, ids=lambda i: i.vllm + "-" + i.accelerator)
+def test_each_images_hub_cli_is_the_one_its_vllm_pins(pinned: serving.ServingImage) -> None:
+    """vLLM pins transformers, transformers the hub's major: the program and the form of
+    `--include` of the staging Job are those of every hub the image can hold."""
+    lowest = HUB_CLI["hub_of_vllm"][pinned.vllm]
+    same_major = [v for v in HUB_CLI["hub"] if v.split(".")[0] == lowest.split(".")[0]]
+    for version in same_major:
+        hub = HUB_CLI["hub"][version]
+        assert pinned.hub_cli.program in hub["console_scripts"], (version, hub["console_scripts"])
+        if "include_each" in hub:
+            assert pinned.hub_cli.include_each == hub["include_each"], version
+    transformers = HUB_CLI["vllm_requires_transformers"][pinned.vllm]
+    assert lowest in HUB_CLI["transformers_requires_hub"][transformers.split(",")[0].removeprefix(">=")]
+
+
+def _download(script: str) -> list[str]:
+    (line,) = [ln for ln in script.splitlines() if " download " in ln]
+    return shlex.split(line)
+
+
+def _held_to_hub(words: list[str], hub: dict[str, Any]) -> None:
+    """A `download` line against one huggingface-hub's CLI: program, options, `--include` form."""
+    assert words[0] in hub["console_scripts"], (words[0], hub["console_scripts"])
+    assert {w for w in words if w.startswith("--")} <= set(hub["download_options"])
+    first = words.index("--include")
+    patterns = [w for w in words[first:] if not w.startswith("--")]
+    if hub["include_each"]:
+        assert all(words[i - 1] == "--include" for i in range(first, len(words)) if words[i] in patterns), words
+    else:
+        assert words.count("--include") == 1 and words[first + 1 :] == patterns, words
+
+
+def test_the_staging_job_of_a_hub_model_calls_the_hub_cli_of_the_servers_image() -> None:
+    """The Hub Job runs in the server's image: its program exists there, its options are that
+    hub's `download` options, and each pattern reaches `--include` in the form that hub parses."""
+    jobs = [r["inputs"] for r in resources(stack_plan("trn2-serve"), "kubernetes:batch/v1:Job") if "-hub-" in r["name"]]
+    assert jobs
+    for job in jobs:
+        (c,) = job["spec"]["template"]["spec"]["containers"]
+        pinned = serving.image_for_name(c["image"])
+        assert pinned is not None
+        words = _download(c["command"][2])
+        _held_to_hub(words, HUB_CLI["hub"][HUB_CLI["hub_of_vllm"][pinned.vllm]])
+        assert {"config.json", "*.safetensors"} <= set(words)
+
+
+@pytest.mark.parametrize("pinned", serving.IMAGES, ids=lambda i: i.vllm + "-" + i.accelerator)
+def test_each_images_download_line_parses_with_its_hub(pinned: serving.ServingImage) -> None:
+    repo = needs.HubRepo("Qwen/Qwen3-8B", ("config.json",), ("*.json", "*.safetensors"))
+    words = _download(hub_manifests._stage(repo, "/shared/hf-hub", pinned.hub_cli))
+    _held_to_hub(words, HUB_CLI["hub"][HUB_CLI["hub_of_vllm"][pinned.vllm]])

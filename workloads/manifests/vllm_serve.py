@@ -14,7 +14,7 @@ import dataclasses
 import shlex
 
 from config.workloads import VllmServeWorkload
-from facts import serving
+from facts import needs, serving
 from facts.names import PRIORITY_LABEL, QUEUE_LABEL
 from infra.tenancy import NETWORK_POLICY_API_VERSION
 from workloads.manifests.convert import Converter, conversion, model_dir
@@ -269,7 +269,10 @@ def _model_steps(workload_name: str, run: VllmServeWorkload, ctx: Context, dirs:
     if run.model.hub:
         data = {"HF_TOKEN": HUGGING_FACE_TOKEN}
         token = secret(f"{workload_name}-hf-token", ctx, labels(workload_name, "secret"), "model", data)
-        hub = stage_hub(workload_name, ctx, run.hub_repos, after=(dirs, token.name), token_secret=token.name)
+        # The Job runs in the server's image: its huggingface-hub's command line.
+        pinned = serving.image_for_name(ctx.image) or serving.image_for(ctx.node_group.instance)
+        cli = pinned.hub_cli if pinned else needs.HUB_CLI_1
+        hub = stage_hub(workload_name, ctx, run.hub_repos, (dirs, token.name), token_secret=token.name, cli=cli)
         return [token, dataclasses.replace(hub, role="model")]
     source = _source(ctx)
     convert = CONVERTERS[source.run.RECIPE]
