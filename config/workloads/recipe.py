@@ -80,7 +80,7 @@ class NoExampleStack:
 
 
 ExampleStacks = tuple[str, ...] | NoExampleStack
-"""The example stacks (Pulumi.<name>.yaml) that run the recipe."""
+"""The example stacks (examples/Pulumi.<name>.yaml) that run the recipe."""
 
 
 @dataclass(frozen=True)
