@@ -249,16 +249,21 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     return ClusterLayer(addons, queues, volume, platform)
 
 
-def checkpoint_plans(
+def run_plans(
     workloads: Mapping[str, Run], storage: StorageConfig, cfg: StackConfig, node_types: Mapping[str, str]
-) -> dict[str, dict[str, object]]:
-    """Each run's checkpoint size, write time and share of training time (for the plan);
-    `node_types` is the instance type of each node group."""
-    plans = {}
+) -> dict[str, dict[str, dict[str, object]]]:
+    """Each run's checkpoint plan (size, write time, share of training time) and, where its recipe
+    models it, its throughput (for the plan's TrainingRun inputs); `node_types` is the instance type
+    of each node group."""
+    plans: dict[str, dict[str, dict[str, object]]] = {}
     for name, run in workloads.items():
-        plan = run.checkpoint_plan(storage, cost.estimated_step_seconds(cfg, name, node_types.get(run.node_group))[0])
-        if plan is not None:
-            plans[name] = plan.as_dict()
+        instance_type = node_types.get(run.node_group)
+        seconds = cost.estimated_step_seconds(cfg, name, instance_type)[0]
+        out = plans.setdefault(name, {})
+        if (plan := run.checkpoint_plan(storage, seconds)) is not None:
+            out["checkpoints"] = plan.as_dict()
+        if instance_type and (throughput := run.throughput_plan(instance_type, seconds, storage)) is not None:
+            out["throughput"] = throughput
     return plans
 
 
@@ -276,9 +281,7 @@ def build(cfg: StackConfig) -> Outputs:
     infra = build_infrastructure(cfg)
     platform = infra.k8s.platform
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    deploy.deploy(
-        cfg.workloads, cfg.hugging_face_token, platform, checkpoint_plans(cfg.workloads, cfg.storage, cfg, types)
-    )
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, platform, run_plans(cfg.workloads, cfg.storage, cfg, types))
     return _aws_outputs(cfg, infra.aws)
 
 
@@ -349,6 +352,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
         *checks.serving_problems(cfg, groups),
+        *checks.checkpoint_share(cfg.workloads, groups, platform.storage),
         *checks.run_teams(
             cfg.workloads,
             platform.teams,
@@ -362,7 +366,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         raise ConfigError(problems)
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    plans = checkpoint_plans(cfg.workloads, platform.storage, cfg, types)
+    plans = run_plans(cfg.workloads, platform.storage, cfg, types)
     deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
     return {
         "runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())},

@@ -9,6 +9,7 @@ goes to the checkpoint (FSx for Lustre: storage TiB x throughput tier), which is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from config.storage import StorageConfig
@@ -81,6 +82,11 @@ class CheckpointPlan:
     interval_steps: int | None
     """Steps between checkpoints; None when the framework counts otherwise (BERT: per shard)."""
     step_seconds: float | None
+    writes: int | None = None
+    """Checkpoints the whole run writes, where the recipe counts them as its framework does."""
+    total_steps: int | None = None
+    """Optimizer steps of the whole run, where the config says: an interval longer than the run
+    still writes once, at its end, so the share is counted over the run."""
 
     @property
     def kept_bytes(self) -> int:
@@ -91,11 +97,19 @@ class CheckpointPlan:
         """Share of training time spent writing checkpoints (None: step time or interval unknown)."""
         if self.interval_steps is None or self.step_seconds is None:
             return None
-        return self.write_seconds / (self.write_seconds + self.interval_steps * self.step_seconds)
+        steps = min(self.interval_steps, self.total_steps or self.interval_steps)
+        return self.write_seconds / (self.write_seconds + steps * self.step_seconds)
+
+    def shortest_interval(self, share: float = MAX_WRITE_SHARE) -> int | None:
+        """The fewest steps between checkpoints that keeps writing at or under `share` of training
+        time (None: step time unknown)."""
+        if self.step_seconds is None:
+            return None
+        return math.ceil(self.write_seconds * (1 - share) / (share * self.step_seconds))
 
     def as_dict(self) -> dict[str, object]:
         share = self.write_share
-        return {
+        out: dict[str, object] = {
             "sizeGB": round(self.size_bytes / 1e9, 1),
             "kept": self.kept,
             "writeSeconds": round(self.write_seconds),
@@ -103,6 +117,9 @@ class CheckpointPlan:
             "stepSeconds": None if self.step_seconds is None else shown_seconds(self.step_seconds),
             "writeShare": None if share is None else round(share, 4),
         }
+        if self.writes is not None:
+            out["writes"] = self.writes
+        return out
 
 
 def plan(
@@ -112,6 +129,8 @@ def plan(
     interval_steps: int | None,
     storage: StorageConfig,
     step_seconds: float | None = None,
+    writes: int | None = None,
+    total_steps: int | None = None,
 ) -> CheckpointPlan | None:
     """The checkpoint plan of one run (None when its recipe does not size its checkpoints, or
     the run has no parameter count)."""
@@ -119,4 +138,4 @@ def plan(
         return None
     size = parameters * model.bytes_per_parameter
     seconds = model.written_per_interval * size / (write_mb_per_second(storage) * 1e6)
-    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds)
+    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, writes, total_steps)

@@ -213,7 +213,26 @@ def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
             )
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
-    return facts + _checkpoint_facts(i.get("checkpoints"))
+    return facts + _checkpoint_facts(i.get("checkpoints")) + _throughput_facts(i.get("throughput"))
+
+
+def _throughput_facts(t: dict[str, Any] | None) -> list[str]:
+    """Modelled tokens per second, the MFU it implies and the published run it comes from, and the
+    time to the first step (image pull, checkpoint load) and to resume."""
+    if not t:
+        return []
+    lines = []
+    if t.get("tokensPerSecond") is not None:
+        line = f"throughput: {t['tokensPerSecond']:,} tokens/s ({t['tokensPerSecondPerGpu']:,} per GPU)"
+        if t.get("mfu") is not None:
+            line += f", MFU {t['mfu']:.1%}; published: {t['published']}"
+        lines.append(line)
+    first = t["firstStep"]
+    lines.append(
+        f"first step: after the image pull (up to {first['pullSecondsAtMost']:,} s) and {first['loadSeconds']:,} s"
+        f" loading weights; a restart reads the latest checkpoint in ~{first['resumeLoadSeconds']:,} s"
+    )
+    return lines
 
 
 def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
@@ -222,6 +241,8 @@ def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
     if not c:
         return []
     line = f"checkpoints: {c['sizeGB']:,} GB each, {c['kept']} kept, ~{c['writeSeconds']:,} s to write"
+    if c.get("writes") is not None:
+        line += f", {c['writes']} written"
     if c.get("writeShare") is not None:
         line += (
             f"; every {c['everySteps']} steps x {c['stepSeconds']:g} s: {c['writeShare']:.1%} of training time writing"

@@ -81,20 +81,21 @@ def context(
 
 class TrainingRun(pulumi.ComponentResource):
     """One configured workload: its steps (data Jobs, MPIJobs, TensorBoard...) in order. Its
-    inputs carry the run's checkpoint plan (size, write time, share of training time), which
-    the offline plan's table shows."""
+    inputs carry the run's plans: `checkpoints` (size, write time, share of training time) and,
+    where its recipe models it, `throughput` (tokens/s, MFU, time to first step), which the
+    offline plan's table shows."""
 
     def __init__(
         self,
         name: str,
         recipe: str,
         run_id: str,
-        checkpoints: Mapping[str, object] | None = None,
+        plans: Mapping[str, Mapping[str, object]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         props: dict[str, object] = {"recipe": recipe, "runId": run_id}
-        if checkpoints:
-            props["checkpoints"] = dict(checkpoints)
+        for key, value in sorted((plans or {}).items()):
+            props[key] = dict(value)
         super().__init__(component_type("workloads", "TrainingRun"), name, props, opts)
 
 
@@ -102,11 +103,11 @@ def deploy(
     workloads: Mapping[str, Run],
     hugging_face_token: SecretStr | None,
     platform: Platform,
-    checkpoint_plans: Mapping[str, Mapping[str, object]] | None = None,
+    run_plans: Mapping[str, Mapping[str, Mapping[str, object]]] | None = None,
 ) -> dict[str, list[pulumi.Resource]]:
     """Declare every workload of the stack; return its resources by workload name."""
     token = hugging_face_token.get_secret_value() if hugging_face_token else ""
-    plans = checkpoint_plans or {}
+    plans = run_plans or {}
     out: dict[str, list[pulumi.Resource]] = {}
     for workload_name, run in sorted(workloads.items()):
         component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name))

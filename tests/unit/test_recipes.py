@@ -26,6 +26,7 @@ FULL: dict[str, dict[str, Any]] = {
     "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
     "ddp-cpu": {"interruptOnceAtStep": 100},
     "vllm-serve": {"nodes": 1, "model": {"hub": "Qwen/Qwen3-8B", "parametersBillions": 8.19}, "tensorParallel": 8},
+    "megatron-bridge": {"mode": "sft", "data": {"source": "jsonl", "datasetRoot": "/shared/sft"}, "tensorboard": True},
 }
 
 

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from config.workloads import Run
-from workloads.manifests import bert_neuron, custom, ddp_cpu, llama2_neuron, nemo_gpu, vllm_serve
+from workloads.manifests import bert_neuron, custom, ddp_cpu, llama2_neuron, megatron_bridge, nemo_gpu, vllm_serve
 from workloads.manifests.convert import Converter
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
-    module.MODEL.RECIPE: module.steps for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu, vllm_serve)
+    module.MODEL.RECIPE: module.steps
+    for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu, megatron_bridge, vllm_serve)
 }
 """Recipe name -> its builder."""
 CONVERTERS: dict[str, Converter] = {
