@@ -330,7 +330,7 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     inputs = layers.parse_aws_layer(values, ref.require_output(KUBECONFIG_OUTPUT), cfg.lower_stack)
     problems = checks.team_problems(cfg.teams, layers.group_views(inputs.run_groups, cfg.lower_stack))
     accelerated = sum(1 for g in inputs.run_groups.values() if g.accelerated)
-    problems += checks.flavors_fit(cfg.teams, accelerated, where="teams")
+    problems += checks.flavors_fit(cfg.teams, accelerated, where="teams", default_queue=cfg.queueing.default_queue)
     if inputs.region != cfg.region:
         problems.insert(0, f"aws:region: {cfg.region}, but the aws layer ({cfg.lower_stack}) is in {inputs.region}")
     if problems:
@@ -351,6 +351,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
+        *checks.serving_problems(cfg, groups),
         *checks.checkpoint_share(cfg.workloads, groups, platform.storage),
         *checks.run_teams(
             cfg.workloads,

@@ -23,9 +23,11 @@ from facts.amis import AmiRelease
 KINDS = {"neuron": "Neuron", "nvidia": "NVIDIA"}
 
 
-def image_runtime(run: RunConfig) -> images.Runtime:
-    """What the run's image brings that the node and the launch must fit (facts.images.runtime_of)."""
-    return images.runtime_of(run.image, run.built_image, run.sdk[0], sdk_stated=bool(run.neuron_sdk))
+def image_runtime(run: RunConfig, instance: instances.InstanceType | None = None) -> images.Runtime:
+    """What the run's image brings that the node and the launch must fit (facts.images.runtime_of;
+    a recipe's pinned public image on that instance type brings its own)."""
+    pinned = run.runtime_on(instance) if instance is not None else None
+    return pinned or images.runtime_of(run.image, run.built_image, run.sdk[0], sdk_stated=bool(run.neuron_sdk))
 
 
 def driver_of(release: AmiRelease, instance: instances.InstanceType) -> str:
@@ -61,7 +63,7 @@ def images_on_group(cfg: StackConfig, ng: NodeGroupConfig) -> list[ImageOnGroup]
     """The runs' images on the group, or without runs on it every image this project builds for
     its accelerator (what a runs layer or a later run would bring)."""
     found = [
-        ImageOnGroup(f"workloads.{name}.{'neuronSdk' if run.neuron_sdk else 'image'}", image_runtime(run))
+        ImageOnGroup(f"workloads.{name}.{'neuronSdk' if run.neuron_sdk else 'image'}", image_runtime(run, ng.instance))
         for name, run in sorted(cfg.workloads.items())
         if run.node_group == ng.name
     ]
@@ -159,7 +161,8 @@ def layered_run_problems(
         release = amis.find(release_version)
         if instance is None or instance.accelerator is None or release is None:
             continue
-        image = ImageOnGroup(f"workloads.{name}.{'neuronSdk' if run.neuron_sdk else 'image'}", image_runtime(run))
+        key = f"workloads.{name}.{'neuronSdk' if run.neuron_sdk else 'image'}"
+        image = ImageOnGroup(key, image_runtime(run, instance))
         for _, needed in unfit(release, _as_group(run.node_group, instance), [image]):
             problems.append(
                 f"{image.key}: the image's {image.what()} needs {KINDS[instance.accelerator]} driver {needed}, but"

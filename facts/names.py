@@ -98,6 +98,8 @@ PRIVILEGED_EXCEPTION_ANNOTATION = f"{PROJECT}/policy-exception.privileged"
 no others) may be privileged or add capabilities."""
 HOST_ACCESS_EXCEPTION_ANNOTATION = f"{PROJECT}/policy-exception.host-access"
 """On a Kubernetes workload: `<reason>`; its pods may use host namespaces and hostPath volumes."""
+INTERNET_FACING_EXCEPTION_ANNOTATION = f"{PROJECT}/policy-exception.internet-facing"
+"""On a Service of type LoadBalancer or an Ingress: `<reason>`; it may be reached from the internet."""
 
 
 def app_labels(component: str | None = None, name: str | None = None) -> dict[str, str]:

@@ -48,6 +48,27 @@ class HubRepo:
         return (*self.files, *self.optional)
 
 
+@dataclass(frozen=True)
+class HubCli:
+    """How an image's huggingface-hub downloads a repository from the command line
+    (tests/upstream/huggingface-hub-cli.yaml): its program, and how it takes several patterns."""
+
+    program: str
+    include_each: bool
+    """One pattern per `--include` (hub 1.x: typer's list option; a second pattern after one
+    `--include` would be a file name), or all of them after one (hub 0.x: argparse nargs='*',
+    where a repeated `--include` keeps only the last)."""
+    source: str
+
+
+HUB_CLI_LEGACY = HubCli("huggingface-cli", include_each=False, source="huggingface-hub-0.24.5")
+"""huggingface-hub 0.22-0.x, in the training images."""
+HUB_CLI_0 = HubCli("hf", include_each=False, source="huggingface-hub-cli")
+"""huggingface-hub 0.34-0.x: `hf` beside the deprecated `huggingface-cli`."""
+HUB_CLI_1 = HubCli("hf", include_each=True, source="huggingface-hub-cli")
+"""huggingface-hub 1.x: `hf` only (`huggingface-cli` is gone)."""
+
+
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 """Either one set to 1 makes huggingface-hub (>= 0.22) and transformers read only the cache."""
 CACHE_ENV = "HF_HUB_CACHE"
@@ -123,6 +144,9 @@ class Program:
     remote_daemons: bool = False
     """Starts its daemons on the other hosts over ssh (Open MPI's orted)."""
     binds: tuple[Port, ...] = ()
+    model_argument: bool = False
+    """Reads the model its first argument names: a local folder, or a Hub repository (its
+    config.json and weights through huggingface-hub, offline from the cache when told so)."""
 
 
 PROGRAMS: dict[str, Program] = {
@@ -152,6 +176,12 @@ PROGRAMS: dict[str, Program] = {
         # The operator's root worker command: sshd -De on its default port (22; 2222 is the non-root variant's).
         Program("/usr/sbin/sshd", "mpi-operator-v0.8.0-pods", binds=(Port(22),)),
         Program("ddp_cpu_train.py", "horovod-cpu-0.28.1"),
+        # `vllm serve <model>`: the OpenAI server on --port (FrontendArgs), the model from the Hub
+        # unless a folder; it initialises the GPUs or Neuron devices of its tensor-parallel ranks.
+        Program("vllm", "vllm-v0.24.0", accelerator=True, binds=(Port(8000),), model_argument=True),
+        # The training recipes' converters to Hugging Face: CPU only, files on /shared in and out.
+        Program("convert_llama_nemo_to_hf.py", "nemo-r2.0.0rc1"),
+        Program("convert_nemo_checkpoint_to_hf_llama.py", "neuronx-nemo-megatron-2.21"),
     )
 }
 """Every program the recipes' commands run beyond the base image's shell utilities."""

@@ -16,8 +16,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from config.checkpoints import shown_seconds
+from config.checkpoints import shown_seconds, write_mb_per_second
 from config.stack import StackConfig
+from facts import instances
 from facts import prices as table
 from facts.names import NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 
@@ -227,7 +228,9 @@ def runs_from_config(
                 prices=prices,
             )
         else:
-            hourly = run.nodes * prices.instance_hourly(instance_type, cfg.region)
+            instance = instances.get(instance_type)
+            hourly = run.node_share(instance) * prices.instance_hourly(instance_type, cfg.region)
+            basis = run.hourly_basis(instance, write_mb_per_second(cfg.storage), cfg.workloads) or basis
             entry = {
                 "name": name,
                 "instanceType": instance_type,

@@ -255,7 +255,10 @@ def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -
 def kueue_manager_config(q: QueueingConfig) -> str:
     """Kueue's controller configuration (chart value `managerConfig.controllerManagerConfigYaml`).
 
-    Only MPIJobs are managed (data-preparation Jobs and TensorBoard are CPU-only helpers).
+    MPIJobs and Deployments are managed (Kueue 0.19.2's `deployment` integration turns on `pod`
+    itself, ImplicitlyEnabledFrameworkNames): with `manageJobsWithoutQueueName: false` only objects
+    labelled with a queue are, the serving Deployments; data-preparation Jobs, TensorBoard and the
+    shell pod carry no queue and stay unmanaged.
     `waitForPodsReady` makes admission all-or-nothing: a run whose pods are not all ready in
     time is evicted and requeued with backoff, so it never holds half a placement group.
     """
@@ -276,7 +279,7 @@ def kueue_manager_config(q: QueueingConfig) -> str:
         f"    backoffLimitCount: {q.requeue_limit}\n"
         "    backoffBaseSeconds: 60\n"
         "    backoffMaxSeconds: 3600\n"
-        "integrations:\n  frameworks:\n  - kubeflow.org/mpijob\n"
+        "integrations:\n  frameworks:\n  - kubeflow.org/mpijob\n  - deployment\n"
     )
 
 

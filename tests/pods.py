@@ -29,6 +29,8 @@ ROLES = {
     "shell": "shell",
     "launcher": "MPI launcher",
     "worker": "MPI worker",
+    "convert": "conversion step",
+    "serve": "vLLM server",
 }
 """What a pod is, by its component label (or its MPI replica role): the names the README's
 pod security table uses."""

@@ -376,6 +376,8 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
                 f"    training run {run['name']}: {run['nodes']} x {run['instanceType']} for {run['hours']:,.1f} h"
                 f" ({run['steps']} steps x {run['stepSeconds']:g} s, {run['stepTimeBasis']}) = ${run['total']:,.0f}"
             )
+        elif run.get("steps") is None and run.get("stepSeconds") is None and "per hour" in run["stepTimeBasis"]:
+            lines.append(f"    {run['name']}: ${run['hourly']:,.2f}/hour ({run['stepTimeBasis']})")
         else:
             lines.append(f"    training run {run['name']}: ${run['hourly']:,.2f}/hour; length {run['stepTimeBasis']}")
     lines.append(f"    prices: {cost.get('priceSource')}")

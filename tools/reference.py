@@ -157,6 +157,8 @@ def _meaning(info: FieldInfo) -> str:
 
 def _walk(model: type[BaseModel], prefix: str, layer: str) -> Iterator[tuple[str, FieldInfo, str]]:
     for name, info in model.model_fields.items():
+        if name in getattr(model, "UNUSED_KEYS", ()):
+            continue  # a key of every run that this recipe does not take
         key = info.alias or name
         path = "aws:region" if (not prefix and key == "region") else prefix + key
         here = layer if prefix else (owner_of(key) or "every")

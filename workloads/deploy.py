@@ -21,20 +21,24 @@ import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
 from config.amis import image_runtime
+from config.checkpoints import write_mb_per_second
 from config.workloads import Run
 from facts.names import component_type
 from infra.platform import Platform
 from workloads import manifests
-from workloads.manifests.objects import HUGGING_FACE_TOKEN, SECRET_ENV
+from workloads.manifests.objects import HUGGING_FACE_TOKEN, SECRET_ENV, Source
 
 IMAGE_PLACEHOLDER = "registry.invalid/placeholder:0"
 
 
-def image_of(run: Run, registry_urls: Mapping[str, Any]) -> pulumi.Input[str]:
-    """The run's image: as configured, or `<recipe repository URL>:<tag>`, the tag being
-    `imageTag` or the one the stack builds from images/<repository>/ (infra/images.py)."""
-    if run.image:
-        return run.image
+def image_of(run: Run, registry_urls: Mapping[str, Any], platform: Platform | None = None) -> pulumi.Input[str]:
+    """The run's image: as configured, a recipe's pinned public image for its node group, or
+    `<recipe repository URL>:<tag>`, the tag being `imageTag` or the one the stack builds from
+    images/<repository>/ (infra/images.py)."""
+    group = platform.node_groups.get(run.node_group) if platform else None
+    pinned = run.image_on(group.instance) if group else run.image
+    if pinned:
+        return pinned
     repo = run.REPOSITORY
     tag = run.image_tag_or_built
     if repo is None or repo not in registry_urls or tag is None:
@@ -42,7 +46,24 @@ def image_of(run: Run, registry_urls: Mapping[str, Any]) -> pulumi.Input[str]:
     return pulumi.Output.concat(registry_urls[repo], ":", tag)
 
 
-def context(platform: Platform, run: Run, image: str) -> manifests.Context:
+def source_of(run: Run, workloads: Mapping[str, Run]) -> tuple[str, Run, str] | None:
+    """The training run a serving run converts: (its workload name, its config, its run id)."""
+    model = getattr(run, "model", None)
+    name = getattr(model, "workload", None)
+    if not isinstance(name, str) or name not in workloads:
+        return None
+    trained = workloads[name]
+    return name, trained, getattr(model, "run_id", None) or trained.run_id
+
+
+def context(
+    platform: Platform, run: Run, image: str, source: tuple[str, Run, str] | None = None, source_image: str = ""
+) -> manifests.Context:
+    found = None
+    if source is not None:
+        name, trained, run_id = source
+        found = Source(name, trained, run_id, platform.node_groups[trained.node_group], source_image)
+    group = platform.node_groups[run.node_group]
     return manifests.Context(
         namespace=platform.namespace_for(run.team),
         storage_claim=platform.storage_claim,
@@ -52,7 +73,9 @@ def context(platform: Platform, run: Run, image: str) -> manifests.Context:
         image=image,
         queue=platform.queue_for(run.team),
         priority_class=platform.priority_class_for(run.team),
-        runtime=image_runtime(run),
+        runtime=run.runtime_on(group.instance) or image_runtime(run),
+        source=found,
+        file_system_mb_per_second=write_mb_per_second(platform.storage),
     )
 
 
@@ -88,22 +111,25 @@ def deploy(
     out: dict[str, list[pulumi.Resource]] = {}
     for workload_name, run in sorted(workloads.items()):
         component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name))
-        image = pulumi.Output.from_input(image_of(run, platform.registry_urls))
-        # The structure (names, order) never depends on the image; build it once with a
-        # placeholder, then fill each object's spec from the real image when it is known.
-        skeleton = manifests.steps(workload_name, run, context(platform, run, IMAGE_PLACEHOLDER))
+        source = source_of(run, workloads)
+        source_image = image_of(source[1], platform.registry_urls, platform) if source else ""
+        images = pulumi.Output.all(image_of(run, platform.registry_urls, platform), source_image)
+        # The structure (names, order) never depends on the images; build it once with
+        # placeholders, then fill each object's spec from the real images when they are known.
+        placeholder = context(platform, run, IMAGE_PLACEHOLDER, source, IMAGE_PLACEHOLDER)
+        skeleton = manifests.steps(workload_name, run, placeholder)
         created: dict[str, pulumi.Resource] = {}
         for i, step in enumerate(skeleton):
 
-            def spec(img: str, i: int = i, run: Run = run, workload_name: str = workload_name) -> Any:
-                return manifests.steps(workload_name, run, context(platform, run, img))[i].obj.get("spec")
+            def spec(imgs: list[str], i: int = i, run: Run = run, name: str = workload_name, src: Any = source) -> Any:
+                return manifests.steps(name, run, context(platform, run, imgs[0], src, imgs[1]))[i].obj.get("spec")
 
             opts = pulumi.ResourceOptions(
                 parent=component,
                 provider=platform.provider,
                 depends_on=[*platform.depends_on_for(run.team), *(created[a] for a in step.after)],
             )
-            created[step.name] = _apply(step, image.apply(spec), secret_values(step, run, token), opts)
+            created[step.name] = _apply(step, images.apply(spec), secret_values(step, run, token), opts)
         out[workload_name] = list(created.values())
         component.register_outputs({})
     return out
@@ -151,6 +177,8 @@ def _apply(
         return k8s.core.v1.Service(step.name, metadata=meta, spec=spec, opts=opts)
     if kind == "Pod":
         return k8s.core.v1.Pod(step.name, metadata=meta, spec=spec, opts=opts)
+    if kind == "PodDisruptionBudget":
+        return k8s.policy.v1.PodDisruptionBudget(step.name, metadata=meta, spec=spec, opts=opts)
     if kind == "NetworkPolicy":
         return k8s.networking.v1.NetworkPolicy(step.name, metadata=meta, spec=spec, opts=opts)
     raise ValueError(f"no Pulumi resource for kind {kind}")

@@ -18,6 +18,7 @@ from config.checks.capacity import capacity_problems
 from config.checks.groups import Groups, GroupView, groups_of
 from config.checks.network import flavors_fit, network_problems
 from config.checks.runs import checkpoint_share, checkpoints_fit, images_exist, run_names, runs_problems
+from config.checks.serving import serving_problems
 from config.checks.teams import default_queue_decided, run_teams, system_name_reserved, team_problems, unowned_nodes
 from config.layers import layer_problems
 from config.names import node_group_azs_in_vpc, node_group_names_unique, team_name, vpc_azs_in_region
@@ -36,6 +37,7 @@ __all__ = [
     "images_exist",
     "run_teams",
     "runs_problems",
+    "serving_problems",
     "team_problems",
     "unowned_nodes",
 ]
@@ -66,6 +68,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *local,
             *images_exist(cfg.workloads, cfg.registry.repositories),
             *runs_problems(cfg.workloads, groups),
+            *serving_problems(cfg, groups),
             *checkpoints_fit(cfg.workloads, cfg.storage),
             *checkpoint_share(cfg.workloads, groups, cfg.storage),
             *team_problems(cfg.teams, groups, bool(cfg.queueing.default_queue)),

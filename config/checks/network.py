@@ -66,13 +66,23 @@ def created_vpc_fits(cfg: StackConfig) -> list[str]:
     return problems
 
 
-def flavors_fit(teams: Collection[str], accelerated: int, where: str = "nodeGroups") -> list[str]:
-    """Without teams one `default` ClusterQueue lists every accelerated node group as a flavor of
-    one resource group, and the system group (infra.queues), and Kueue takes at most 64 of them.
-    `where`: the key to name (an all-in-one stack's `nodeGroups`; a cluster layer's `teams`,
-    whose node groups are the aws layer's)."""
-    if teams or accelerated + 1 <= KUEUE_MAX_FLAVORS:
+def flavors_fit(
+    teams: Collection[str], accelerated: int, where: str = "nodeGroups", default_queue: bool | None = None
+) -> list[str]:
+    """Without teams, or beside them when `queueing.defaultQueue` keeps it, one `default`
+    ClusterQueue lists every accelerated node group as a flavor of one resource group, and the
+    system group (infra.queues), and Kueue takes at most 64 of them. `where`: the key to name
+    (an all-in-one stack's `nodeGroups`; a cluster layer's `teams`, whose node groups are the
+    aws layer's)."""
+    if (teams and not default_queue) or accelerated + 1 <= KUEUE_MAX_FLAVORS:
         return []
+    if teams:
+        return [
+            f"queueing.defaultQueue: the default queue kept beside teams lists all {accelerated} accelerated node"
+            f" groups and the system group, {accelerated + 1} Kueue flavors, and Kueue takes at most"
+            f" {KUEUE_MAX_FLAVORS} per resource group: set it to false, or use at most {KUEUE_MAX_FLAVORS - 1}"
+            " node groups"
+        ]
     return [
         f"{where}: {accelerated} accelerated node groups and the system group make {accelerated + 1} Kueue flavors in"
         f" the default queue, and Kueue takes at most {KUEUE_MAX_FLAVORS} per resource group: use at most"
@@ -102,5 +112,6 @@ def cluster_security_group_rules(cfg: StackConfig) -> list[str]:
 
 def network_problems(cfg: StackConfig) -> list[str]:
     """Every rule of this module."""
-    own = flavors_fit(cfg.teams, len(cfg.node_groups)) if cfg.layer == "all" else []
+    groups = len(cfg.node_groups)
+    own = flavors_fit(cfg.teams, groups, default_queue=cfg.queueing.default_queue) if cfg.layer == "all" else []
     return [*created_vpc_fits(cfg), *own, *cluster_security_group_rules(cfg)]

@@ -102,8 +102,8 @@ def image_repository_exists(key: str, run: RunConfig, repositories: Collection[s
 def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     """A Neuron run's SDK (from neuronSdk, the image tag, or the repository's Dockerfile) trains
     on the node group's instance family, and the recipe's framework is still supported by it."""
-    if ng.instance.accelerator != "neuron":
-        return []
+    if ng.instance.accelerator != "neuron" or run.PUBLIC_IMAGES:
+        return []  # a pinned public image is chosen per instance family (facts.serving); the SDK rules are training's
     sdk, source = run.sdk
     if sdk is None:
         return [

@@ -28,6 +28,7 @@ from config.workloads.fabric_neuron import FabricNeuronRun
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
 from config.workloads.megatron_bridge import MegatronBridgeWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
+from config.workloads.vllm_serve import VllmServeWorkload
 
 __all__ = [
     "RECIPES",
@@ -43,6 +44,7 @@ __all__ = [
     "NemoGpuWorkload",
     "Run",
     "RunConfig",
+    "VllmServeWorkload",
     "WorkloadConfig",
 ]
 
@@ -55,6 +57,7 @@ Run = (
     | MegatronBridgeWorkload
     | FabricGpuRun
     | FabricNeuronRun
+    | VllmServeWorkload
 )
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}

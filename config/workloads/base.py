@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
 from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan
 from config.run_env import ProcessEnv
 from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
-from config.workloads.recipe import Arguments, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
 from facts import images, instances, needs, versions
+
+
+def _without_unused(schema: dict[str, Any], model: type[Any]) -> None:
+    """A recipe's JSON Schema leaves out the keys it does not take (its UNUSED_KEYS)."""
+    for name in getattr(model, "UNUSED_KEYS", ()):
+        schema.get("properties", {}).pop(to_camel(name), None)
 
 
 class RunConfig(ProcessEnv):
@@ -27,6 +35,8 @@ class RunConfig(ProcessEnv):
     facts its script arguments are held against.
     """
 
+    model_config = ConfigDict(json_schema_extra=_without_unused)
+
     RECIPE: ClassVar[str]
     ACCELERATOR: ClassVar[instances.Accelerator | None] = None
     REPOSITORY: ClassVar[str | None] = None
@@ -35,6 +45,8 @@ class RunConfig(ProcessEnv):
     """Why the recipe needs the stack's Hugging Face token; None: it does not."""
     NEMO_MEGATRON: ClassVar[bool] = False
     """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
+    PUBLIC_IMAGES: ClassVar[bool] = False
+    """The recipe runs a pinned public image per accelerator (facts.serving) unless `image` is set."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
     XLA_TRAINING: ClassVar[bool] = True
@@ -50,6 +62,10 @@ class RunConfig(ProcessEnv):
     """The example stacks that run it."""
     ARGUMENTS: ClassVar[Arguments]
     """The upstream facts its script arguments are held against, or why they are not."""
+    CONVERSION: ClassVar[Converter]
+    """How a finished run becomes a Hugging Face model for serving (recipe vllm-serve), or why not."""
+    UNUSED_KEYS: ClassVar[tuple[str, ...]] = ()
+    """Keys of every run that this recipe does not take (refused when set, left out of the reference)."""
 
     node_group: str = Field(description="Name of the node group (nodeGroups[].name) the run uses.")
     nodes: int = Field(ge=1, description="Nodes of the run, one worker pod each; at most the node group's `maxSize`.")
@@ -124,9 +140,13 @@ class RunConfig(ProcessEnv):
 
     @model_validator(mode="after")
     def _image_source(self) -> RunConfig:
+        unused = [k for k in self.UNUSED_KEYS if k in self.model_fields_set]
+        if unused:
+            key = to_camel(unused[0])
+            raise KeyProblem(key, f"not a key of recipe {self.RECIPE}")
         if self.image is not None and self.image_tag is not None:
             raise KeyProblem("imageTag", "give image or imageTag, not both")
-        if self.image is None and self.REPOSITORY is None:
+        if self.image is None and self.REPOSITORY is None and not self.PUBLIC_IMAGES:
             raise KeyProblem("image", f"required for recipe {self.RECIPE} (there is no default repository)")
         return self
 
@@ -147,6 +167,26 @@ class RunConfig(ProcessEnv):
     def hub_repos(self) -> tuple[needs.HubRepo, ...]:
         """The Hub files its training program reads (staged on /shared before it runs)."""
         return ()
+
+    def image_on(self, instance: instances.InstanceType) -> str | None:
+        """The image the run's pods run on that instance type, when the config alone says
+        (`image`, or a recipe's pinned public image); None: the recipe's ECR repository."""
+        return self.image
+
+    def runtime_on(self, instance: instances.InstanceType) -> images.Runtime | None:
+        """What a pinned public image brings (None: the image's runtime is read as usual)."""
+        return None
+
+    def node_share(self, instance: instances.InstanceType) -> float:
+        """Nodes' worth of the node group the run holds while it runs (its cost per hour)."""
+        return self.nodes
+
+    def hourly_basis(
+        self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
+    ) -> str | None:
+        """How the plan names a cost that is per hour by nature (a server), or None (a run with a
+        length); `mb_per_second`: the shared file system's throughput, `workloads`: the stack's runs."""
+        return None
 
     @property
     def sdk(self) -> tuple[str | None, str]:
@@ -229,7 +269,7 @@ class RunConfig(ProcessEnv):
         return None if seconds is None else (seconds, source.basis)
 
 
-RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS")
+RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION")
 """What every recipe states itself (a test names the recipe and the one it lacks)."""
 
 

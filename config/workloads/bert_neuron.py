@@ -10,7 +10,16 @@ from pydantic import Field
 from config.checkpoints import CheckpointModel, CheckpointSize
 from config.training import BertDataConfig, BertTrainingConfig
 from config.workloads.base import RunConfig
-from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, UnknownStepTime
+from config.workloads.recipe import (
+    Arguments,
+    Converter,
+    ExampleStacks,
+    HeldAgainst,
+    NoConversion,
+    RecipeDocs,
+    StepTime,
+    UnknownStepTime,
+)
 from facts import instances, needs
 
 BERT_LARGE_PARAMETERS = 335_000_000
@@ -48,6 +57,9 @@ class BertNeuronWorkload(RunConfig):
         ("dp-bert-hf-pretrain-v2.27.0",),
         "the options passed to dp_bert_large_hf_pretrain_hdf5.py (its argparse) and the tutorial's phase-1 global"
         " batch",
+    )
+    CONVERSION: ClassVar[Converter] = NoConversion(
+        "BERT-large is a masked-language encoder pretrained for fine-tuning, not a text generator vLLM serves"
     )
 
     recipe: Literal["bert-neuron"] = Field(description="bert-neuron")

@@ -10,7 +10,9 @@ from config.checkpoints import CheckpointModel, NotSized
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
+    Converter,
     ExampleStacks,
+    NoConversion,
     NoExampleStack,
     NotHeld,
     RecipeDocs,
@@ -44,6 +46,10 @@ class CustomWorkload(RunConfig):
         " for one; tests/unit/test_recipes.py builds it with every step on"
     )
     ARGUMENTS: ClassVar[Arguments] = NotHeld("your command is yours: the project renders it unchanged")
+    CONVERSION: ClassVar[Converter] = NoConversion(
+        "your code writes checkpoints the project knows nothing of: convert them yourself and serve the"
+        " Hugging Face folder with model.hub pointing at a repository, or stage it with your own step"
+    )
 
     recipe: Literal["custom"] = Field(description="custom")
     command: list[str] = Field(min_length=1, description="Command run once per node by mpirun (e.g. torchrun ...).")

@@ -10,7 +10,16 @@ from pydantic import Field, model_validator
 from config.base import KeyProblem
 from config.checkpoints import CheckpointModel, NotSized
 from config.workloads.base import RunConfig
-from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, UnknownStepTime
+from config.workloads.recipe import (
+    Arguments,
+    Converter,
+    ExampleStacks,
+    HeldAgainst,
+    NoConversion,
+    RecipeDocs,
+    StepTime,
+    UnknownStepTime,
+)
 from facts import images, instances
 from facts.names import SYSTEM_NODE_GROUP
 
@@ -42,6 +51,9 @@ class DdpCpuWorkload(RunConfig):
         ("horovod-cpu-0.28.1",),
         "the programs its commands call and the Python its script is written for, against the public image; the"
         " script and its arguments are the project's own, run for real by tests/plan/test_ddp_cpu.py",
+    )
+    CONVERSION: ClassVar[Converter] = NoConversion(
+        "its model is the project's own small network for proving the platform, not a language model"
     )
 
     recipe: Literal["ddp-cpu"] = Field(description="ddp-cpu")

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 from config.base import KeyProblem
 from config.checkpoints import CheckpointModel, NotSized
 from config.workloads.base import RunConfig
-from config.workloads.recipe import StepTime, UnknownStepTime
+from config.workloads.recipe import Converter, NoConversion, StepTime, UnknownStepTime
 from facts import instances
 
 
@@ -20,6 +20,7 @@ class FabricAcceptanceRun(RunConfig):
     """A fabric acceptance run: not a recipe itself; `fabric-gpu` and `fabric-neuron` are."""
 
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized("it trains nothing and writes no checkpoint")
+    CONVERSION: ClassVar[Converter] = NoConversion("an acceptance run measures the fabric and trains no model")
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "it trains nothing: it runs for minutes (bounded by the acceptance job's timeout), billed as the nodes' time"
     )

@@ -10,7 +10,16 @@ from pydantic import Field
 from config.checkpoints import CheckpointModel, CheckpointSize
 from config.training import Llama2DataConfig
 from config.workloads.base import MegatronRun
-from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, PublishedStepTime, RecipeDocs, StepTime
+from config.workloads.recipe import (
+    Arguments,
+    Conversion,
+    Converter,
+    ExampleStacks,
+    HeldAgainst,
+    PublishedStepTime,
+    RecipeDocs,
+    StepTime,
+)
 from facts import instances
 
 LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16
@@ -78,6 +87,11 @@ class Llama2NeuronWorkload(MegatronRun):
         ("neuronx-nemo-megatron-2.21", "huggingface-hub-0.22.2"),
         "the Hydra overrides of megatron_gpt_pretraining.py composed against the configs and exp_manager schema"
         " of the image's checkout; the compile-only run's switches; huggingface-cli download's options",
+    )
+    CONVERSION: ClassVar[Converter] = Conversion(
+        "neuronx-nemo-megatron 0.8.0 (`2.21_release`, commit `d760e20`):"
+        " `checkpoint_conversion/convert_nemo_checkpoint_to_hf_llama.py --is_xser --trn`",
+        "neuronx-nemo-megatron-2.21",
     )
 
     recipe: Literal["llama2-neuron"] = Field(description="llama2-neuron")

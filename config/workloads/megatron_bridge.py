@@ -16,7 +16,7 @@ from config.storage import StorageConfig
 from config.workloads.base import RunConfig
 from config.workloads.bridge_throughput import STEP_TIME
 from config.workloads.bridge_throughput import plan as bridge_plan
-from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, StepTime
 from facts import instances, needs
 from facts import megatron_bridge as bridge
 
@@ -164,6 +164,10 @@ class MegatronBridgeWorkload(RunConfig):
         beside=("tensorboard",),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5en-megatron-bridge",)
+    CONVERSION: ClassVar[Converter] = NoConversion(
+        "its run exports a Hugging Face folder itself (run_conversion.py export), which a serving run does not read"
+        " yet: serve that folder's model through model.hub once published, or wait for the converter"
+    )
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("megatron-bridge-0.6.0", "huggingface-hub-1.24.0"),
         "run_recipe.py's options, recipe names, datasets and its ConfigContainer overrides composed with Hydra in"

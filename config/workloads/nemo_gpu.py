@@ -10,7 +10,16 @@ from pydantic import Field, field_validator
 from config.checkpoints import CheckpointModel, CheckpointSize
 from config.training import NemoTokenizerConfig
 from config.workloads.base import MegatronRun
-from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, UnknownStepTime
+from config.workloads.recipe import (
+    Arguments,
+    Conversion,
+    Converter,
+    ExampleStacks,
+    HeldAgainst,
+    RecipeDocs,
+    StepTime,
+    UnknownStepTime,
+)
 from facts import instances, needs
 
 
@@ -43,11 +52,16 @@ class NemoGpuWorkload(MegatronRun):
         },
         beside=("tensorboard",),
     )
-    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p4de-nemo",)
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p4de-nemo", "p5-train-serve")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("nemo-r2.0.0rc1",),
         "the Hydra overrides of megatron_gpt_pretraining.py composed against megatron_llama_config.yaml and the"
         " exp_manager schema of NeMo r2.0.0rc1",
+    )
+    CONVERSION: ClassVar[Converter] = Conversion(
+        "NVIDIA NeMo 2.0.0rc1: `scripts/checkpoint_converters/convert_llama_nemo_to_hf.py` on the run's"
+        " `.nemo` (saved at the end of training)",
+        "nemo-r2.0.0rc1",
     )
 
     recipe: Literal["nemo-gpu"] = Field(description="nemo-gpu")

@@ -81,3 +81,25 @@ class NoExampleStack:
 
 ExampleStacks = tuple[str, ...] | NoExampleStack
 """The example stacks (examples/Pulumi.<name>.yaml) that run the recipe."""
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """How a finished run of the recipe becomes a Hugging Face model a server loads: the
+    converter the recipe's builder runs in the run's own image (its `convert` function in
+    workloads/manifests/), and the upstream facts its arguments are held against."""
+
+    follows: str
+    """The upstream converter, with its version."""
+    facts: str
+    """tests/upstream/<facts>.yaml: the converter's options."""
+
+
+@dataclass(frozen=True)
+class NoConversion:
+    """A recipe whose runs cannot be served (no converter to a Hugging Face model), and why."""
+
+    why: str
+
+
+Converter = Conversion | NoConversion

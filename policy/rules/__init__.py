@@ -25,7 +25,7 @@ from policy.rules.aws import (
     check_rule_descriptions,
     check_stateful_protected,
 )
-from policy.rules.kubernetes import check_accelerator_taints, check_pods
+from policy.rules.kubernetes import T_K8S_INGRESS, T_SERVICE, check_accelerator_taints, check_endpoints, check_pods
 from policy.rules.model import Context, ResourceRule, Rule, StackRule, Violation
 from policy.rules.props import (
     STATEFUL_TYPES,
@@ -76,6 +76,8 @@ RULES: tuple[Rule, ...] = (
                  "mandatory", types=(*STATEFUL_TYPES, T_LOG_GROUP), check=check_stateful_protected, config=PROTECT),
     ResourceRule("pod-security", "Pinned images; no privilege, capabilities or host access; limits; not in default",
                  "mandatory", types=(T_KUBERNETES, T_HELM_RELEASE), check=check_pods),
+    ResourceRule("internal-endpoints", "Load balancers and Ingresses internal unless an explicit exception says why",
+                 "mandatory", types=(T_SERVICE, T_K8S_INGRESS), check=check_endpoints),
     # Across resources: CrossGuard stack validation policies.
     StackRule("efa-security-groups", "EFA launch templates: a group allowing all traffic to and from itself",
               "mandatory", check=check_efa_security_groups),

@@ -8,7 +8,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from facts import instances
-from facts.names import HOST_ACCESS_EXCEPTION_ANNOTATION, NEURONCORE_RESOURCE, PRIVILEGED_EXCEPTION_ANNOTATION
+from facts.names import (
+    HOST_ACCESS_EXCEPTION_ANNOTATION,
+    INTERNET_FACING_EXCEPTION_ANNOTATION,
+    NEURONCORE_RESOURCE,
+    PRIVILEGED_EXCEPTION_ANNOTATION,
+)
 from policy.rules.model import Context
 from policy.rules.props import (
     T_HELM_RELEASE,
@@ -153,3 +158,44 @@ def check_pods(r: Resource, context: Context) -> Iterator[str]:
         yield from _host_access(r, where, ps)
         for c in containers(ps):
             yield from _container(r, where, c, exempt)
+
+
+T_SERVICE = "kubernetes:core/v1:Service"
+T_K8S_INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
+LB_SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+LB_INTERNAL = "service.beta.kubernetes.io/aws-load-balancer-internal"
+ALB_SCHEME = "alb.ingress.kubernetes.io/scheme"
+"""AWS Load Balancer Controller v3.5.0's annotations (tests/upstream/aws-load-balancer-controller-v3.5.0.yaml)."""
+
+
+def _internet_facing(r: Resource) -> str | None:
+    """Why a Service or Ingress would be reached from the internet (None: internal, or unknown)."""
+    notes = annotations_of(r)
+    if type_of(r) == T_K8S_INGRESS:
+        scheme = notes.get(ALB_SCHEME)
+        return f"{ALB_SCHEME}: {scheme}" if scheme == "internet-facing" else None
+    kind = dig(inputs(r), "spec", "type")
+    if unknown(kind) or kind != "LoadBalancer":
+        return None
+    scheme, internal = notes.get(LB_SCHEME), notes.get(LB_INTERNAL)
+    if unknown(scheme) or unknown(internal):
+        return None
+    if scheme is not None:  # the controller's precedence: the scheme over the deprecated flag
+        return None if scheme == "internal" else f"{LB_SCHEME}: {scheme}"
+    if str(internal).lower() == "true":
+        return None
+    # Unstated, the scheme is whatever the controller that takes the Service defaults to.
+    return f"type LoadBalancer without {LB_SCHEME}: internal"
+
+
+def check_endpoints(r: Resource, context: Context) -> Iterator[str]:
+    """Services of type LoadBalancer and Ingresses are internal, stated on the object; an
+    internet-facing one only by the explicit exception annotation with a reason."""
+    if type_of(r) not in (T_SERVICE, T_K8S_INGRESS):
+        return
+    why = _internet_facing(r)
+    if why and not has_reason(annotations_of(r), INTERNET_FACING_EXCEPTION_ANNOTATION):
+        yield (
+            f"may be reached from the internet ({why}); set {LB_SCHEME if type_of(r) == T_SERVICE else ALB_SCHEME}:"
+            f" internal (or annotate the object {INTERNET_FACING_EXCEPTION_ANNOTATION}: <reason>)"
+        )

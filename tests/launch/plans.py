@@ -15,7 +15,7 @@ from typing import Any
 
 import config
 from config.stackfile import read_stack_file
-from config.workloads import RECIPES
+from config.workloads import RECIPES, VllmServeWorkload
 from config.workloads.fabric import FabricAcceptanceRun
 from facts import instances
 from facts.names import NODE_GROUP_LABEL
@@ -63,6 +63,8 @@ GLOBAL_BATCH = {
     "megatron-bridge": ("training", 192),
 }
 BERT_STEPS_PER_SHARD = 4
+SERVING_RECIPES = {VllmServeWorkload.RECIPE}
+"""Recipes with a server and no training MPIJob: not in the training scenarios."""
 # What a stack says its user puts on /shared before a run (the harness writes it there first).
 SEEDED: dict[tuple[str, str], dict[str, str]] = {
     ("p5en-megatron-bridge", "sft"): {
@@ -72,8 +74,9 @@ SEEDED: dict[tuple[str, str], dict[str, str]] = {
 }
 
 
-def workloads() -> list[tuple[str, str, str]]:
-    """(stack, workload, recipe) of every workload of every example stack the harness plays. A
+def workloads(serving: bool = False) -> list[tuple[str, str, str]]:
+    """(stack, workload, recipe) of every training workload of every example stack the harness
+    plays (with `serving`: the serving workloads instead, which the harness does not play yet). A
     runs layer whose all-in-one twin is an example stack (`<env>-runs` beside `<env>`) is left
     out: tests/plan/test_layers.py holds the layers to exactly the twin's resources, and its teams
     live in its cluster layer, which the harness does not drop as it drops an all-in-one's."""
@@ -87,7 +90,8 @@ def workloads() -> list[tuple[str, str, str]]:
         ):
             continue
         for name, wl in (values.get(f"{PREFIX}workloads") or {}).items():
-            found.append((stack, name, wl["recipe"]))
+            if (wl["recipe"] in SERVING_RECIPES) == serving:
+                found.append((stack, name, wl["recipe"]))
     return found
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from facts import serving
 from facts.names import (
     EGRESS_INTERNET,
     EGRESS_LABEL,
@@ -30,7 +31,7 @@ from tests.pods import ROLES, VARIANT, Pod, plan_of, pods, rendered_stacks
 from tools import plan as plan_mod
 from workloads.manifests import security
 
-NON_ROOT = {"image check", "data step", "TensorBoard", "shell"}
+NON_ROOT = {"image check", "data step", "TensorBoard", "shell", "conversion step", "vLLM server"}
 ADDED = {"MPI worker": set(security.WORKER_CAPABILITIES), "directory step": set(security.DIRS_CAPABILITIES)}
 STACKS_WITH_PODS = rendered_stacks()
 
@@ -123,7 +124,7 @@ def test_read_only_root_file_systems_where_the_process_is_known() -> None:
     emptyDir on /tmp where they write); docs/security.md lists the others and why."""
     for _, pod in all_pods():
         read_only = all(c["securityContext"]["readOnlyRootFilesystem"] for c in pod.spec["containers"])
-        assert read_only == (pod.role in {"image check", "TensorBoard", "directory step"}), pod.name
+        assert read_only == (pod.role in {"image check", "TensorBoard", "directory step", "vLLM server"}), pod.name
         mounts = {m["mountPath"] for c in pod.spec["containers"] for m in c["volumeMounts"]}
         if read_only and pod.role != "directory step":
             assert "/tmp" in mounts, pod.name
@@ -165,9 +166,15 @@ def test_every_pod_is_isolated_and_reaches_only_what_it_needs(stack: str) -> Non
             expected.add(f"{job}-peers")
         if pod.labels.get(EGRESS_LABEL) == EGRESS_INTERNET:
             expected.add("allow-internet-egress")
+        server = pod.role == "vLLM server"
+        if server:  # reached by the clients its config names, on its port
+            expected.add(f"{pod.owner['metadata']['name'].removesuffix('-serve')}-clients")
         assert names == expected, (pod.name, names)
         for p in mine:
             for rule in p["spec"].get("ingress", []):
+                if server:
+                    assert rule["ports"] == [{"protocol": "TCP", "port": serving.PORT}], (pod.name, rule)
+                    continue
                 for peer in rule["from"]:
                     assert peer == {"podSelector": {"matchLabels": {MPI_JOB_NAME_LABEL: job}}}, (pod.name, peer)
 

@@ -193,8 +193,10 @@ def test_bert_resumes_from_its_newest_checkpoint(stack: str, workload: str) -> N
     assert worker_env(job)["CHECKPOINT_DIR"] == ckpt
     script = launcher_script(job)
     assert f'if compgen -G "{ckpt}/ckpt_*.pt" >/dev/null; then r=--resume_ckpt; fi;' in script
-    train = script[script.index('echo "== training"') :]
+    train = script[script.index('echo "== training"') : script.index('echo "== done"')]
     assert f"--output_dir={ckpt}" in train and train.rstrip().endswith(" $r'")
+    # Only a finished run marks itself (a serving run's conversion waits for the mark).
+    assert script.rstrip().endswith(f"touch /shared/{workload}/run-001/.trained")
 
 
 def test_workers_are_guaranteed_qos_so_they_are_evicted_last(example_stack: str) -> None:

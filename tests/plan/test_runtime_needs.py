@@ -320,6 +320,18 @@ def check_binds(program: needs.Program, pod: Pod, script: str) -> list[str]:
     return out
 
 
+def check_model_argument(program: needs.Program, pod: Pod, script: str) -> list[str]:
+    """A server whose model is a Hub repository reads it as huggingface-hub does: online, or
+    offline from a cache on /shared that a step before it staged."""
+    if not program.model_argument:
+        return []
+    words = shlex.split(script)
+    model = words[words.index(program.name) + 2] if words[1:2] == ["serve"] or "serve" in words else ""
+    if not model or model.startswith("/"):
+        return []  # a folder: the converted model on /shared
+    return hub_problems(needs.HubRepo(model, ("config.json",)), pod, f"{program.name}'s model")
+
+
 CHECKS: dict[str, Callable[[needs.Program, Pod, str], list[str]]] = {
     "endpoints": check_endpoints,
     "hub": check_hub,
@@ -328,6 +340,7 @@ CHECKS: dict[str, Callable[[needs.Program, Pod, str], list[str]]] = {
     "accelerator": check_accelerator,
     "remote_daemons": check_remote_daemons,
     "binds": check_binds,
+    "model_argument": check_model_argument,
 }
 
 

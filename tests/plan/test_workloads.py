@@ -31,6 +31,8 @@ WORKLOAD_STACKS = [
     "p6-b300",
     "trn2",
 ]
+GOLDEN_STACKS = [*WORKLOAD_STACKS, "p5-train-serve", "trn2-serve"]
+"""The training stacks, and the serving ones (tests/plan/test_serving.py holds their objects)."""
 MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 
@@ -214,7 +216,7 @@ def test_rendering_is_deterministic() -> None:
 # --------------------------------------------------------------------------- golden YAML
 
 
-@pytest.mark.parametrize("stack", WORKLOAD_STACKS)
+@pytest.mark.parametrize("stack", GOLDEN_STACKS)
 def test_golden_yaml(stack: str) -> None:
     """Regenerate with: UPDATE_GOLDEN=1 python -m pytest -q tests/plan/test_workloads.py -k golden"""
     files = snapshot.object_files(stack_plan(stack))

@@ -143,6 +143,12 @@ def test_kueue_takes_64_flavors_per_resource_group() -> None:
     many = [{**GROUP, "name": f"g{i}", "desiredSize": 0} for i in range(64)]
     refused(groups(*many), "nodeGroups", "65 Kueue flavors", "at most 64")
     config.parse_stack_values(groups(*many[:63]))
+    # Beside teams, the default queue the config keeps lists every group too (infra.queues.teams_of).
+    many[0] = {**many[0], "desiredSize": 1}
+    teams = {"a": {"nodeGroup": "g0", "nodes": 1}}
+    kept = groups(*many, teams=teams, queueing={"defaultQueue": True})
+    refused(kept, "queueing.defaultQueue", "65 Kueue flavors", "set it to false")
+    config.parse_stack_values(groups(*many, teams=teams, queueing={"defaultQueue": False}))
 
 
 def test_the_file_systems_security_group_does_not_grow_with_node_groups() -> None:

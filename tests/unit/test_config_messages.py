@@ -153,7 +153,7 @@ SHAPES = [
         "missing discriminator",
         {"workloads": {"x": {"nodes": 1}}},
         "union_tag_not_found",
-        "workloads.x.recipe: required key is missing; valid: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu, megatron-bridge",
+        f"workloads.x.recipe: required key is missing; valid: {', '.join(RECIPES)}",
     ),
     (
         "unknown discriminator",

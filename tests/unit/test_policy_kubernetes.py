@@ -8,8 +8,13 @@ from typing import Any
 
 import pytest
 
-from facts.names import HOST_ACCESS_EXCEPTION_ANNOTATION, PRIVILEGED_EXCEPTION_ANNOTATION
-from policy.rules import props
+from facts.names import (
+    HOST_ACCESS_EXCEPTION_ANNOTATION,
+    INTERNET_FACING_EXCEPTION_ANNOTATION,
+    PRIVILEGED_EXCEPTION_ANNOTATION,
+)
+from policy.rules import kubernetes, props
+from tests import upstream
 from tests.unit.policy_fixtures import U, messages, res
 
 NEURON_TAINT = {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}
@@ -139,3 +144,69 @@ def test_helm_release_in_default_namespace_fails():
 def test_objects_without_pods_are_not_pod_checked():
     ns = res("kubernetes:core/v1:Namespace", "ns", {"metadata": {"name": "training"}})
     assert messages([ns], "pod-security") == []
+
+
+# --------------------------------------------------------------------------- internal endpoints
+
+LBC = upstream.facts("aws-load-balancer-controller-v3.5.0")
+
+
+def service(kind: Any, annotations: dict[str, Any] | None = None) -> dict:
+    meta: dict[str, Any] = {"name": "chat", "namespace": "training", "annotations": annotations or {}}
+    return res("kubernetes:core/v1:Service", "s", {"apiVersion": "v1", "kind": "Service", "metadata": meta,
+                                                   "spec": {"type": kind, "ports": [{"port": 8000}]}})  # fmt: skip
+
+
+def ingress(annotations: dict[str, Any]) -> dict:
+    meta = {"name": "chat", "namespace": "training", "annotations": annotations}
+    return res("kubernetes:networking.k8s.io/v1:Ingress", "i", {"kind": "Ingress", "metadata": meta, "spec": {}})
+
+
+def test_the_rule_reads_the_controllers_annotations() -> None:
+    assert (
+        LBC["service"]["scheme_annotation"],
+        LBC["service"]["internal_annotation"],
+    ) == (kubernetes.LB_SCHEME, kubernetes.LB_INTERNAL)
+    assert LBC["ingress"]["scheme_annotation"] == kubernetes.ALB_SCHEME
+    assert (
+        {"internal", "internet-facing"} == set(LBC["service"]["scheme_values"]) == set(LBC["ingress"]["scheme_values"])
+    )
+
+
+def test_internal_endpoints_pass() -> None:
+    scheme, internal = LBC["service"]["scheme_annotation"], LBC["service"]["internal_annotation"]
+    for r in (
+        service("ClusterIP"),
+        service("LoadBalancer", {scheme: "internal"}),
+        service("LoadBalancer", {internal: "true"}),
+        ingress({}),  # the controller's default scheme for an Ingress is internal
+        ingress({LBC["ingress"]["scheme_annotation"]: "internal"}),
+    ):
+        assert messages([r], "internal-endpoints") == [], r
+
+
+def test_an_internet_facing_or_unstated_load_balancer_fails() -> None:
+    scheme, internal = LBC["service"]["scheme_annotation"], LBC["service"]["internal_annotation"]
+    for r in (
+        service("LoadBalancer"),  # the default depends on the controller that takes it
+        service("LoadBalancer", {scheme: "internet-facing"}),
+        service("LoadBalancer", {scheme: "internet-facing", internal: "true"}),  # the scheme wins
+        ingress({LBC["ingress"]["scheme_annotation"]: "internet-facing"}),
+    ):
+        (msg,) = messages([r], "internal-endpoints")
+        assert "internet" in msg and INTERNET_FACING_EXCEPTION_ANNOTATION in msg
+
+
+def test_an_internet_facing_endpoint_passes_only_with_a_reason() -> None:
+    scheme = LBC["service"]["scheme_annotation"]
+    public = {scheme: "internet-facing"}
+    ok = {**public, INTERNET_FACING_EXCEPTION_ANNOTATION: "the public demo, behind a WAF"}
+    assert messages([service("LoadBalancer", ok)], "internal-endpoints") == []
+    blank = {**public, INTERNET_FACING_EXCEPTION_ANNOTATION: " "}
+    assert len(messages([service("LoadBalancer", blank)], "internal-endpoints")) == 1
+
+
+def test_unknown_endpoint_values_make_no_violation() -> None:
+    scheme = LBC["service"]["scheme_annotation"]
+    assert messages([service(U)], "internal-endpoints") == []
+    assert messages([service("LoadBalancer", {scheme: U})], "internal-endpoints") == []

@@ -51,9 +51,10 @@ def test_kueue_is_pinned_with_mpijob_integration_and_all_or_nothing_admission(ex
     assert kueue["namespace"] == "kueue-system"
     manager = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert manager["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
-    assert manager["integrations"]["frameworks"] == ["kubeflow.org/mpijob"]
+    assert manager["integrations"]["frameworks"] == ["kubeflow.org/mpijob", "deployment"]
     ready = manager["waitForPodsReady"]
-    assert ready["timeout"] == "30m" and ready["recoveryTimeout"] == "15m"
+    queueing = parsed(example_stack).queueing
+    assert ready["timeout"] == f"{queueing.pods_ready_timeout_minutes}m" and ready["recoveryTimeout"] == "15m"
     assert ready["requeuingStrategy"]["backoffLimitCount"] == 5
 
 

@@ -14,7 +14,9 @@ from pydantic import Field
 from config.checkpoints import CheckpointSize, NotSized
 from config.workloads import RECIPE_FACTS, RECIPES, BertNeuronWorkload, RunConfig
 from config.workloads.recipe import (
+    Conversion,
     HeldAgainst,
+    NoConversion,
     NoExampleStack,
     NotHeld,
     PublishedStepTime,
@@ -36,6 +38,7 @@ KINDS = {
     "EXAMPLE_STACKS": (tuple, NoExampleStack),
     "ARGUMENTS": (HeldAgainst, NotHeld),
     "STEPS": (tuple,),
+    "CONVERSION": (Conversion, NoConversion),
 }
 
 
@@ -105,13 +108,26 @@ def _arguments(model: type[RunConfig]) -> list[str]:
     return problems
 
 
+def _conversion(model: type[RunConfig]) -> list[str]:
+    """A recipe that says its runs convert has a converter in its builder and its upstream facts
+    record that converter; one that says not has none and says why."""
+    conv, has = model.CONVERSION, model.RECIPE in manifests.CONVERTERS
+    if isinstance(conv, NoConversion):
+        return [] if conv.why and not has else ["CONVERSION: NoConversion says no why, or its builder has a convert"]
+    if not has:
+        return ["CONVERSION: no `convert` in its builder (workloads.manifests.CONVERTERS)"]
+    if conv.facts not in upstream.names() or "hf_converter" not in upstream.facts(conv.facts):
+        return [f"CONVERSION: tests/upstream/{conv.facts}.yaml records no hf_converter"]
+    return []
+
+
 def lacks(model: type[RunConfig]) -> list[str]:
     """What a recipe model lacks of what a recipe carries, one line each naming the recipe."""
     problems = _own_facts(model)
     if model.RECIPE not in manifests.BUILDERS:
         problems.append("no builder in workloads/manifests/ (a module with MODEL and steps, listed in BUILDERS)")
     if not problems:  # the rest reads the facts
-        problems += _docs(model) + _examples(model) + _arguments(model)
+        problems += _docs(model) + _examples(model) + _arguments(model) + _conversion(model)
         if isinstance(model.STEP_TIME, UnknownStepTime) and not model.STEP_TIME.why:
             problems.append("STEP_TIME: UnknownStepTime says no why")
     return [f"recipe {model.RECIPE}: {p}" for p in problems]
@@ -142,7 +158,7 @@ class BertCopy(BertNeuronWorkload):
 
 def test_a_copy_of_a_recipe_is_told_each_fact_it_lacks() -> None:
     problems = lacks(BertCopy)
-    for fact in ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS"):
+    for fact in ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION"):
         assert f"recipe bert-copy: {fact} inherited from recipe bert-neuron: state its own" in problems
     assert any("no builder" in p for p in problems)
 

@@ -25,6 +25,7 @@ FULL: dict[str, dict[str, Any]] = {
     "bert-neuron": {"tensorboard": True},
     "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
     "ddp-cpu": {"interruptOnceAtStep": 100},
+    "vllm-serve": {"nodes": 1, "model": {"hub": "Qwen/Qwen3-8B", "parametersBillions": 8.19}, "tensorParallel": 8},
     "megatron-bridge": {"mode": "sft", "data": {"source": "jsonl", "datasetRoot": "/shared/sft"}, "tensorboard": True},
     "fabric-gpu": {"sweep": True},
     "fabric-neuron": {"sweep": True},
@@ -43,6 +44,8 @@ def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config
         "cluster": {"publicAccessCidrs": ["203.0.113.10/32"]},
         "nodeGroups": [{**ng, "desiredSize": max(ng["desiredSize"], run["nodes"])}],
         "huggingFaceToken": "hf_x",
+        # Above a Neuron server's first start (its compile): config.serving holds it to Kueue's timeout.
+        "queueing": {"podsReadyTimeoutMinutes": 120},
         "workloads": {"w": run},
     }
     cfg = config.parse(values)
@@ -60,7 +63,7 @@ def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
     ng = cfg.node_groups[0]
 
     class _Platform:
-        storage_claim, shared_mount = "shared-fsx", "/shared"
+        storage_claim, shared_mount, storage = "shared-fsx", "/shared", cfg.storage
         node_groups = {
             ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)),
             SYSTEM_NODE_GROUP: NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
@@ -78,7 +81,8 @@ def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
         def priority_class_for(self, team: str | None) -> str:
             return "team-default"
 
-    image = f"registry.invalid/c/{run.REPOSITORY or 'custom'}:1"
+    instance = _Platform.node_groups[run.node_group].instance
+    image = run.image_on(instance) or f"registry.invalid/c/{run.REPOSITORY or 'custom'}:1"
     return manifests.steps("w", run, context(_Platform(), run, image))  # type: ignore[arg-type]
 
 

@@ -194,6 +194,54 @@ def nccom_test_options(objs: Objects) -> int:
     return len(runs)
 
 
+CONVERTER_FACTS = ("nemo-r2.0.0rc1", "neuronx-nemo-megatron-2.21")
+"""The training recipes' upstream facts that record their converter to Hugging Face (`hf_converter`)."""
+
+
+def _servers(objs: Objects) -> list[dict[str, Any]]:
+    return [
+        c
+        for obj in objs
+        if obj.get("kind") == "Deployment"
+        for c in obj["spec"]["template"]["spec"]["containers"]
+        if c["command"][:2] == ["vllm", "serve"]
+    ]
+
+
+def vllm_serve(objs: Objects) -> int:
+    """Every `vllm serve` passes one model and only options of the parser of the vLLM its image
+    holds (tests/upstream/vllm-v<version>.yaml, the image's version from facts.serving), a dtype
+    it accepts and the port its probes and Service use; every conversion Job calls its
+    converter with the options upstream's argparse defines, the required ones included."""
+    from facts import serving
+
+    checked = 0
+    for c in _servers(objs):
+        pinned = serving.image_for_name(c["image"])
+        assert pinned is not None, f"{c['image']}: not a pinned vLLM image (facts/serving.py)"
+        facts = upstream.facts(pinned.facts)
+        words = c["command"][2:]
+        options = [w for w in words if w.startswith("--")]
+        assert set(options) <= set(facts["options"]), sorted(set(options) - set(facts["options"]))
+        values = dict(zip(words[1::2], words[2::2], strict=False))
+        assert not words[0].startswith("--") and len(words) == 1 + 2 * len(options), words
+        assert values["--dtype"] in facts["dtype_choices"]
+        assert int(values["--port"]) == facts["default_port"] == c["ports"][0]["containerPort"]
+        assert c["startupProbe"]["httpGet"]["path"] == facts["health_path"]
+        checked += 1
+    for _, c in containers(objs):
+        for name in CONVERTER_FACTS:
+            conv = upstream.facts(name)["hf_converter"]
+            for line in script(c).splitlines():
+                if conv["script"] not in line:
+                    continue
+                options = {w for w in shlex.split(line) if w.startswith("--")}
+                assert options <= set(conv["options"]), (name, sorted(options - set(conv["options"])))
+                assert set(conv["required"]) <= options, (name, conv["required"])
+                checked += 1
+    return checked
+
+
 CHECKS: dict[str, Check] = {
     "neuronx-nemo-megatron-2.21": hydra("neuronx-nemo-megatron-2.21"),
     "nemo-r2.0.0rc1": hydra("nemo-r2.0.0rc1"),
@@ -203,6 +251,7 @@ CHECKS: dict[str, Check] = {
     "gpu-fabric-stack-2026-11": nccl_tests_options,
     "aws-ofi-nccl-v1.21.1": ofi_log_lines,
     "nccom-test-2.32.0": nccom_test_options,
+    "vllm-v0.24.0": vllm_serve,
 }
 """Upstream facts file -> the check of rendered objects against it."""
 

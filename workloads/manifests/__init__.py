@@ -22,16 +22,33 @@ from workloads.manifests import (
     llama2_neuron,
     megatron_bridge,
     nemo_gpu,
+    vllm_serve,
 )
+from workloads.manifests.convert import Converter
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
     module.MODEL.RECIPE: module.steps
-    for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu, megatron_bridge, fabric_gpu, fabric_neuron)
+    for module in (
+        llama2_neuron,
+        nemo_gpu,
+        bert_neuron,
+        custom,
+        ddp_cpu,
+        megatron_bridge,
+        fabric_gpu,
+        fabric_neuron,
+        vllm_serve,
+    )
 }
 """Recipe name -> its builder."""
+CONVERTERS: dict[str, Converter] = {
+    module.MODEL.RECIPE: module.convert for module in (llama2_neuron, nemo_gpu) if hasattr(module, "convert")
+}
+"""Training recipe -> the converter of its finished runs to a Hugging Face folder (its builder's `convert`)."""
+vllm_serve.CONVERTERS.update(CONVERTERS)
 
-__all__ = ["BUILDERS", "Context", "Step", "steps"]
+__all__ = ["BUILDERS", "CONVERTERS", "Context", "Step", "steps"]
 
 
 def steps(workload_name: str, run: Run, ctx: Context) -> list[Step]:

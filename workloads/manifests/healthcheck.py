@@ -27,7 +27,7 @@ from workloads.manifests.mpijob import (
     secret_env_name,
 )
 from workloads.manifests.network import job_peers
-from workloads.manifests.objects import SECRET_ENV, Context, Step, labels, secret
+from workloads.manifests.objects import SECRET_ENV, Context, Step, labels, secret, trained_marker
 
 NCCOM_TEST = "/opt/aws/neuron/bin/nccom-test"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
@@ -231,10 +231,12 @@ def training(
     name = f"{workload_name}-{run.run_id}-train"
     extra = dict(env or {})
     gate = health_gate(run, ctx, {**base_env(workload_name, run, ctx, name), **extra, **run.env})
+    # The finished run marks itself, so a conversion for serving knows its checkpoints are final.
+    done = f'echo "== done"\ntouch {trained_marker(ctx, workload_name, run.run_id)}\n'
     spec = MPIJobSpec(
         name,
         "train",
-        gate + phases,
+        gate + phases + done,
         awaited=False,
         env=extra,
         processes_per_node=processes_per_node,

@@ -7,7 +7,8 @@ that reads the same repository (a marker per repository and file set skips a rep
 then read that cache offline: HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE (huggingface-hub and
 transformers read only the cache, never the network), HF_HUB_CACHE at it. The cache is the
 library's own layout (models--<owner>--<name>/refs/<revision>, snapshots/<commit>/<file>), made
-by `huggingface-cli download --cache-dir`, so the ranks find exactly what an online run would.
+by `huggingface-cli download --cache-dir` (`hf download` in the serving images, whose
+huggingface-hub has no other), so the ranks find exactly what an online run would.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import shlex
 
 from facts import needs
-from workloads.manifests.objects import SMALL_POD, Context, Step, job, labels, short_hash
+from workloads.manifests.objects import SMALL_POD, Context, Obj, Step, job, labels, short_hash
 
 CACHE_DIR = "hf-hub"
 """The Hub cache's directory in the tenant's /shared."""
@@ -31,13 +32,15 @@ def offline_env(ctx: Context) -> dict[str, str]:
     return {**dict.fromkeys(needs.OFFLINE_ENV, "1"), needs.CACHE_ENV: cache_dir(ctx)}
 
 
-def _stage(repo: needs.HubRepo, cache: str) -> str:
+def _stage(repo: needs.HubRepo, cache: str, cli: needs.HubCli) -> str:
     """Download one repository's files into the cache once, then check the required ones are there."""
     folder = f"{cache}/{needs.cache_folder(repo.repo)}"
     marker = f"{cache}/.staged/{needs.cache_folder(repo.repo)}-{short_hash(repo)}"
+    patterns = [shlex.quote(p) for p in repo.patterns]
+    include = " ".join(f"--include {p}" for p in patterns) if cli.include_each else f"--include {' '.join(patterns)}"
     download = (
-        f"huggingface-cli download {shlex.quote(repo.repo)} --revision {shlex.quote(repo.revision)}"
-        f" --cache-dir {cache} --include {' '.join(shlex.quote(p) for p in repo.patterns)}"
+        f"{cli.program} download {shlex.quote(repo.repo)} --revision {shlex.quote(repo.revision)}"
+        f" --cache-dir {cache} {include}"
     )
     checks = "".join(
         f'test -f "{folder}/snapshots/$commit/{f}"'
@@ -53,20 +56,59 @@ def _stage(repo: needs.HubRepo, cache: str) -> str:
     )
 
 
-def stage(workload_name: str, ctx: Context, repos: tuple[needs.HubRepo, ...], after: tuple[str, ...]) -> Step:
+def stage(
+    workload_name: str,
+    ctx: Context,
+    repos: tuple[needs.HubRepo, ...],
+    after: tuple[str, ...],
+    token_secret: str | None = None,
+    cli: needs.HubCli = needs.HUB_CLI_LEGACY,
+) -> Step:
     """The Job that stages `repos` into the tenant's Hub cache (it may reach the internet; it
-    runs as the non-root data user, which owns the cache: shared_dirs makes it)."""
+    runs as the non-root data user, which owns the cache: shared_dirs makes it). With
+    `token_secret`, the Secret's token is a read-only file the client reads (a gated model); `cli`:
+    the command line of the image's huggingface-hub (the training images': `huggingface-cli`)."""
     name = f"{workload_name}-hub-{short_hash(repos)}"
     cache = cache_dir(ctx)
     marker, version = needs.CACHE_MARKER
     script = (
-        "".join(_stage(repo, cache) for repo in repos)
+        "".join(_stage(repo, cache, cli) for repo in repos)
         # transformers' cache version: without it every rank would try to migrate the cache.
         + f"test -f {cache}/{marker} || echo {version} > {cache}/{marker}"
     )
     # The hub client's own files (token, telemetry) in the pod's scratch, not the shared cache.
     env = [{"name": "HF_HOME", "value": "/tmp/huggingface"}]
+    mounts: tuple[tuple[Obj, Obj], ...] = ()
+    if token_secret:
+        env, mount = hugging_face_token_file(token_secret)
+        mounts = (mount,)
     obj = job(
-        name, ctx, labels(workload_name, "data", internet=True), script, env=env, timeout=3600, resources=SMALL_POD
+        name,
+        ctx,
+        labels(workload_name, "data", internet=True),
+        script,
+        env=env,
+        timeout=3600,
+        resources=SMALL_POD,
+        mounts=mounts,
     )
     return Step(name, "hub", obj, after=after)
+
+
+HF_TOKEN_DIR = "/etc/huggingface"
+"""Where the download Jobs find the token: `$HF_HOME/token`, the file huggingface-hub 0.22.2
+reads when HF_TOKEN is not set (utils/_token.py get_token, constants.HF_TOKEN_PATH)."""
+
+
+def hugging_face_token_file(secret_name: str) -> tuple[list[Obj], tuple[Obj, Obj]]:
+    """The token as a read-only file, not an environment variable (a child process or a crash
+    dump would carry an environment): HF_HOME points at the Secret's volume for the token,
+    and the hub's caches, which it writes, go to /tmp (HF_HUB_CACHE, HF_ASSETS_CACHE)."""
+    env = [
+        {"name": "HF_HOME", "value": HF_TOKEN_DIR},
+        {"name": "HF_HUB_CACHE", "value": "/tmp/huggingface/hub"},
+        {"name": "HF_ASSETS_CACHE", "value": "/tmp/huggingface/assets"},
+    ]
+    items = [{"key": "HF_TOKEN", "path": "token"}]
+    volume = {"name": "hf-token", "secret": {"secretName": secret_name, "items": items, "defaultMode": 0o444}}
+    return env, (volume, {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})

@@ -9,14 +9,17 @@ import shlex
 from dataclasses import dataclass
 
 from config.workloads import Llama2NeuronWorkload
+from workloads.manifests.convert import WEIGHTS, copy_files, llama_config
 from workloads.manifests.healthcheck import training
+from workloads.manifests.hub import hugging_face_token_file
 from workloads.manifests.megatron import EXAMPLES, SCRIPT, neuronx_config, neuronx_overrides, torchrun
 from workloads.manifests.objects import (
     DATA_JOB_CPUS,
     HUGGING_FACE_TOKEN,
     Context,
-    Obj,
+    Source,
     Step,
+    checkpoint_dir,
     data_dir,
     extras,
     image_check,
@@ -115,25 +118,6 @@ def _scripts(run: Llama2NeuronWorkload, paths: _Data) -> tuple[str, str, str]:
     return tokenizer, dataset, tokenize
 
 
-HF_TOKEN_DIR = "/etc/huggingface"
-"""Where the download Jobs find the token: `$HF_HOME/token`, the file huggingface-hub 0.22.2
-reads when HF_TOKEN is not set (utils/_token.py get_token, constants.HF_TOKEN_PATH)."""
-
-
-def hugging_face_token_file(secret_name: str) -> tuple[list[Obj], tuple[Obj, Obj]]:
-    """The token as a read-only file, not an environment variable (a child process or a crash
-    dump would carry an environment): HF_HOME points at the Secret's volume for the token,
-    and the hub's caches, which it writes, go to /tmp (HF_HUB_CACHE, HF_ASSETS_CACHE)."""
-    env = [
-        {"name": "HF_HOME", "value": HF_TOKEN_DIR},
-        {"name": "HF_HUB_CACHE", "value": "/tmp/huggingface/hub"},
-        {"name": "HF_ASSETS_CACHE", "value": "/tmp/huggingface/assets"},
-    ]
-    items = [{"key": "HF_TOKEN", "path": "token"}]
-    volume = {"name": "hf-token", "secret": {"secretName": secret_name, "items": items, "defaultMode": 0o444}}
-    return env, (volume, {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
-
-
 def _data_steps(
     workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _Data, after: tuple[str, ...]
 ) -> list[Step]:
@@ -205,6 +189,28 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
         f"mkdir -p {rdir}/precompile && touch {marker}\nfi\n"
         f'echo "== training"\n'
         f"{torchrun(code, script, train_args, setup=setup)}\n"
+    )
+
+
+CONVERTER = "nemo/examples/nlp/language_modeling/checkpoint_conversion/convert_nemo_checkpoint_to_hf_llama.py"
+"""neuronx-nemo-megatron's xser checkpoint -> Hugging Face Llama weights (`pytorch_model.bin`)."""
+TOKENIZER_FILES = ("tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+"""What the tokenizer step downloads (and the converted model needs beside its weights)."""
+
+
+def convert(source: Source, out: str, ctx: Context) -> str:
+    """The run's newest checkpoint (xser, one folder per tensor-parallel rank) to Hugging Face
+    weights with upstream's converter, which reads the model's shape from a config.json it is
+    given; then that config.json with the vocabulary the weights have, and the run's tokenizer."""
+    run = source.run
+    assert isinstance(run, Llama2NeuronWorkload)
+    paths = _Data.of(source.workload, run, ctx)
+    checkpoints = checkpoint_dir(ctx, source.workload, source.run_id)
+    return (
+        llama_config(run.model, out, None) + f"python3 {run.repo_dir}/{CONVERTER} --path_to_checkpoints {checkpoints}"
+        f" --config_file {out}/config.json --output_path {out} --is_xser --trn\n"
+        + llama_config(run.model, out, f"{out}/{WEIGHTS}")
+        + copy_files(paths.tokenizer_dir, out, TOKENIZER_FILES)
     )
 
 

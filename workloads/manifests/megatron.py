@@ -179,6 +179,8 @@ def nemo_overrides(
         *data,
         *_logging(log_dir, t, checkpoints=True, tensorboard_key=None),
         "+exp_manager.checkpoint_callback_params.save_last=True",
+        # The finished model as one .nemo (NeMo's converter to Hugging Face reads it).
+        "exp_manager.checkpoint_callback_params.save_nemo_on_train_end=True",
     ]
 
 

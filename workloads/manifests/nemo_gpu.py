@@ -5,12 +5,50 @@ the nodes and the EFA fabric with that same image, then trains."""
 from __future__ import annotations
 
 from config.workloads import NemoGpuWorkload
+from workloads.manifests.convert import WEIGHTS, llama_config
 from workloads.manifests.healthcheck import training
 from workloads.manifests.hub import cache_dir as hub_cache_dir
 from workloads.manifests.hub import offline_env
 from workloads.manifests.hub import stage as stage_hub
 from workloads.manifests.megatron import EXAMPLES, SCRIPT, nemo_overrides, torchrun
-from workloads.manifests.objects import Context, Step, extras, image_check, run_dir, shared_dirs
+from workloads.manifests.objects import (
+    Context,
+    Source,
+    Step,
+    checkpoint_dir,
+    extras,
+    image_check,
+    run_dir,
+    shared_dirs,
+)
+
+CONVERTER = "scripts/checkpoint_converters/convert_llama_nemo_to_hf.py"
+"""NeMo's .nemo (mcore) -> Hugging Face Llama weights."""
+NEMO_FILE = "megatron_llama.nemo"
+"""What NeMo saves at the end of training (save_nemo_on_train_end): `<checkpoints>/<prefix>.nemo`,
+the prefix being exp_manager's name, `megatron_llama` in megatron_llama_config.yaml."""
+
+
+def convert(source: Source, out: str, ctx: Context) -> str:
+    """The run's .nemo to Hugging Face weights with NeMo's converter on the CPU (`--cpu-only`:
+    the Job takes no GPU), then a config.json from the run's shape and the weights' vocabulary,
+    and the run's tokenizer, read offline from the tenant's Hub cache where its training read it."""
+    run = source.run
+    assert isinstance(run, NemoGpuWorkload)
+    nemo = f"{checkpoint_dir(ctx, source.workload, source.run_id)}/{NEMO_FILE}"
+    script = (
+        f"python3 {run.repo_dir}/{CONVERTER} --input_name_or_path {nemo} --output_path {out}/{WEIGHTS} --cpu-only\n"
+        + llama_config(run.model, out, f"{out}/{WEIGHTS}")
+    )
+    repo = run.tokenizer.hub_repo
+    if repo is not None:
+        env = " ".join(f"{k}={v}" for k, v in sorted(offline_env(ctx).items()))
+        script += (
+            f'{env} python3 -c "from transformers import AutoTokenizer;'
+            f" AutoTokenizer.from_pretrained('{repo.repo}').save_pretrained('{out}')\"\n"
+        )
+    return script
+
 
 MODEL = NemoGpuWorkload
 """The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""

@@ -45,6 +45,18 @@ SECRET_ENV = "secretEnv."
 
 
 @dataclass(frozen=True)
+class Source:
+    """A training run a serving run converts: its name and config, which run, the node group it
+    ran on and its image (the converter runs there, in that image)."""
+
+    workload: str
+    run: RunConfig
+    run_id: str
+    node_group: NodeGroupFacts
+    image: str
+
+
+@dataclass(frozen=True)
 class Context:
     """What the builders need from the platform, as plain values."""
 
@@ -61,6 +73,10 @@ class Context:
     """Kueue WorkloadPriorityClass of the run."""
     runtime: Runtime = field(default_factory=Runtime)
     """What the run's image brings (its Open MPI, Neuron runtime, CUDA): config.amis.image_runtime."""
+    source: Source | None = None
+    """The training run a serving run converts (recipe vllm-serve with model.workload)."""
+    file_system_mb_per_second: float = 1000.0
+    """The shared file system's throughput (what a server reads its weights at)."""
 
     @property
     def mpirun(self) -> str:
@@ -140,6 +156,15 @@ def short_hash(*parts: Any) -> str:
 def run_dir(ctx: Context, workload_name: str, run_id: str) -> str:
     """Checkpoints and logs of one run."""
     return f"{ctx.shared_mount}/{workload_name}/{run_id}"
+
+
+TRAINED = ".trained"
+"""Written into the run's directory by the training launcher when the run has finished (its
+script ran to the end): what a conversion for serving waits for."""
+
+
+def trained_marker(ctx: Context, workload_name: str, run_id: str) -> str:
+    return f"{run_dir(ctx, workload_name, run_id)}/{TRAINED}"
 
 
 def checkpoint_dir(ctx: Context, workload_name: str, run_id: str) -> str:

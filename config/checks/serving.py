@@ -1,0 +1,84 @@
+"""The rules of serving runs (recipe vllm-serve) that span config sections: the training run a
+server converts, and the replicas against their node group, memory and Kueue's readiness timeout."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from config.base import did_you_mean
+from config.checkpoints import write_mb_per_second
+from config.checks.groups import Groups
+from config.stack import StackConfig
+from config.workloads import RECIPES, VllmServeWorkload, WorkloadConfig
+from config.workloads.recipe import Conversion, NoConversion
+from facts import serving
+
+
+def serving_source(name: str, run: VllmServeWorkload, workloads: Mapping[str, WorkloadConfig]) -> list[str]:
+    """A served training run exists in this stack, its recipe has a converter, and it lives in
+    the serving run's tenant (the same view of /shared)."""
+    key, wanted = f"workloads.{name}.model.workload", run.model.workload
+    if wanted is None:
+        return []
+    trained = workloads.get(wanted)
+    if trained is None or isinstance(trained, VllmServeWorkload):
+        runs = [n for n, r in workloads.items() if not isinstance(r, VllmServeWorkload)]
+        known = ", ".join(runs) or "none"
+        return [f"{key}: {wanted!r} is not a training run of this stack{did_you_mean(wanted, runs)}; runs: {known}"]
+    if isinstance(trained.CONVERSION, NoConversion):
+        convertible = ", ".join(r for r, m in RECIPES.items() if isinstance(m.CONVERSION, Conversion))
+        return [
+            f"{key}: recipe {trained.RECIPE} of {wanted!r} has no converter to a Hugging Face model"
+            f" ({trained.CONVERSION.why}); servable recipes: {convertible}"
+        ]
+    if trained.team != run.team:
+        team = trained.team or "none"
+        return [f"workloads.{name}.team: must be {wanted!r}'s ({team}): the converted model is on that team's /shared"]
+    seq = trained.model_shape.seq_length if trained.model_shape else None
+    if seq is not None and run.max_model_len > seq:
+        return [
+            f"workloads.{name}.maxModelLen: {run.max_model_len} is longer than the {seq} tokens {wanted!r} trained at"
+        ]
+    return []
+
+
+def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Groups) -> list[str]:
+    """A served run's replicas fit its node group, its weights a replica's memory, and its
+    modeled start Kueue's waitForPodsReady (a replica not ready by then is evicted)."""
+    ng = groups.get(run.node_group)
+    if ng is None or ng.instance.accelerator is None:
+        return []
+    parameters = run.served_parameters(cfg.workloads)
+    problems = []
+    if run.nodes_needed(ng.instance) > ng.max_nodes:
+        problems.append(
+            f"workloads.{name}.replicas: {run.replicas} replicas of {run.devices(ng.instance)} devices need"
+            f" {run.nodes_needed(ng.instance)} nodes; node group {ng.name!r} has at most {ng.max_nodes} ({ng.max_key})"
+        )
+    memory = serving.device_memory_gib(ng.instance)
+    weights = (parameters or 0) * serving.BYTES_PER_PARAMETER / 2**30
+    room = run.devices(ng.instance) * (memory or 0) * serving.MEMORY_SHARE
+    if run.parameters is None and memory and weights > room:
+        problems.append(
+            f"workloads.{name}.tensorParallel: {run.model.workload!r}'s {weights:,.0f} GiB of bf16 weights do not fit"
+            f" {run.devices(ng.instance)} x {memory} GiB at {serving.MEMORY_SHARE:.0%}; raise tensorParallel"
+        )
+    startup = run.startup_seconds(ng.instance, write_mb_per_second(cfg.storage), parameters)
+    limit = cfg.queueing.pods_ready_timeout_minutes * 60
+    compile_ = ", the Neuron compile" if ng.instance.accelerator == "neuron" else ""
+    if startup >= limit:
+        problems.append(
+            f"queueing.podsReadyTimeoutMinutes: a replica of workloads.{name} may take {startup // 60} minutes to"
+            f" start (its weights from /shared, the engine{compile_}); Kueue would evict it after {limit // 60};"
+            f" raise it above {startup // 60 + 1}"
+        )
+    return problems
+
+
+def serving_problems(cfg: StackConfig, groups: Groups) -> list[str]:
+    """Every serving run against its source and its node group."""
+    out = []
+    for name, run in cfg.workloads.items():
+        if isinstance(run, VllmServeWorkload):
+            out += serving_source(name, run, cfg.workloads) or serving_fits(name, run, cfg, groups)
+    return out

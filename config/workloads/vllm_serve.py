@@ -1,0 +1,294 @@
+"""Recipe `vllm-serve`: a model served with vLLM's OpenAI-compatible server on GPUs or Neuron
+devices (its builder: workloads/manifests/vllm_serve.py).
+
+The model is a Hugging Face Hub repository, staged once onto /shared by a Job with egress, or
+the output of a training run of the same stack, converted to a Hugging Face folder by the
+training recipe's own converter (its `CONVERSION`). The server runs offline from /shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, matches
+from config.checkpoints import CheckpointModel, NotSized
+from config.workloads.base import RunConfig
+from config.workloads.recipe import (
+    Arguments,
+    Converter,
+    ExampleStacks,
+    HeldAgainst,
+    NoConversion,
+    RecipeDocs,
+    StepTime,
+    UnknownStepTime,
+)
+from facts import images, instances, needs, serving
+
+HUB_REPO_RE = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?"
+HUB_MODEL_PATTERNS = ("*.json", "*.safetensors", "tokenizer.model", "*.tiktoken")
+"""What the server reads of a Hub model repository: its configs, safetensors weights, and
+tokenizer files (vLLM's default load format prefers safetensors)."""
+
+
+class ServeModelConfig(Model):
+    """The model a serving run serves: a Hub repository, or a training run of this stack."""
+
+    hub: str | None = Field(
+        None,
+        description="Hugging Face Hub model repository (`owner/name`), staged onto /shared once; give hub or workload.",
+        json_schema_extra={"x-default": "none"},
+    )
+    revision: str = Field("main", description="Hub revision (branch, tag or commit) of `hub`.")
+    parameters_billions: float | None = Field(
+        None,
+        gt=0,
+        description="Parameters of the Hub model, in billions: sizes its memory and load time (required with hub).",
+        json_schema_extra={"x-default": "from the training run's model shape (workload)"},
+    )
+    workload: str | None = Field(
+        None,
+        description="A training run of this stack (`workloads.<name>`) whose finished run is converted and served.",
+        json_schema_extra={"x-default": "none"},
+    )
+    run_id: str | None = Field(
+        None,
+        description="Which run of `workload` to serve; it must have finished (the conversion waits for it).",
+        json_schema_extra={"x-default": "that workload's `runId`"},
+    )
+    wait_for_run_minutes: int = Field(
+        0,
+        ge=0,
+        le=24 * 60,
+        description="How long the conversion waits for the run to finish before it fails (`pulumi up` waits as"
+        " long); 0: the run must have finished already.",
+    )
+
+    @field_validator("hub")
+    @classmethod
+    def _hub(cls, v: str | None) -> str | None:
+        if v is not None and not matches(HUB_REPO_RE, v):
+            raise ValueError(f"{v!r} is not a Hub model repository like meta-llama/Llama-3.1-8B-Instruct")
+        return v
+
+    @field_validator("workload")
+    @classmethod
+    def _workload(cls, v: str | None) -> str | None:
+        if v is not None and not matches(WORKLOAD_NAME_RE, v):
+            raise ValueError(f"{v!r} is not a workload name (a key of workloads)")
+        return v
+
+    @field_validator("run_id")
+    @classmethod
+    def _run(cls, v: str | None) -> str | None:
+        if v is not None and not matches(RUN_ID_RE, v):
+            raise ValueError(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ServeModelConfig:
+        if (self.hub is None) == (self.workload is None):
+            raise KeyProblem("hub", "give hub (a Hub repository) or workload (a training run of this stack), one")
+        if self.hub is not None and self.parameters_billions is None:
+            raise KeyProblem("parametersBillions", "required with hub (it sizes memory and load time), e.g. 8.03")
+        if self.hub is None and (self.parameters_billions is not None or "revision" in self.model_fields_set):
+            key = "parametersBillions" if self.parameters_billions is not None else "revision"
+            raise KeyProblem(key, "only with hub (a training run's size comes from its model shape)")
+        return self
+
+    @property
+    def hub_repo(self) -> needs.HubRepo | None:
+        """What the staging step downloads and the server reads offline."""
+        if self.hub is None:
+            return None
+        return needs.HubRepo(self.hub, ("config.json",), HUB_MODEL_PATTERNS, revision=self.revision)
+
+
+class ServeClientsConfig(Model):
+    """Who may call the server (its NetworkPolicy; every training namespace is default-deny)."""
+
+    namespaces: list[str] = Field(
+        default_factory=list,
+        description="Namespaces whose pods may call the server (all of their pods, or those with `podLabels`).",
+    )
+    pod_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels a client pod carries (in the server's namespace, or in `namespaces`).",
+        json_schema_extra={"x-default": "`llm-training-eks/client-of: <workload>` in the server's namespace"},
+    )
+
+
+class VllmServeWorkload(RunConfig):
+    """A model served with vLLM: a Deployment of replicas behind a Service, fed from /shared."""
+
+    RECIPE: ClassVar[str] = "vllm-serve"
+    PUBLIC_IMAGES: ClassVar[bool] = True
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "model", "serve", "service", "clients")
+    UNUSED_KEYS: ClassVar[tuple[str, ...]] = ("health_check", "step_seconds", "max_retries", "image_tag")
+    CHECKPOINTS: ClassVar[CheckpointModel] = NotSized("a server writes no checkpoints")
+    STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
+        "a server has no optimizer step: its cost is its replicas' hours, in the plan per hour"
+    )
+    DOCS: ClassVar[RecipeDocs] = RecipeDocs(
+        follows="vLLM 0.24.0 `vllm serve` (GPU, and vLLM Neuron 0.24.0.1.1.0 on Trn2); vLLM 0.16.0 on NxD Inference"
+        " for trn1/inf2 (maintenance)",
+        image="`vllm/vllm-openai:v0.24.0`; Neuron DLC `pytorch-inference-vllm-neuronx` (SDK 2.32.0 on Trn2,"
+        " SDK 2.31.1 on trn1)",
+        steps={
+            "image": "image check Job",
+            "dirs": "directory Job",
+            "model": "a Hub model: Secret (HF token) and Hub Job (the repository onto `/shared/hf-hub`); a training"
+            " run: conversion Job (its checkpoint to a Hugging Face folder, in the run's image)",
+            "serve": "Deployment (vLLM, offline, admitted by Kueue) and its PodDisruptionBudget",
+            "service": "Service (ClusterIP)",
+            "clients": "NetworkPolicy (the server, reached by the clients the config names)",
+        },
+    )
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5-train-serve", "trn2-serve")
+    ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
+        ("vllm-v0.24.0",),
+        "the options of `vllm serve` against the parser of the vLLM of each pinned image (vllm-v0.24.0, and"
+        " vllm-v0.16.0 for the trn1 image), and the conversion Job's converter against the training recipe's"
+        " upstream (its `hf_converter`)",
+    )
+    CONVERSION: ClassVar[Converter] = NoConversion("a server produces no checkpoint")
+
+    recipe: Literal["vllm-serve"] = Field(description="vllm-serve")
+    nodes: int = Field(
+        1,
+        ge=1,
+        le=1,
+        description="Nodes per replica: 1 (a model larger than one node, a LeaderWorkerSet, is not supported yet).",
+    )
+    model: ServeModelConfig = Field(description="What to serve: a Hub model or a training run of this stack.")
+    replicas: int = Field(1, ge=1, le=64, description="Server replicas (pods), each with its own accelerators.")
+    tensor_parallel: int = Field(
+        1,
+        ge=1,
+        description="Tensor-parallel degree of a replica: its GPUs, or its logical NeuronCores (2 per trn1 device, 4"
+        " per trn2 device at LNC=2).",
+    )
+    max_model_len: int = Field(4096, ge=128, le=1_048_576, description="Longest context a request may use, tokens.")
+    max_num_seqs: int = Field(64, ge=1, le=4096, description="Sequences a replica batches at once.")
+    clients: ServeClientsConfig = Field(
+        default_factory=ServeClientsConfig,
+        description="Who may call the server; by default the pods of its namespace labelled"
+        " `llm-training-eks/client-of: <workload>`.",
+    )
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        repo = self.model.hub_repo
+        return (repo,) if repo else ()
+
+    @property
+    def checkpoint_interval(self) -> None:
+        return None
+
+    @property
+    def checkpoints_kept(self) -> int:
+        return 0
+
+    def image_on(self, instance: instances.InstanceType) -> str | None:
+        if self.image:
+            return self.image
+        pinned = serving.image_for(instance)
+        return pinned.image if pinned else None
+
+    def runtime_on(self, instance: instances.InstanceType) -> images.Runtime | None:
+        pinned = serving.image_for(instance) if self.image is None else None
+        return pinned.runtime if pinned else None
+
+    def devices(self, instance: instances.InstanceType) -> int:
+        """Accelerators one replica takes."""
+        return serving.devices_for(instance, self.tensor_parallel)
+
+    def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
+        """The image, the tensor-parallel degree and the replicas against the node group's instance."""
+        pinned = serving.image_for(instance)
+        if self.image is None and pinned is None:
+            return [f"{key}.nodeGroup: no vLLM image is pinned for {instance.name}; set image (facts/serving.py)"]
+        if self.image is not None and pinned is not None and serving.image_for_name(self.image) not in (None, pinned):
+            other = serving.image_for_name(self.image)
+            assert other is not None
+            return [
+                f"{key}.image: {self.image} serves on {', '.join(other.families)}, not {instance.name}; use"
+                f" {pinned.image}"
+            ]
+        per_node = instance.ranks_per_node
+        if self.tensor_parallel > per_node:
+            unit = "NeuronCores" if instance.accelerator == "neuron" else "GPUs"
+            return [
+                f"{key}.tensorParallel: {self.tensor_parallel} is more than the {per_node} {unit} of one"
+                f" {instance.name} (a replica runs on one node)"
+            ]
+        return self._fits(key, instance)
+
+    def _fits(self, key: str, instance: instances.InstanceType) -> list[str]:
+        """Replicas packed on the node group's nodes, and the weights in a replica's memory."""
+        problems = []
+        devices = self.devices(instance)
+        if instance.accelerator_count % devices:
+            problems.append(
+                f"{key}.tensorParallel: a replica of {devices} devices does not divide the {instance.accelerator_count}"
+                f" of a {instance.name}; use a power of two"
+            )
+        memory = serving.device_memory_gib(instance)
+        weights = self.weights_gib
+        if memory and weights is not None and weights > devices * memory * serving.MEMORY_SHARE:
+            problems.append(
+                f"{key}.tensorParallel: the model's {weights:,.0f} GiB of bf16 weights do not fit {devices} x"
+                f" {memory} GiB ({instance.accelerator_name}) at {serving.MEMORY_SHARE:.0%}; raise tensorParallel"
+            )
+        return problems
+
+    @property
+    def parameters(self) -> float | None:
+        """Parameters served (None: from a training run, filled in by the stack's checks)."""
+        b = self.model.parameters_billions
+        return None if b is None else b * 1e9
+
+    @property
+    def weights_gib(self) -> float | None:
+        p = self.parameters
+        return None if p is None else p * serving.BYTES_PER_PARAMETER / 2**30
+
+    def startup_seconds(self, instance: instances.InstanceType, mb_per_second: float, parameters: float | None) -> int:
+        """What a replica's start may take: its bf16 weights read from /shared at the file system's
+        throughput, the engine's start, and on Neuron the first compile of a shape (a margin)."""
+        weights = (parameters or 0) * serving.BYTES_PER_PARAMETER
+        seconds = weights / 1e6 / max(mb_per_second, 1) + serving.ENGINE_START_SECONDS
+        if instance.accelerator == "neuron":
+            seconds += serving.NEURON_COMPILE_SECONDS
+        return int(-(-seconds // 10) * 10)
+
+    def node_share(self, instance: instances.InstanceType) -> float:
+        return self.replicas * self.devices(instance) / max(instance.accelerator_count, 1)
+
+    def served_parameters(self, workloads: Mapping[str, RunConfig]) -> float | None:
+        """Parameters of the model served: the Hub model's as configured, or the training run's shape."""
+        trained = workloads.get(self.model.workload or "")
+        return self.parameters or (trained.checkpoint_parameters if trained else None)
+
+    def hourly_basis(
+        self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
+    ) -> str | None:
+        parameters = self.served_parameters(workloads) or 0
+        start = self.startup_seconds(instance, mb_per_second, parameters)
+        compile_ = ", the Neuron compile" if instance.accelerator == "neuron" else ""
+        return (
+            f"serving, per hour while it stands: {self.replicas} replica(s) x {self.devices(instance)} of the"
+            f" {instance.accelerator_count} accelerators of a node; a replica starts in up to {start // 60} min"
+            f" ({parameters * serving.BYTES_PER_PARAMETER / 1e9:,.0f} GB of bf16 weights from /shared at"
+            f" {mb_per_second:,.0f} MB/s, the engine{compile_}); tokens/s not modeled (no published figure)"
+        )
+
+    def replicas_per_node(self, instance: instances.InstanceType) -> int:
+        return max(instance.accelerator_count // self.devices(instance), 1)
+
+    def nodes_needed(self, instance: instances.InstanceType) -> int:
+        """Nodes the replicas fill, packed."""
+        return -(-self.replicas // self.replicas_per_node(instance))
