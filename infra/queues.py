@@ -255,7 +255,9 @@ def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -
 def kueue_manager_config(q: QueueingConfig) -> str:
     """Kueue's controller configuration (chart value `managerConfig.controllerManagerConfigYaml`).
 
-    Only MPIJobs are managed (data-preparation Jobs and TensorBoard are CPU-only helpers).
+    MPIJobs and the Jobs a run's steps put on accelerated nodes (data, directory and image steps:
+    workloads.manifests.objects.queued_labels) are managed, each only when it names a queue;
+    TensorBoard and the shell tolerate no accelerator taint, so they stay on the system nodes.
     `waitForPodsReady` makes admission all-or-nothing: a run whose pods are not all ready in
     time is evicted and requeued with backoff, so it never holds half a placement group.
     """
@@ -276,7 +278,7 @@ def kueue_manager_config(q: QueueingConfig) -> str:
         f"    backoffLimitCount: {q.requeue_limit}\n"
         "    backoffBaseSeconds: 60\n"
         "    backoffMaxSeconds: 3600\n"
-        "integrations:\n  frameworks:\n  - kubeflow.org/mpijob\n"
+        "integrations:\n  frameworks:\n  - batch/job\n  - kubeflow.org/mpijob\n"
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from config.workloads import RunConfig
 from facts.images import PULL_SECONDS, Runtime
-from facts.names import EGRESS_INTERNET, EGRESS_LABEL, RUN_ID_LABEL, app_labels
+from facts.names import EGRESS_INTERNET, EGRESS_LABEL, PRIORITY_LABEL, QUEUE_LABEL, RUN_ID_LABEL, app_labels
 from infra.platform import NodeGroupFacts
 from workloads.manifests.security import (
     DIRS_CAPABILITIES,
@@ -33,7 +33,8 @@ from workloads.manifests.security import (
 Obj = dict[str, Any]
 TENSORBOARD_PORT = 6006
 # Data Jobs run on an accelerated node before its training starts (CPU only, no devices): 32
-# CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with.
+# CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with. Through the run's Kueue
+# queue (queued_labels), so they never compete unaccounted with the runs Kueue admits there.
 DATA_JOB_CPUS = 32
 SMALL_POD = {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
 """TensorBoard, the shell pod, the image check and the directory step: every pod has CPU and
@@ -93,6 +94,22 @@ def labels(workload_name: str, component: str, run_id: str | None = None, *, int
         out[RUN_ID_LABEL] = run_id
     if internet:
         out[EGRESS_LABEL] = EGRESS_INTERNET
+    return out
+
+
+def queued_labels(ctx: Context, object_labels: dict[str, str]) -> dict[str, str]:
+    """The labels of a Job on the node group: with the run's Kueue queue (and priority) where the
+    group is accelerated. Kueue hands whole nodes of such a group to the runs it admits (quota =
+    nodes x a worker's requests); a pod there outside its accounting takes CPU an admitted worker
+    counted on, which then waits until waitForPodsReady evicts it, and cannot be reclaimed by
+    the team whose nodes another team borrows. Queued, the Job waits for quota like a run (its
+    webhook suspends it until admitted) and reclaims borrowed quota by preemption. On the system
+    group the Jobs stay outside the queue: its quota is the launchers' room, not the node."""
+    if not (ctx.queue and ctx.node_group.accelerated):
+        return object_labels
+    out = {**object_labels, QUEUE_LABEL: ctx.queue}
+    if ctx.priority_class:
+        out[PRIORITY_LABEL] = ctx.priority_class
     return out
 
 
@@ -199,7 +216,9 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": meta(name, ctx, job_labels, {"pulumi.com/timeoutSeconds": str(timeout), **(annotations or {})}),
+        "metadata": meta(
+            name, ctx, queued_labels(ctx, job_labels), {"pulumi.com/timeoutSeconds": str(timeout), **(annotations or {})}
+        ),
         "spec": {
             "backoffLimit": 2,
             "template": {
