@@ -17,6 +17,7 @@ from workloads.manifests.objects import (
     Context,
     Obj,
     Step,
+    checkpoint_dir,
     data_dir,
     extras,
     image_check,
@@ -27,6 +28,7 @@ from workloads.manifests.objects import (
     shared_dirs,
     short_hash,
 )
+from workloads.manifests.resume import mark_saved, neuronx_guard
 
 # train_setup.sh of neuronx-nemo-megatron 0.8.0, for MPI runs on EKS with bf16 + stochastic
 # rounding (its default, "bf16SR"); the compile cache on FSx as the Data on EKS blueprint has it.
@@ -180,6 +182,7 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
     code = f"{run.repo_dir}/nemo/{EXAMPLES}"
     script = f"{SCRIPT} --config-path=conf --config-name={neuronx_config(run.model)}"
     rdir = run_dir(ctx, workload_name, run.run_id)
+    ckpt = checkpoint_dir(ctx, workload_name, run.run_id)
 
     def args(steps: int, log_dir: str, checkpoints: bool) -> list[str]:
         return neuronx_overrides(
@@ -204,7 +207,8 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
         f"{torchrun(code, script, compile_args, prefix='neuron_parallel_compile ', setup=setup)}\n"
         f"mkdir -p {rdir}/precompile && touch {marker}\nfi\n"
         f'echo "== training"\n'
-        f"{torchrun(code, script, train_args, setup=setup)}\n"
+        f"{mark_saved(ckpt)}{neuronx_guard(ckpt, rdir)}"
+        f"{torchrun(code, script, train_args, setup=setup)} 2>&1 | mark_saved\n"
     )
 
 

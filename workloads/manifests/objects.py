@@ -32,6 +32,7 @@ from workloads.manifests.security import (
 
 Obj = dict[str, Any]
 TENSORBOARD_PORT = 6006
+TIMEOUT = "pulumi.com/timeoutSeconds"
 # Data Jobs run on an accelerated node before its training starts (CPU only, no devices): 32
 # CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with. Through the run's Kueue
 # queue (queued_labels), so they never compete unaccounted with the runs Kueue admits there.
@@ -216,9 +217,7 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": meta(
-            name, ctx, queued_labels(ctx, job_labels), {"pulumi.com/timeoutSeconds": str(timeout), **(annotations or {})}
-        ),
+        "metadata": meta(name, ctx, queued_labels(ctx, job_labels), {TIMEOUT: str(timeout), **(annotations or {})}),
         "spec": {
             "backoffLimit": 2,
             "template": {
