@@ -1,13 +1,13 @@
-# Two entry points, each working on a fresh machine: they create .venv and install
-# the pinned requirements first (only when the requirements changed; PyTorch for the
-# launch-chain harness only where it can run, see launch-deps).
-#   make plan STACK=dev      offline plan of a stack (no AWS account, no Pulumi CLI);
-#                            FORMAT=json prints only the plan's JSON on stdout; OUT=dir also
-#                            writes plan.json and the Kubernetes objects there
-#   make test                lint (code and CI workflows), type check and the test suite
-#   make diagram             regenerate the README's architecture diagram from the dev plan
-#   make schema              regenerate schema/stack-config.schema.json from the config models
-#   make docs                regenerate the generated parts of docs/ (configuration reference, recipe table, stack needs)
+# `make` alone prints `make help`: every target and every command under tools/, one line each
+# (a target is listed by its `## ` comment; a command by the first line of its docstring;
+# tests/repo/test_makefile.py fails when one is missing). Each target that runs something creates
+# .venv and installs the pinned requirements first (only when the requirements changed).
+#
+# STACK=<name> means your Pulumi.<name>.yaml at the root if there is one, else the example
+# examples/Pulumi.<name>.yaml (tools/cli.py; stderr says which when both exist).
+# FORMAT=json prints only the plan's JSON on stdout; OUT=dir also writes plan.json and the
+# Kubernetes objects there. LAUNCH_HARNESS=1 (as root; .ci/run sets it) installs and runs the
+# launch-chain harness (tests/launch); without it nothing is installed and it skips.
 #
 # Everything but a command's own output goes to stderr (the install says what it is doing and
 # keeps pip's output in .venv/install.log, shown only when it fails), so stdout stays clean.
@@ -19,9 +19,113 @@ CHECKOV_VENV := .venv-checkov
 STACK  ?= dev
 FORMAT ?= table
 OUT    ?=
+FROM   ?=
+LOWER  ?=
+LIVE   ?=
+LAUNCH_HARNESS ?=
 WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
-.PHONY: plan test lint typecheck pytest venv diagram schema docs clean launch-deps checkov
+.DEFAULT_GOAL := help
+.PHONY: help plan cost preflight new-stack snapshot test test-fast lint lint-code typecheck pytest venv diagram \
+  schema docs clean launch-deps checkov
+
+help: ## this list; `make` alone prints it and builds nothing
+	@echo "make targets (STACK=<name>: your Pulumi.<name>.yaml at the root, else examples/Pulumi.<name>.yaml):"
+	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "  make %-12s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
+	@echo "commands (.venv/bin/python -m tools.<name> --help for their options):"
+	@for f in $$(grep -l '^if __name__ == "__main__":' tools/*.py); do \
+	  m=$${f#tools/}; printf '  python -m tools.%-12s %s\n' "$${m%.py}" "$$(head -n 1 $$f | sed 's/^"""//; s/"""$$//')"; \
+	done
+
+# new-stack and snapshot make or hold a stack of yours: say which, before anything is installed.
+ifneq ($(filter new-stack snapshot,$(MAKECMDGOALS)),)
+  ifeq ($(origin STACK),file)
+    $(error make $(filter new-stack snapshot,$(MAKECMDGOALS)) needs STACK=<name> (your stack: Pulumi.<name>.yaml at the root))
+  endif
+endif
+ifneq ($(filter new-stack,$(MAKECMDGOALS)),)
+  ifeq ($(FROM),)
+    $(error make new-stack needs FROM=<example> (examples/Pulumi.<example>.yaml), e.g. FROM=dev)
+  endif
+endif
+
+plan: venv ## offline plan of STACK (no AWS account, no Pulumi CLI); FORMAT=json, OUT=dir
+	@$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT) $(if $(OUT),--out $(OUT))
+
+cost: venv ## what STACK costs an hour and a month (JSON); LIVE=1 asks the AWS Price List API
+	@$(PY) -m tools.cost --stack $(STACK) $(if $(LIVE),--live)
+
+preflight: venv ## ask the AWS account whether STACK can run (quotas, offerings, reservations); needs credentials
+	@$(PY) -m tools.preflight --stack $(STACK)
+
+new-stack: venv ## start your stack Pulumi.<STACK>.yaml from examples/Pulumi.<FROM>.yaml (LOWER=: layered)
+	@$(PY) -m tools.newstack $(STACK) --from $(FROM) $(if $(LOWER),--lower-stack $(LOWER))
+
+snapshot: venv ## write tests/snapshots/<STACK>/: make test then holds your stack to its URNs and objects
+	@$(PY) -m tools.snapshot --stack $(STACK)
+
+test: lint typecheck pytest ## lint, type check and the whole test suite: what CI runs (.ci/run)
+
+# The quick loop while editing. Left out, as slow: the type check, the workflow checks, the
+# plan/ and launch/ tests (they plan every example stack, or launch its jobs) and the few unit
+# and repository tests that plan example stacks too: test_policy_crossguard.py (the real policy
+# pack over every example's plan), test_deploy_routing.py and test_timeouts.py (the CI routing
+# with each deploy's time budget, from the offline plans); together over half of the unit and
+# repository tests' time. `make test` runs them all.
+test-fast: lint-code ## lint-code, and the unit and repository tests: under a minute on 2 cores
+	$(VENV)/bin/pytest -q -n auto tests/unit tests/repo --ignore=tests/unit/test_policy_crossguard.py \
+	  --ignore=tests/repo/test_deploy_routing.py --ignore=tests/repo/test_timeouts.py
+
+# Workflows: structure against the GitHub workflow schema (vendored in check-jsonschema, no
+# network), security with zizmor's offline audits (unpinned actions, injection, permissions...).
+lint: lint-code ## lint-code, and the CI workflows (schema, zizmor's security audits)
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
+	$(VENV)/bin/zizmor --offline --no-progress --quiet .github/workflows
+
+lint-code: venv ## ruff: lint and format check of the Python code
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+pytest: venv launch-deps checkov ## the whole test suite (the launch-chain harness only with LAUNCH_HARNESS=1)
+	$(VENV)/bin/pytest -q -n auto
+
+diagram: venv ## regenerate the README's architecture diagram from the example dev stack's plan
+	$(PY) -m tools.diagram --config-file examples/Pulumi.dev.yaml --update-readme
+
+schema: venv ## regenerate schema/stack-config.schema.json from the config models
+	$(PY) -m tools.schema --write
+
+docs: venv ## regenerate the generated parts of docs/ (configuration reference, recipe table, stack needs)
+	$(PY) -m tools.docs
+
+typecheck: venv ## mypy
+	$(VENV)/bin/mypy
+
+# ---------------------------------------------------------------- virtualenvs
+
+venv: $(VENV)/.installed ## create .venv with the pinned requirements (Pulumi.yaml names it as the virtualenv)
+
+checkov: $(CHECKOV_VENV)/.installed ## create .venv-checkov for the pod security tests
+
+# The launch-chain harness (tests/launch) runs real sshd, Open MPI and PyTorch in network and
+# mount namespaces, so only as root, and only when asked: with LAUNCH_HARNESS=1 (.ci/run) it
+# installs the Debian tools when missing and the harness's PyTorch (requirements-launch.txt; CPU
+# wheel), and fails when it cannot (not root, no network namespaces) rather than skip. Without
+# it (a workstation, a GitHub-hosted runner) nothing is installed: one line says so, and the
+# harness skips.
+LAUNCH_TOOLS := ip unshare setpriv mpirun sshd ssh-keygen
+launch-deps: venv ## LAUNCH_HARNESS=1 (as root): install what the launch-chain harness needs; else say it skips
+	@if [ "$(LAUNCH_HARNESS)" != 1 ]; then \
+	  echo "launch-chain harness: skipped, nothing installed (LAUNCH_HARNESS=1 make test, as root, installs openssh-server, Open MPI and PyTorch CPU and runs it)" >&2; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "launch-chain harness: LAUNCH_HARNESS=1 needs root (it installs Debian packages and makes network namespaces)" >&2; exit 1; fi; \
+	missing=; for t in $(LAUNCH_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing the launch-chain harness's tools (missing:$$missing)"  >&2; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    openssh-server openmpi-bin iproute2 util-linux >/dev/null; \
+	fi; \
+	if ip netns add ltprobe$$$$ 2>/dev/null && ip netns del ltprobe$$$$; then $(MAKE) --no-print-directory $(VENV)/.launch; \
+	else echo "launch-chain harness: LAUNCH_HARNESS=1 but no network namespace can be made here" >&2; exit 1; fi
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@echo "setting up $(VENV): installing the pinned requirements (first run or changed requirements, 1-2 minutes)" >&2
@@ -31,29 +135,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@touch $@
 	@echo "$(VENV) is ready" >&2
 
-# The launch-chain harness (tests/launch) runs real sshd, Open MPI and PyTorch in network and
-# mount namespaces, so only as root: there, install the Debian tools when missing and, where
-# a namespace can be made, the harness's PyTorch (requirements-launch.txt; CPU wheel). Elsewhere
-# (a GitHub-hosted runner is not root) nothing is installed and the harness skips with one line.
-LAUNCH_TOOLS := ip unshare setpriv mpirun sshd ssh-keygen
-launch-deps: venv
-	@if [ "$$(id -u)" != 0 ]; then echo "launch-chain harness: not root, not installed (tests/launch will skip)" >&2; exit 0; fi; \
-	missing=; for t in $(LAUNCH_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing the launch-chain harness's tools (missing:$$missing)"  >&2; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    openssh-server openmpi-bin iproute2 util-linux >/dev/null; \
-	fi; \
-	if ip netns add ltprobe$$$$ 2>/dev/null && ip netns del ltprobe$$$$; then $(MAKE) --no-print-directory $(VENV)/.launch; \
-	else echo "launch-chain harness: no network namespaces here, not installed (tests/launch will skip)" >&2; fi
-
 $(VENV)/.launch: $(VENV)/.installed requirements-launch.txt
 	@echo "installing the launch-chain harness's PyTorch (requirements-launch.txt)" >&2
 	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-launch.txt \
 	  > $(VENV)/install-launch.log 2>&1 || { cat $(VENV)/install-launch.log >&2; echo "pip install failed (log: $(VENV)/install-launch.log)" >&2; exit 1; }
 	@touch $@
-
-venv: $(VENV)/.installed
 
 # checkov in a virtualenv of its own: its pins clash with requirements.txt (requirements-checkov.txt).
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt
@@ -64,35 +150,5 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	@touch $@
 	@echo "$(CHECKOV_VENV) is ready" >&2
 
-checkov: $(CHECKOV_VENV)/.installed
-
-plan: venv
-	@$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT) $(if $(OUT),--out $(OUT))
-
-# Workflows: structure against the GitHub workflow schema (vendored in check-jsonschema, no
-# network), security with zizmor's offline audits (unpinned actions, injection, permissions...).
-lint: venv
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
-	$(VENV)/bin/zizmor --offline --no-progress --quiet .github/workflows
-
-diagram: venv
-	$(PY) -m tools.diagram --stack dev --update-readme
-
-schema: venv
-	$(PY) -m tools.schema --write
-
-docs: venv
-	$(PY) -m tools.docs
-
-typecheck: venv
-	$(VENV)/bin/mypy
-
-pytest: venv launch-deps checkov
-	$(VENV)/bin/pytest -q -n auto
-
-test: lint typecheck pytest
-
-clean:
+clean: ## remove the virtualenvs and caches
 	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .pytest_cache .ruff_cache

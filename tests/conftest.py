@@ -4,6 +4,10 @@ Pulumi mocks (the same ones the offline plan uses) for each run.
 Layout: `unit/` pure functions (facts, config, builders, policy rules, cost, preflight);
 `plan/` the program under mocks, by concern; `repo/` the README, workflows, project file and
 code structure; `golden/` the rendered Kubernetes objects and URNs of every example stack.
+
+The subjects are the example stacks in examples/. A team's own stack files at the root are not
+test cases, except those the team keeps snapshots of (tests/snapshots/, `make snapshot`); and
+`--stack NAME` in a test never reaches them (`_examples_only`).
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ import yaml
 
 from config.checks import capacity
 from config.stackfile import read_stack_file
+from tools import cli, snapshot
 from tools import plan as plan_mod
 
 ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = cli.EXAMPLES_DIR
 GOLDEN = ROOT / "tests" / "golden"
-EXAMPLE_STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
-LAYERED_STACKS = [s for s in EXAMPLE_STACKS if read_stack_file(ROOT / f"Pulumi.{s}.yaml").get("llm-training-eks:layer")]
+EXAMPLE_STACKS = cli.stacks_in(EXAMPLES)
+LAYERED_STACKS = [
+    s for s in EXAMPLE_STACKS if read_stack_file(EXAMPLES / f"Pulumi.{s}.yaml").get("llm-training-eks:layer")
+]
 """Stacks of one layer each (`layer: aws | cluster | runs`); tests/plan/test_layers.py shows that
 the three layers of trn1-llama2 declare exactly what the all-in-one trn1-llama2 does."""
 ALL_IN_ONE_STACKS = [s for s in EXAMPLE_STACKS if s not in LAYERED_STACKS]
@@ -81,12 +89,17 @@ def stack_yaml(doc: Any) -> str:
 
 
 def run_plan(values: dict[str, Any], stack: str = "test") -> dict[str, Any]:
-    """The plan of a config dict (flat stack-file keys)."""
-    return plan_mod.run(values, stack)
+    """The plan of a config dict (flat stack-file keys); a layered stack's lower stack is the example's."""
+    return plan_mod.run(values, stack, EXAMPLES)
+
+
+def example_file(stack: str) -> Path:
+    return EXAMPLES / f"Pulumi.{stack}.yaml"
 
 
 def stack_values(stack: str) -> dict[str, Any]:
-    return read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    """The config of an example stack."""
+    return read_stack_file(example_file(stack))
 
 
 _plans: dict[str, dict[str, Any]] = {}
@@ -134,6 +147,34 @@ def plan_exit(config: dict[str, Any], tmp_path: Path) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     code = plan_mod.main(["--config-file", str(path)], stdout=out, stderr=err)
     return code, err.getvalue()
+
+
+@pytest.fixture(scope="session")
+def _no_team_stacks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("no-team-stacks")
+
+
+@pytest.fixture(autouse=True)
+def _examples_only(_no_team_stacks: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--stack NAME` means the example in every test: a team's `Pulumi.dev.yaml` at the root
+    (the first step of the quick start copies it there) must not change what the tests see."""
+    monkeypatch.setattr(cli, "TEAM_DIR", _no_team_stacks)
+
+
+def team_stack_lines() -> list[str]:
+    """Which of a team's stacks at the root the suite holds to snapshots, and which it leaves alone."""
+    team = cli.stacks_in(cli.TEAM_DIR)
+    held = [s for s in team if snapshot.snapshot_dir(s).is_dir()]
+    lines = [f"your stacks held to snapshots (tests/snapshots): {', '.join(held)}"] if held else []
+    if set(team) - set(held):
+        lines.append(f"your stacks not tested: {', '.join(sorted(set(team) - set(held)))} (make snapshot STACK=<name>)")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Said at the end of every run (also with -q), so a team's stack is never silently left out."""
+    for line in team_stack_lines():
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(params=ALL_IN_ONE_STACKS)

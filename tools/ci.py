@@ -25,8 +25,13 @@ commit) keeps the stacks changed between that commit and `--head`, and every sta
 deployed, so a merge whose own deploy was cancelled or failed is deployed by the next run.
 `--changed-files` (one path a line) keeps the stacks those paths touch. A stack is touched by its
 own stack file, by a change of the program (every stack), and by a change under `images/<repo>/`
-(the aws stacks that build that image and the stacks whose runs use it).
+(the aws stacks that build that image and the stacks whose runs use it); a change under
+examples/ touches none (an example is nobody's deployed stack).
 Exit 0; 2 for a stack that cannot be routed or deployed (one line per problem).
+
+The stacks are a team's own, `Pulumi.<stack>.yaml` at the root of the checkout, where the jobs'
+`pulumi preview --stack` and `pulumi up --stack` read them; a name that is only an example
+(examples/) is refused, saying how to make it a stack of yours.
 """
 
 from __future__ import annotations
@@ -55,9 +60,20 @@ PROGRAM_DIRS = ("config/", "facts/", "infra/", "workloads/", "policy/", "tools/"
 IMAGES_DIR = "images/"
 
 
+def _stack_path(stack: str, stack_dir: Path) -> Path:
+    path = stack_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file() and (stack_dir / "examples" / path.name).is_file():
+        raise UsageError(
+            f"{stack}: only the example examples/{path.name} exists; CI runs `pulumi preview --stack {stack}`,"
+            f" which reads {path.name} at the root: copy the example there to make it a stack of yours"
+            f" (make new-stack STACK={stack} FROM={stack})"
+        )
+    return path
+
+
 def _config(stack: str, stack_dir: Path) -> StackConfig:
     try:
-        return parse_stack_values(read_stack_file(stack_dir / f"Pulumi.{stack}.yaml"))
+        return parse_stack_values(read_stack_file(_stack_path(stack, stack_dir)))
     except ConfigError as e:
         raise UsageError("\n".join(f"{stack}: invalid stack config: {p}" for p in e.problems)) from None
 
@@ -76,8 +92,8 @@ def aws_stack_under(stack: str, stack_dir: Path) -> tuple[str, StackConfig]:
         if bottom in seen:
             raise UsageError(f"{stack}: lowerStack goes round in a circle: {' -> '.join([*seen, bottom])}")
         seen.append(bottom)
-        if not (stack_dir / f"Pulumi.{bottom}.yaml").is_file():
-            raise UsageError(f"{stack}: lowerStack {cfg.lower_stack} has no stack file Pulumi.{bottom}.yaml here")
+        if not _stack_path(bottom, stack_dir).is_file():
+            raise UsageError(f"{stack}: lowerStack {cfg.lower_stack} has no stack file Pulumi.{bottom}.yaml beside it")
         cfg = _config(bottom, stack_dir)
     return bottom, cfg
 

@@ -1,8 +1,15 @@
-"""The command line every tool shares: `--stack NAME | --config-file PATH`, and exit 2 for bad input."""
+"""The command line every tool shares: `--stack NAME | --config-file PATH`, and exit 2 for bad input.
+
+`--stack NAME` reads a team's own `Pulumi.NAME.yaml` at the root of the project (where the
+Pulumi CLI reads it: Pulumi.yaml sets no `stackConfigDir`), else the example stack
+`examples/Pulumi.NAME.yaml`; when both exist the team's wins and stderr says so.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,23 +17,96 @@ from config import ConfigError, StackConfig, parse_stack_values
 from config.stackfile import UsageError, read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
-"""The project directory, where the stack files are."""
+"""The project directory."""
+TEAM_DIR = ROOT
+"""A team's own stack files: `Pulumi.<stack>.yaml` beside Pulumi.yaml, where `pulumi up --stack`
+reads them. Never test subjects unless the team keeps snapshots of them (tools.snapshot)."""
+EXAMPLES_DIR = ROOT / "examples"
+"""The example stacks: starting points for a team's own, and the subjects of the test suite."""
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}", re.ASCII)
+"""A Pulumi stack name (pulumi/pulumi v3.259.0 sdk/go/common/tokens/stack_name.go;
+tests/upstream/pulumi-cli-3.259.0.yaml `stack_name_pattern`)."""
 
 
-def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+def check_stack_name(name: str, what: str) -> str:
+    """`name` if it is a stack name, else UsageError naming `what` (the option that gave it)."""
+    if not STACK_NAME.fullmatch(name):
+        raise UsageError(f"{what} {name[:120]!r}: not a stack name (1-100 letters, digits, '-', '_' or '.')")
+    return name
+
+
+def stacks_in(folder: Path) -> list[str]:
+    """The names of the stack files `Pulumi.<name>.yaml` in a folder."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
+
+
+@dataclass(frozen=True)
+class FoundStack:
+    """The stack file `--stack NAME` means, and the example it hides when a team's file has the name too."""
+
+    path: Path
+    hidden_example: Path | None = None
+
+    def note(self) -> str | None:
+        """One line for stderr when the name is both a team's stack and an example."""
+        if self.hidden_example is None:
+            return None
+        example = shown(self.hidden_example)
+        return (
+            f"stack {self.path.name.removeprefix('Pulumi.').removesuffix('.yaml')}: using your {shown(self.path)}"
+            f" (the root), not the example {example}; for the example: --config-file {example}"
+        )
+
+
+def shown(path: Path) -> str:
+    """A path as the user would type it from the project directory."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def find_stack(name: str) -> FoundStack:
+    """`Pulumi.NAME.yaml` at the root (a team's stack), else in examples/; UsageError naming both places."""
+    check_stack_name(name, "--stack")
+    team, example = TEAM_DIR / f"Pulumi.{name}.yaml", EXAMPLES_DIR / f"Pulumi.{name}.yaml"
+    if team.is_file():
+        return FoundStack(team, example if example.is_file() else None)
+    if example.is_file():
+        return FoundStack(example)
+    raise UsageError(
+        f"--stack {name}: no Pulumi.{name}.yaml at the root (your stacks: {_listed(stacks_in(TEAM_DIR))}) nor in"
+        f" {shown(EXAMPLES_DIR)}/ (examples: {_listed(stacks_in(EXAMPLES_DIR))}); or pass --config-file PATH"
+    )
+
+
+def _listed(stacks: list[str]) -> str:
+    return ", ".join(stacks) or "none"
+
+
+def add_stack_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """`--stack NAME | --config-file PATH`, the same for every command of the project."""
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="stack name: reads Pulumi.NAME.yaml")
+    source = parser.add_mutually_exclusive_group(required=required)
+    source.add_argument("--stack", help="stack name: your Pulumi.NAME.yaml at the root, else examples/Pulumi.NAME.yaml")
     source.add_argument("--config-file", type=Path, help="any file in the stack-file format")
 
 
-def stack_file(args: argparse.Namespace) -> Path:
-    return Path(args.config_file) if args.config_file else ROOT / f"Pulumi.{args.stack}.yaml"
+def stack_file(args: argparse.Namespace, stderr: Any = None) -> Path:
+    """The stack file the arguments name; with `stderr`, says there which one when a name is ambiguous."""
+    if args.config_file:
+        return Path(args.config_file)
+    found = find_stack(args.stack)
+    note = found.note()
+    if note and stderr is not None:
+        print(note, file=stderr)
+    return found.path
 
 
 def stack_name(args: argparse.Namespace) -> str:
     """`--stack`, or the stack part of the config file's name."""
-    return args.stack or stack_file(args).name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
+    if args.stack:
+        return str(args.stack)
+    return Path(args.config_file).name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
 
 
 def bad_input(e: Exception, stderr: Any) -> int:
@@ -40,7 +120,7 @@ def bad_input(e: Exception, stderr: Any) -> int:
 def load_stack_config(args: argparse.Namespace, stderr: Any) -> StackConfig | None:
     """The validated config of the stack the arguments name, or None after reporting why not."""
     try:
-        return parse_stack_values(read_stack_file(stack_file(args)))
+        return parse_stack_values(read_stack_file(stack_file(args, stderr)))
     except (UsageError, ConfigError) as e:
         bad_input(e, stderr)
         return None

@@ -12,7 +12,8 @@ build, its log and the two ways to build it again). The deploy workflow runs it 
 `pulumi up` of a runs-layer stack. `rebuild` starts the image's build now (the project builds
 the source of the current tag, and skips a tag already pushed).
 
-Reads the stack files (Pulumi.<stack>.yaml and the stacks below it) for the cluster name and
+Reads the stack files (Pulumi.<stack>.yaml, found as every command finds it: yours at the root,
+else the example in examples/; and the stacks below it, beside it) for the cluster name and
 region; calls ECR DescribeImages and CodeBuild ListBuildsForProject, BatchGetBuilds, StartBuild
 with the credentials of the environment. Exit 0 ok, 1 an image will not come, 2 bad usage.
 """
@@ -33,7 +34,7 @@ from config.stackfile import UsageError, read_stack_file
 from facts.images import IMAGES
 from facts.names import image_project, image_repository
 from stack import built_repositories
-from tools.cli import ROOT
+from tools import cli
 
 FAILED = ("FAILED", "FAULT", "TIMED_OUT", "STOPPED")
 """Build states with no push to come (botocore codebuild StatusType; SUCCEEDED, IN_PROGRESS are the others)."""
@@ -58,15 +59,17 @@ def _config(stack: str, stack_dir: Path) -> StackConfig:
         raise UsageError("\n".join(f"{stack}: invalid stack config: {p}" for p in e.problems)) from None
 
 
-def wanted(stack: str, stack_dir: Path = ROOT) -> tuple[str, list[Wanted]]:
-    """The region and the images `stack` needs, named as its aws layer builds them."""
+def wanted(stack: str, stack_dir: Path | None = None) -> tuple[str, list[Wanted]]:
+    """The region and the images `stack` needs, named as its aws layer builds them (`stack_dir`:
+    where its file is; by default where `--stack` finds it, tools.cli)."""
+    stack_dir = stack_dir or cli.find_stack(stack).path.parent
     cfg = _config(stack, stack_dir)
     repos = built_repositories(cfg)
     bottom, seen = stack, [stack]
     while cfg.layer in ("cluster", "runs"):
         bottom = cfg.lower_stack_name
         if bottom in seen or not (stack_dir / f"Pulumi.{bottom}.yaml").is_file():
-            raise UsageError(f"{stack}: lowerStack {cfg.lower_stack}: no stack file Pulumi.{bottom}.yaml here")
+            raise UsageError(f"{stack}: lowerStack {cfg.lower_stack}: no stack file Pulumi.{bottom}.yaml beside it")
         seen.append(bottom)
         cfg = _config(bottom, stack_dir)
     cluster = cfg.cluster.name
@@ -148,7 +151,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     for command, text in (("check", "fail at once when an image will not come"), ("rebuild", "start a build now")):
         p = sub.add_parser(command, help=text)
         p.add_argument("--stack", required=True, help="a stack: the images its runs use (aws layer: it builds)")
-        p.add_argument("--stack-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)
+        p.add_argument("--stack-dir", type=Path, help=argparse.SUPPRESS)
         if command == "rebuild":
             p.add_argument("--image", help="one repository key (default: every image of the stack)")
     try:
@@ -156,6 +159,11 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     except SystemExit as e:
         return int(e.code or 0)
     try:
+        if args.stack_dir is None:
+            found = cli.find_stack(args.stack)
+            if found.note():
+                print(found.note(), file=stderr)
+            args.stack_dir = found.path.parent
         region, images = wanted(args.stack, args.stack_dir)
         if getattr(args, "image", None):
             images = [w for w in images if w.repo == args.image]

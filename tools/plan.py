@@ -12,8 +12,9 @@ stderr, after the plan) or any other failure. The JSON format is one object:
 "outputs", "cost", "policy"}` (`provider`: the URN of the provider a custom resource uses;
 `aliases`: the URNs the resource was known by).
 
-A layered stack (`layer: cluster` or `runs`) reads its lower stack's outputs: from the offline
-plan of `Pulumi.<lower stack>.yaml` beside it (planned first, recursively), or from
+`--stack NAME` plans your `Pulumi.NAME.yaml` at the root, else `examples/Pulumi.NAME.yaml`
+(tools.cli). A layered stack (`layer: cluster` or `runs`) reads its lower stack's outputs: from
+the offline plan of `Pulumi.<lower stack>.yaml` beside it (planned first, recursively), or from
 `--lower-outputs FILE`, the JSON of `pulumi stack output --json --stack <lower stack>`.
 """
 
@@ -41,7 +42,7 @@ from infra import cost
 from infra.layers import PLATFORM_OUTPUT
 from policy import rules
 from tools import mocks
-from tools.cli import ROOT, add_stack_arguments, bad_input, stack_file, stack_name
+from tools.cli import add_stack_arguments, bad_input, shown, stack_file, stack_name
 from tools.plan_table import render_table, violation_line
 
 # --------------------------------------------------------------------------- running
@@ -68,13 +69,15 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def lower_outputs(cfg: config.StackConfig, stack_dir: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The outputs of a layered stack's lower stack, from that stack's own offline plan."""
+def lower_outputs(cfg: config.StackConfig, stack_dir: Path | None, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The outputs of a layered stack's lower stack, from the offline plan of its file in `stack_dir`
+    (the folder of the layered stack's own file)."""
     lower = cfg.lower_stack_name
-    path = stack_dir / f"Pulumi.{lower}.yaml"
-    if not path.is_file():
+    path = (stack_dir or Path()) / f"Pulumi.{lower}.yaml"
+    if stack_dir is None or not path.is_file():
+        where = f"beside it in {shown(stack_dir)}" if stack_dir else "(no stack file, so no folder to look in)"
         raise UsageError(
-            f"lowerStack {cfg.lower_stack}: no {path.name} here to plan it from; pass --lower-outputs FILE"
+            f"lowerStack {cfg.lower_stack}: no {path.name} {where} to plan it from; pass --lower-outputs FILE"
             " (the JSON of `pulumi stack output --json`)"
         )
     if lower in seen:
@@ -93,14 +96,15 @@ def lower_outputs(cfg: config.StackConfig, stack_dir: Path, seen: tuple[str, ...
 def run(
     values: dict[str, Any],
     name: str,
-    stack_dir: Path = ROOT,
+    stack_dir: Path | None = None,
     recorded: dict[str, Any] | None = None,
     seen: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run the program exactly as `__main__.py` does, under mocks; return the plan dict.
 
     A layered stack's lower outputs come from `recorded` (a `pulumi stack output --json`), or
-    from the offline plan of the lower stack's file in `stack_dir`. Raises
+    from the offline plan of the lower stack's file in `stack_dir` (the folder of this stack's
+    file). Raises
     config.ConfigError on invalid config (before anything is declared) and
     config.stackfile.UsageError when the lower stack cannot be planned.
     """
@@ -290,8 +294,9 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
 
     try:
         check_out_dir(args.out)
-        values = read_stack_file(stack_file(args))
-        plan = run(values, stack_name(args), stack_file(args).parent, recorded_outputs(args.lower_outputs))
+        path = stack_file(args, stderr)
+        values = read_stack_file(path)
+        plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs))
     except (UsageError, config.ConfigError) as e:
         return bad_input(e, stderr)
     except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
@@ -304,7 +309,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
             print(write_out(plan, args.out), file=stderr)
         except OSError as e:
             return bad_input(UsageError(f"--out {args.out}: cannot write there: {e.strerror or e}"), stderr)
-    for line in secrets_to_set(placeholder_secrets(stack_file(args))):
+    for line in secrets_to_set(placeholder_secrets(path)):
         print(line, file=stderr)
     blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
     for v in blocking:

@@ -80,4 +80,4 @@ class NoExampleStack:
 
 
 ExampleStacks = tuple[str, ...] | NoExampleStack
-"""The example stacks (Pulumi.<name>.yaml) that run the recipe."""
+"""The example stacks (examples/Pulumi.<name>.yaml) that run the recipe."""

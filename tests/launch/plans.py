@@ -17,7 +17,7 @@ import config
 from config.stackfile import read_stack_file
 from facts.names import NODE_GROUP_LABEL
 from tests import upstream
-from tests.conftest import ROOT
+from tests.conftest import EXAMPLES
 from tools import plan as plan_mod
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
@@ -51,10 +51,13 @@ def workloads() -> list[tuple[str, str, str]]:
     out: tests/plan/test_layers.py holds the layers to exactly the twin's resources, and its teams
     live in its cluster layer, which the harness does not drop as it drops an all-in-one's."""
     found = []
-    for path in sorted(ROOT.glob("Pulumi.*.yaml")):
+    for path in sorted(EXAMPLES.glob("Pulumi.*.yaml")):
         stack = path.name[len("Pulumi.") : -len(".yaml")]
         values = read_stack_file(path)
-        if values.get(f"{PREFIX}layer") == "runs" and (ROOT / f"Pulumi.{stack.removesuffix('-runs')}.yaml").is_file():
+        if (
+            values.get(f"{PREFIX}layer") == "runs"
+            and (EXAMPLES / f"Pulumi.{stack.removesuffix('-runs')}.yaml").is_file()
+        ):
             continue
         for name, wl in (values.get(f"{PREFIX}workloads") or {}).items():
             found.append((stack, name, wl["recipe"]))
@@ -62,13 +65,13 @@ def workloads() -> list[tuple[str, str, str]]:
 
 
 def recipe(stack: str, workload: str) -> str:
-    return str(read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["recipe"])
+    return str(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["recipe"])
 
 
 def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) -> dict[str, Any]:
     """The example stack with only `workload`, on `nodes` nodes, training short; with `faults`
     (a scenario injects its own), without a stop the run asks for itself."""
-    values = copy.deepcopy(read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+    values = copy.deepcopy(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml"))
     wl = values[f"{PREFIX}workloads"][workload]
     values[f"{PREFIX}workloads"] = {workload: wl}
     values.pop(f"{PREFIX}teams", None)
@@ -97,20 +100,20 @@ def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) 
 @cache
 def _lower_outputs(stack: str) -> dict[str, Any]:
     """A layered stack's lower outputs, planned once (they do not depend on the workload)."""
-    cfg = config.parse_stack_values(read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
-    return plan_mod.lower_outputs(cfg, ROOT)
+    cfg = config.parse_stack_values(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml"))
+    return plan_mod.lower_outputs(cfg, EXAMPLES)
 
 
 @cache
 def _plan(stack: str, workload: str, nodes: int, faults: bool) -> dict[str, Any]:
     values = harness_values(stack, workload, nodes, faults)
     layered = config.parse_stack_values(values).lower_stack
-    return plan_mod.run(values, f"launch-{stack}", ROOT, _lower_outputs(stack) if layered else None)
+    return plan_mod.run(values, f"launch-{stack}", EXAMPLES, _lower_outputs(stack) if layered else None)
 
 
 def _asks_to_stop(stack: str, workload: str) -> bool:
     """Whether the workload stops itself once: only then does a faults plan differ (and is planned)."""
-    return "interruptOnceAtStep" in read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]
+    return "interruptOnceAtStep" in read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]
 
 
 def network_policies(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
@@ -140,10 +143,10 @@ def _steps(stack: str, workload: str, nodes: int, faults: bool) -> tuple[dict[st
 def _declaring(stack: str, workload: str) -> tuple[str, dict[str, Any]]:
     """The stack file that declares the workload's node group (a runs layer's is its aws layer's)
     and that group's entry."""
-    group = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"]
+    group = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"]
     name: str | None = stack
     while name:
-        values = read_stack_file(ROOT / f"Pulumi.{name}.yaml")
+        values = read_stack_file(EXAMPLES / f"Pulumi.{name}.yaml")
         for g in values.get(f"{PREFIX}nodeGroups", []):
             if g["name"] == group:
                 return name, g
@@ -159,7 +162,7 @@ def instance_type(stack: str, workload: str) -> str:
 
 def node_group(stack: str, workload: str) -> str:
     """The name of the workload's node group (`system` for a CPU run)."""
-    return str(read_stack_file(ROOT / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"])
+    return str(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"])
 
 
 @cache
@@ -169,7 +172,7 @@ def node_drivers(stack: str, workload: str) -> dict[str, str]:
     without a pin the newest release for its Kubernetes version, which EKS gives a new group
     (tests/upstream/amazon-eks-ami-v20260714.yaml). Module name -> its version."""
     declaring, group = _declaring(stack, workload)
-    plan = plan_mod.run(read_stack_file(ROOT / f"Pulumi.{declaring}.yaml"), f"launch-{declaring}", ROOT)
+    plan = plan_mod.run(read_stack_file(EXAMPLES / f"Pulumi.{declaring}.yaml"), f"launch-{declaring}", EXAMPLES)
     (ng,) = [
         r["inputs"]
         for r in plan["resources"]
@@ -250,7 +253,7 @@ def fitting_driver(stack: str, workload: str, runtime: str | None, family: str) 
     """The newest Neuron driver an AMI release for the group's Kubernetes version carries that a
     runtime library works with: for a scenario that sets the driver need aside."""
     declaring = _declaring(stack, workload)[0]
-    minor = read_stack_file(ROOT / f"Pulumi.{declaring}.yaml").get(f"{PREFIX}cluster", {}).get("kubernetesVersion")
+    minor = read_stack_file(EXAMPLES / f"Pulumi.{declaring}.yaml").get(f"{PREFIX}cluster", {}).get("kubernetesVersion")
     for row in AMI_RELEASES:
         driver = row["neuron"].removesuffix("-dkms")
         if runtime and (not minor or row["kubernetes"] == minor) and not refusals(driver, runtime, family):

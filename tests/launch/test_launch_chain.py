@@ -29,13 +29,18 @@ from tests.launch.harness import RANKS_PER_NODE, RESUME_LOG, Faults, WorkloadRun
 from tests.launch.images import describe
 from tests.launch.pods import namespaces_available
 
+# Only when asked (LAUNCH_HARNESS=1: `make launch-deps` installs what it needs, as root), and then
+# it must run: .ci/run asks on a fresh machine, so a harness that cannot run fails CI.
+if os.environ.get("LAUNCH_HARNESS") != "1":
+    pytest.skip(
+        "launch-chain harness skipped: LAUNCH_HARNESS=1 make test (as root) installs and runs it",
+        allow_module_level=True,
+    )
 _why_not = namespaces_available() or (
     None if importlib.util.find_spec("torch") else "no PyTorch (pip install -r requirements-launch.txt)"
 )
 if _why_not:
-    if os.environ.get("LAUNCH_HARNESS_REQUIRED"):  # .ci/run: root on a fresh machine, so it must run
-        raise RuntimeError(f"launch-chain harness cannot run: {_why_not}")
-    pytest.skip(f"launch-chain harness skipped: {_why_not}", allow_module_level=True)
+    raise RuntimeError(f"launch-chain harness cannot run (LAUNCH_HARNESS=1): {_why_not}")
 
 PER_RECIPE = list({recipe: (stack, wl) for stack, wl, recipe in reversed(plans.workloads())}.values())
 NODES = (2, 3)

@@ -14,7 +14,16 @@ from config.checks.network import EKS_INTERFACE_ADDRESSES, addresses_needed
 from config.stackfile import read_stack_file
 from facts import instances
 from tests import upstream
-from tests.conftest import API_PATH, ROOT, placed_values, plan_exit, resources, run_plan, stack_plan, stack_values
+from tests.conftest import (
+    API_PATH,
+    EXAMPLES,
+    placed_values,
+    plan_exit,
+    resources,
+    run_plan,
+    stack_plan,
+    stack_values,
+)
 from tools import plan as plan_mod
 
 NETWORK_TYPES = (
@@ -161,4 +170,4 @@ def test_the_example_stack_is_the_documented_shape() -> None:
     assert facts["defaults"]["CreateS3Endpoint"] == "true" and "s3EndpointRouteTableIds" not in NETWORK
     assert facts["flow_logs"]["traffic"] == "ALL" and NETWORK["flowLogs"] is False
     assert len(NETWORK["privateSubnetIds"]) in facts["number_of_azs"]
-    assert read_stack_file(ROOT / "Pulumi.byo-vpc.yaml") == BYO
+    assert read_stack_file(EXAMPLES / "Pulumi.byo-vpc.yaml") == BYO

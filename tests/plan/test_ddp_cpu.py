@@ -28,7 +28,7 @@ from facts.names import SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
 from infra.queues import cluster_queue, queue_objects, teams_of
 from tests import upstream
-from tests.conftest import API_PATH, ROOT, placed, resources, stack_plan, stack_values
+from tests.conftest import API_PATH, EXAMPLES, placed, resources, stack_plan, stack_values
 from tools import plan as plan_mod
 from workloads.manifests import ddp_cpu
 from workloads.manifests.healthcheck import health_gate
@@ -131,7 +131,7 @@ def test_a_runs_layer_runs_it_on_the_system_group_the_cluster_layer_exports() ->
     values = dict(stack_values("trn1-llama2-runs"))
     values.pop("llm-training-eks:huggingFaceToken")
     values["llm-training-eks:workloads"] = {"first": {"recipe": "ddp-cpu", "nodes": 2, "runId": "r1"}}
-    plan = plan_mod.run(values, "trn1-llama2-runs", ROOT)
+    plan = plan_mod.run(values, "trn1-llama2-runs", EXAMPLES)
     (job,) = resources(plan, "kubernetes:kubeflow.org/v2beta1:MPIJob")
     worker = job["inputs"]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     assert worker["nodeSelector"] == {"llm-training-eks/node-group": SYSTEM_NODE_GROUP}

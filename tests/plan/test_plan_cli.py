@@ -19,7 +19,7 @@ import stack as program
 from config import stackfile
 from infra.protection import stateful
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, MINIMAL, ROOT, stack_yaml
+from tests.conftest import EXAMPLE_STACKS, EXAMPLES, MINIMAL, ROOT, stack_yaml
 from tools import plan
 
 
@@ -31,7 +31,7 @@ def _main(*argv: str) -> tuple[int, str, str]:
 
 def test_same_stack_twice_gives_byte_identical_json() -> None:
     """Two separate processes, as a reviewer would run them."""
-    cmd = [sys.executable, "-m", "tools.plan", "--stack", "trn1-llama2", "--format", "json"]
+    cmd = [sys.executable, "-m", "tools.plan", "--config-file", "examples/Pulumi.trn1-llama2.yaml", "--format", "json"]
     procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     first, second = (p.communicate()[0] for p in procs)
     assert [p.returncode for p in procs] == [0, 0]
@@ -99,7 +99,7 @@ def test_the_placeholder_is_no_ciphertext_any_secrets_provider_decrypts() -> Non
     with pytest.raises(binascii.Error):  # the service decodes base64 first
         base64.b64decode(plan.PLACEHOLDER_CIPHERTEXT, validate=True)
     for name in EXAMPLE_STACKS:
-        doc = yaml.safe_load((ROOT / f"Pulumi.{name}.yaml").read_text())
+        doc = yaml.safe_load((EXAMPLES / f"Pulumi.{name}.yaml").read_text())
         for key, value in doc["config"].items():
             if isinstance(value, dict) and "secure" in value:
                 assert value["secure"] == plan.PLACEHOLDER_CIPHERTEXT, f"{name}: {key} holds a real ciphertext"
@@ -116,7 +116,11 @@ def test_config_file_and_secrets_become_placeholders(tmp_path: Path) -> None:
 
 def test_missing_stack_is_exit_2_listing_the_stacks() -> None:
     code, _, err = _main("--stack", "nope")
-    assert code == 2 and "dev" in err and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err
+    assert err == (
+        "error: --stack nope: no Pulumi.nope.yaml at the root (your stacks: none) nor in examples/"
+        f" (examples: {', '.join(EXAMPLE_STACKS)}); or pass --config-file PATH\n"
+    )
 
 
 def test_bad_usage_is_exit_2() -> None:

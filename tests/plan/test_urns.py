@@ -6,6 +6,9 @@ create a new one, unless the resource carries an alias. Refactors must keep thes
 unchanged; a deliberate change regenerates them and shows up in review:
 
     UPDATE_GOLDEN=1 python -m pytest -q tests -k urn_snapshot
+
+A team's own stacks get the same check when the team asks for it (tools.snapshot,
+tests/plan/test_team_snapshots.py).
 """
 
 from __future__ import annotations
@@ -15,16 +18,13 @@ import os
 import pytest
 
 from tests.conftest import EXAMPLE_STACKS, GOLDEN, stack_plan
-
-
-def urns(stack: str) -> str:
-    return "".join(f"{urn}\n" for urn in sorted(r["urn"] for r in stack_plan(stack)["resources"]))
+from tools import snapshot
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
 def test_urn_snapshot(stack: str) -> None:
     path = GOLDEN / stack / "urns.txt"
-    text = urns(stack)
+    text = snapshot.urns_text(stack_plan(stack))
     if os.environ.get("UPDATE_GOLDEN"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

@@ -11,7 +11,6 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
-import yaml
 
 from config import stackfile
 from config import training as workloads_config
@@ -19,6 +18,7 @@ from facts import instances as catalog
 from facts import names
 from tests.conftest import BASE, GOLDEN, ROOT, placed_values, stack_plan, stack_values, stack_yaml
 from tools import plan as plan_mod
+from tools import snapshot
 
 WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared"]
 MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
@@ -46,18 +46,6 @@ def ancestors(plan: dict[str, Any], urn: str) -> set[str]:
         seen.add(u)
         todo.extend(by[u]["dependencies"])
     return {by[u]["name"] for u in seen}
-
-
-def golden_files(plan: dict[str, Any]) -> dict[str, str]:
-    """`<kind>-<name>.yaml`; an object of a team's namespace (where the same names recur, one
-    per team) is `<kind>-<namespace>-<name>.yaml`."""
-    out: dict[str, str] = {}
-    for obj in plan_mod.kubernetes_objects(plan):
-        meta = obj.get("metadata", {})
-        namespace = meta.get("namespace")
-        where = f"{namespace}-" if namespace not in (None, names.WORKLOADS_NAMESPACE) else ""
-        out[f"{obj['kind'].lower()}-{where}{meta.get('name')}.yaml"] = yaml.safe_dump(obj, sort_keys=True)
-    return out
 
 
 # --------------------------------------------------------------------------- schemas
@@ -209,8 +197,8 @@ def test_a_new_run_id_renames_run_steps_and_reuses_data_steps() -> None:
 
 
 def test_rendering_is_deterministic() -> None:
-    a = golden_files(plan_mod.run(stack_values("trn1-llama2"), "trn1-llama2"))
-    assert a == golden_files(stack_plan("trn1-llama2"))
+    a = snapshot.object_files(plan_mod.run(stack_values("trn1-llama2"), "trn1-llama2"))
+    assert a == snapshot.object_files(stack_plan("trn1-llama2"))
 
 
 # --------------------------------------------------------------------------- golden YAML
@@ -219,7 +207,7 @@ def test_rendering_is_deterministic() -> None:
 @pytest.mark.parametrize("stack", WORKLOAD_STACKS)
 def test_golden_yaml(stack: str) -> None:
     """Regenerate with: UPDATE_GOLDEN=1 python -m pytest -q tests/plan/test_workloads.py -k golden"""
-    files = golden_files(stack_plan(stack))
+    files = snapshot.object_files(stack_plan(stack))
     d = GOLDEN / stack
     if os.environ.get("UPDATE_GOLDEN"):
         d.mkdir(parents=True, exist_ok=True)

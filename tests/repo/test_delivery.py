@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from config.stackfile import read_stack_file
 from facts.names import LOWER_LAYER
 from infra.ci_runner import runner_label
 from tests import upstream
-from tests.conftest import LAYERED_STACKS, ROOT, stack_plan, stack_yaml
+from tests.conftest import EXAMPLE_STACKS, EXAMPLES, LAYERED_STACKS, ROOT, stack_plan, stack_yaml
 from tests.repo.test_workflows import WORKFLOW_DIR, _load, _steps
 from tools import ci
 
@@ -229,17 +231,17 @@ PHASE_OUTPUT = {"preview-in-vpc": "in_vpc", "drift-in-vpc": "in_vpc"}
 
 
 def _aws_stack_under(stack: str) -> str:
-    values = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    values = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")
     while values.get("llm-training-eks:layer") in LOWER_LAYER:
         stack = values["llm-training-eks:lowerStack"].rpartition("/")[2]
-        values = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+        values = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")
     return stack
 
 
 @pytest.mark.parametrize("stack", LAYERED_STACKS)
 def test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner(stack: str) -> None:
-    layer = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")["llm-training-eks:layer"]
-    routes = ci.route([stack])
+    layer = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")["llm-training-eks:layer"]
+    routes = ci.route([stack], EXAMPLES)
     ((entry,),) = [m for phase, m in routes.items() if m and phase != "in_vpc"]
     assert entry["layer"] == layer and entry in routes[layer]
     if layer == "aws":
@@ -269,15 +271,15 @@ def test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner(
 
 def test_ci_refuses_what_no_runner_can_do(tmp_path: Path) -> None:
     with pytest.raises(ci.UsageError, match="all-in-one stack"):
-        ci.route(["trn1-llama2"])
-    aws = yaml.safe_load((ROOT / "Pulumi.trn1-llama2-aws.yaml").read_text())
+        ci.route(["trn1-llama2"], EXAMPLES)
+    aws = yaml.safe_load((EXAMPLES / "Pulumi.trn1-llama2-aws.yaml").read_text())
     aws["config"]["llm-training-eks:ciRunner"]["enabled"] = False
     # Without the runner the aws stack needs another path to the API to be valid config.
     aws["config"]["llm-training-eks:cluster"]["publicAccessCidrs"] = ["203.0.113.20/32"]
     (tmp_path / "Pulumi.trn1-llama2-aws.yaml").write_text(stack_yaml(aws))
     for name in ("cluster", "runs"):
         stack = f"Pulumi.trn1-llama2-{name}.yaml"
-        (tmp_path / stack).write_text((ROOT / stack).read_text())
+        (tmp_path / stack).write_text((EXAMPLES / stack).read_text())
     with pytest.raises(ci.UsageError, match="declares no in-VPC runner"):
         ci.route(["trn1-llama2-runs"], tmp_path)
 
@@ -288,23 +290,50 @@ def test_a_change_previews_the_stacks_it_touches() -> None:
     assert ci.touched(stacks, ["README.md", "tests/unit/test_x.py"]) == []
     assert ci.touched(stacks, ["infra/queues.py"]) == stacks
     assert ci.touched(stacks, ["requirements.txt"]) == stacks
+    # An example is nobody's deployed stack: its file is not a team's, and not the program.
+    assert ci.touched(stacks, ["examples/Pulumi.a-runs.yaml", "examples/Pulumi.dev.yaml"]) == []
+
+
+def test_ci_routes_a_teams_stacks_and_refuses_an_example(tmp_path: Path) -> None:
+    """PULUMI_STACKS are a team's stacks at the root of the checkout, where `pulumi preview
+    --stack` reads them; an example of the same name in examples/ is never routed in their place."""
+    (tmp_path / "examples").mkdir()
+    for layer in ("aws", "cluster", "runs"):
+        name = f"Pulumi.trn1-llama2-{layer}.yaml"
+        (tmp_path / "examples" / name).write_text((EXAMPLES / name).read_text())
+    for layer in ("aws", "cluster"):
+        text = (EXAMPLES / f"Pulumi.trn1-llama2-{layer}.yaml").read_text()
+        (tmp_path / f"Pulumi.prod-{layer}.yaml").write_text(text.replace("/trn1-llama2-aws", "/prod-aws"))
+    routes = ci.route(["prod-aws", "prod-cluster"], tmp_path, budgets=False)
+    assert [e["stack"] for e in routes["aws"]] == ["prod-aws"]
+    assert [e["stack"] for e in routes["in_vpc"]] == ["prod-cluster"]
+    err = io.StringIO()
+    args = ["stacks", "--stacks", '["trn1-llama2-runs"]', "--no-budget", "--stack-dir", str(tmp_path)]
+    assert ci.main(args, stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue() == (
+        "error: trn1-llama2-runs: only the example examples/Pulumi.trn1-llama2-runs.yaml exists; CI runs"
+        " `pulumi preview --stack trn1-llama2-runs`, which reads Pulumi.trn1-llama2-runs.yaml at the root:"
+        " copy the example there to make it a stack of yours (make new-stack STACK=trn1-llama2-runs"
+        " FROM=trn1-llama2-runs)\n"
+    )
 
 
 def test_an_image_change_routes_the_stacks_that_build_or_run_it() -> None:
     """images/<repo>/ makes the aws layer's build inputs and the runs' image tags: a change there
     touches the aws stacks that build that image and the stacks whose runs use it."""
     stacks = ["trn1-llama2-aws", "trn1-llama2-cluster", "trn1-llama2-runs", "p4de-nemo", "trn1-bert"]
-    llama = ci.touched(stacks, ["images/neuronx-nemo-megatron/Dockerfile"])
+    llama = ci.touched(stacks, ["images/neuronx-nemo-megatron/Dockerfile"], EXAMPLES)
     assert llama == ["trn1-llama2-aws", "trn1-llama2-runs"]
     # The Trainium environment builds no NeMo image; the GPU stack that runs it is touched.
-    assert ci.touched(stacks, ["images/nemo/Dockerfile"]) == ["p4de-nemo"]
-    assert ci.touched(stacks, ["images/bert-neuronx/Dockerfile"]) == ["trn1-llama2-aws", "trn1-bert"]
-    assert ci.touched(stacks, ["images/README.md"]) == []
+    assert ci.touched(stacks, ["images/nemo/Dockerfile"], EXAMPLES) == ["p4de-nemo"]
+    assert ci.touched(stacks, ["images/bert-neuronx/Dockerfile"], EXAMPLES) == ["trn1-llama2-aws", "trn1-bert"]
+    assert ci.touched(stacks, ["images/README.md"], EXAMPLES) == []
 
 
 def test_the_github_output_format() -> None:
     out = io.StringIO()
-    code = ci.main(["stacks", "--stacks", '["trn1-llama2-aws", "trn1-llama2-runs"]', "--format", "github"], stdout=out)
+    stacks = '["trn1-llama2-aws", "trn1-llama2-runs"]'
+    code = ci.main(["stacks", "--stacks", stacks, "--format", "github", "--stack-dir", str(EXAMPLES)], stdout=out)
     assert code == 0
     lines = dict(line.split("=", 1) for line in out.getvalue().splitlines())
     assert set(lines) == {"aws", "cluster", "runs", "in_vpc", "count"} and lines["count"] == "2"
@@ -313,3 +342,26 @@ def test_the_github_output_format() -> None:
     err = io.StringIO()
     assert ci.main(["stacks", "--stacks", "dev"], stdout=io.StringIO(), stderr=err) == 2
     assert err.getvalue().startswith("error: --stacks: not a JSON list")
+
+
+def test_the_pull_request_plans_every_example_by_its_file(tmp_path: Path) -> None:
+    """The job summary gets the offline plan of each example stack in examples/, by file: a team's
+    own `Pulumi.dev.yaml` at the root is neither planned in its place nor listed as an example."""
+    (step,) = [s for _, _, s in _steps(PR) if s.get("name") == "Offline plan of every example stack"]
+    (tmp_path / "examples").mkdir()
+    for name in EXAMPLE_STACKS:
+        (tmp_path / "examples" / f"Pulumi.{name}.yaml").write_text("")
+    (tmp_path / "Pulumi.dev.yaml").write_text("")
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/bash\necho "python $*"\n')
+    python.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    env = {"PATH": os.environ["PATH"], "GITHUB_STEP_SUMMARY": str(summary)}
+    bash = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]]
+    subprocess.run(bash, cwd=tmp_path, env=env, check=True)
+    text = summary.read_text()
+    assert sorted(re.findall(r"^### Offline plan of the example `(.+)`$", text, re.M)) == EXAMPLE_STACKS
+    assert sorted(re.findall(r"^python (.+)$", text, re.M)) == sorted(
+        f"-m tools.plan --config-file examples/Pulumi.{name}.yaml" for name in EXAMPLE_STACKS
+    )

@@ -1,19 +1,26 @@
 """The stack-file JSON Schema (schema/stack-config.schema.json) is generated from the config models
-and current; every example stack file validates against it and names it for editors."""
+and current; every example stack file validates against it and names it for editors, by a path
+that resolves from the file's own folder as the YAML language server resolves it
+(redhat-developer/yaml-language-server 1.23.0; tests/upstream/yaml-language-server-1.23.0.yaml)."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLE_STACKS, ROOT
-from tools import schema
+from tests import upstream
+from tests.conftest import EXAMPLE_STACKS, EXAMPLES
+from tools import cli, newstack, schema
 
-MODELINE = "# yaml-language-server: $schema=./schema/stack-config.schema.json"
+SERVER = upstream.facts("yaml-language-server-1.23.0")
+EXAMPLE_MODELINE = "# yaml-language-server: $schema=../schema/stack-config.schema.json"
+"""The first line of an example stack file (examples/); a team's file at the root has `./schema/...`."""
 
 
 class _NoTimestamps(yaml.SafeLoader):
@@ -33,7 +40,17 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def _stack(name: str) -> Any:
-    return yaml.load((ROOT / f"Pulumi.{name}.yaml").read_text(), Loader=_NoTimestamps)
+    return yaml.load((EXAMPLES / f"Pulumi.{name}.yaml").read_text(), Loader=_NoTimestamps)
+
+
+def _schema_an_editor_loads(text: str, folder: Path) -> Path | None:
+    """The schema file the YAML language server loads for a stack file in `folder`, from its modeline."""
+    line = next((x for x in text.splitlines() if re.match(SERVER["modeline_pattern"], x)), None)
+    found = re.search(SERVER["schema_pattern"], line or "")
+    if found is None:
+        return None
+    assert SERVER["relative_to"] == "the directory of the YAML file"
+    return (folder / found.group(1)).resolve()
 
 
 def test_the_committed_schema_is_the_generated_one() -> None:
@@ -44,7 +61,20 @@ def test_the_committed_schema_is_the_generated_one() -> None:
 def test_every_example_stack_validates_and_names_the_schema(name: str) -> None:
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in _validator().iter_errors(_stack(name))]
     assert not errors, errors
-    assert (ROOT / f"Pulumi.{name}.yaml").read_text().splitlines()[0] == MODELINE
+    path = EXAMPLES / f"Pulumi.{name}.yaml"
+    assert path.read_text().splitlines()[0] == EXAMPLE_MODELINE
+    assert _schema_an_editor_loads(path.read_text(), path.parent) == schema.SCHEMA_FILE
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_a_stack_started_from_an_example_names_the_schema_from_the_root(name: str) -> None:
+    """`make new-stack` writes a team's file at the root (cli.TEAM_DIR), one folder up from the
+    examples: its schema line still reaches the schema, and the rest is the example's."""
+    example = (EXAMPLES / f"Pulumi.{name}.yaml").read_text()
+    lower = "prod-below" if "llm-training-eks:lowerStack:" in example else None
+    text = newstack.from_example(example, lower)
+    assert _schema_an_editor_loads(text, cli.ROOT) == schema.SCHEMA_FILE
+    assert text.splitlines()[0] == "# yaml-language-server: $schema=./schema/stack-config.schema.json"
 
 
 @pytest.mark.parametrize(

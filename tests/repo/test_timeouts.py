@@ -19,7 +19,7 @@ import yaml
 from config.ci_runner import DEPLOY_BUILD_TIMEOUT_MINUTES
 from facts.images import AUTO_RETRY_LIMIT, IMAGES, PULL_SECONDS, QUEUED_TIMEOUT_MINUTES
 from tests import upstream
-from tests.conftest import LAYERED_STACKS, ROOT, stack_plan, stack_values, stack_yaml
+from tests.conftest import EXAMPLES, LAYERED_STACKS, ROOT, stack_plan, stack_values, stack_yaml
 from tests.repo.test_delivery import DEPLOY, DRIFT, PR
 from tools import budget, ci
 
@@ -35,7 +35,7 @@ ROUTES = {}
 
 def routed(stack: str) -> dict[str, Any]:
     if stack not in ROUTES:
-        ((entry,),) = [m for p, m in ci.route([stack]).items() if m and p != "in_vpc"]
+        ((entry,),) = [m for p, m in ci.route([stack], EXAMPLES).items() if m and p != "in_vpc"]
         ROUTES[stack] = entry
     return ROUTES[stack]
 
@@ -83,7 +83,7 @@ def test_an_aws_layer_deploy_outlives_its_chain_and_its_session_outlives_the_job
 def test_an_in_vpc_deploy_outlives_its_chain_and_its_runner_outlives_the_job(stack: str) -> None:
     entry = routed(stack)
     chain, _ = budget.worst_case(stack_plan(stack))
-    runner = stack_values(ci.aws_stack_under(stack, ROOT)[0]).get("llm-training-eks:ciRunner", {})
+    runner = stack_values(ci.aws_stack_under(stack, EXAMPLES)[0]).get("llm-training-eks:ciRunner", {})
     life = runner.get("buildTimeoutMinutes", DEPLOY_BUILD_TIMEOUT_MINUTES)
     assert chain < entry["timeout"] * 60
     assert entry["timeout"] + budget.RUNNER_START_MINUTES <= life <= CODEBUILD.shape_for("BuildTimeOut").metadata["max"]
@@ -122,12 +122,12 @@ def test_an_image_check_waits_no_longer_than_its_build_can_take() -> None:
 
 
 def _layered_copy(tmp_path: Path, runner: dict[str, Any]) -> Path:
-    aws = yaml.safe_load((ROOT / "Pulumi.trn1-llama2-aws.yaml").read_text())
+    aws = yaml.safe_load((EXAMPLES / "Pulumi.trn1-llama2-aws.yaml").read_text())
     aws["config"]["llm-training-eks:ciRunner"] |= runner
     (tmp_path / "Pulumi.trn1-llama2-aws.yaml").write_text(stack_yaml(aws))
     for name in ("cluster", "runs"):
         stack = f"Pulumi.trn1-llama2-{name}.yaml"
-        (tmp_path / stack).write_text((ROOT / stack).read_text())
+        (tmp_path / stack).write_text((EXAMPLES / stack).read_text())
     return tmp_path
 
 

@@ -43,7 +43,7 @@ from facts.names import LOWER_LAYER, PROJECT
 from policy import crossguard, rules
 from policy.rules import props
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, ROOT, stack_plan, stack_values
+from tests.conftest import EXAMPLE_STACKS, EXAMPLES, ROOT, stack_plan, stack_values
 from tools import mocks as plan_mocks
 from tools import plan
 
@@ -339,7 +339,7 @@ def run_program(name: str, *, first_preview: bool) -> list[dict[str, Any]]:
     cfg = config.parse_stack_values(values)
     settings.ROOT.set(None)
     # A layered stack reads its lower layer (already deployed) through a stack reference.
-    referenced = {cfg.lower_stack: plan.lower_outputs(cfg, ROOT, (name,))} if cfg.layer in LOWER_LAYER else {}
+    referenced = {cfg.lower_stack: plan.lower_outputs(cfg, EXAMPLES, (name,))} if cfg.layer in LOWER_LAYER else {}
     mocks = (FirstPreviewMocks if first_preview else plan_mocks.PlanMocks)(cfg.region, referenced)
     monitor = GraphMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=name, preview=first_preview, monitor=monitor)
