@@ -63,9 +63,9 @@ def accounted(pod: Pod, listed: list[str]) -> bool:
 
 
 def accelerated_flavors(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    return [o for o in plan_mod.kubernetes_objects(plan) if o["kind"] == "ResourceFlavor" and o["spec"].get("nodeTaints")]
-
-
+    return [
+        o for o in plan_mod.kubernetes_objects(plan) if o["kind"] == "ResourceFlavor" and o["spec"].get("nodeTaints")
+    ]
 
 
 @pytest.mark.parametrize("stack", [s for s in rendered_stacks() if "+" not in s])
@@ -87,7 +87,9 @@ def test_no_pod_on_accelerated_nodes_outside_kueue(stack: str) -> None:
 def test_the_rule_sees_an_unqueued_pod() -> None:
     """The check itself: a toleration and a matching selector place a pod; the wrong group or a
     missing toleration does not."""
-    flavor = {"spec": {"nodeLabels": {"g": "trn1"}, "nodeTaints": [{"key": "n", "value": "true", "effect": "NoSchedule"}]}}
+    flavor = {
+        "spec": {"nodeLabels": {"g": "trn1"}, "nodeTaints": [{"key": "n", "value": "true", "effect": "NoSchedule"}]}
+    }
     tolerating = {"tolerations": [{"key": "n", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]}
 
     def pod(spec: dict[str, Any]) -> Pod:
