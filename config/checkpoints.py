@@ -34,6 +34,8 @@ class CheckpointSize:
     """What the framework saves per parameter, and where that is read (the source of the number)."""
     written_per_interval: int = 1
     """Checkpoints written at each checkpoint interval (the write time counts each)."""
+    kept_beyond: int = 0
+    """Checkpoints the framework keeps beyond the run's `checkpointsToKeep` (a `last` copy)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,13 @@ def shown_seconds(seconds: float) -> float:
     """Seconds to three decimals for the plan, or to three significant digits below a millisecond,
     so a short step never shows (or computes a cost) as zero."""
     return round(seconds, 3) or float(f"{seconds:.3g}")
+
+
+def padded_vocab(vocab: int, divisible_by: int, tensor_parallel: int) -> int:
+    """Megatron's padded vocabulary (NeMo's _vocab_size_with_padding): up to a multiple of
+    make_vocab_size_divisible_by x the tensor-parallel size."""
+    multiple = divisible_by * tensor_parallel
+    return -(-vocab // multiple) * multiple
 
 
 def llama_parameters(m: ModelConfig, vocab: int = LLAMA2_VOCAB) -> int:
@@ -81,6 +90,10 @@ class CheckpointPlan:
     interval_steps: int | None
     """Steps between checkpoints; None when the framework counts otherwise (BERT: per shard)."""
     step_seconds: float | None
+    assumes: str = ""
+    """What the size assumes that the config does not state (the vocabulary)."""
+    writes: int = 1
+    """Checkpoints written per interval (write_seconds counts them all)."""
 
     @property
     def kept_bytes(self) -> int:
@@ -102,6 +115,8 @@ class CheckpointPlan:
             "everySteps": self.interval_steps,
             "stepSeconds": None if self.step_seconds is None else shown_seconds(self.step_seconds),
             "writeShare": None if share is None else round(share, 4),
+            "writesPerInterval": self.writes,
+            **({"assumes": self.assumes} if self.assumes else {}),
         }
 
 
@@ -112,11 +127,14 @@ def plan(
     interval_steps: int | None,
     storage: StorageConfig,
     step_seconds: float | None = None,
+    assumes: str = "",
 ) -> CheckpointPlan | None:
     """The checkpoint plan of one run (None when its recipe does not size its checkpoints, or
-    the run has no parameter count)."""
+    the run has no parameter count): `kept` the run keeps, plus what the framework keeps beyond;
+    the write time of every checkpoint one interval writes."""
     if isinstance(model, NotSized) or parameters is None:
         return None
     size = parameters * model.bytes_per_parameter
     seconds = model.written_per_interval * size / (write_mb_per_second(storage) * 1e6)
-    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds)
+    kept += model.kept_beyond
+    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, assumes, model.written_per_interval)

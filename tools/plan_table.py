@@ -221,7 +221,13 @@ def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
     (at the configured interval and the estimated step time), and how many are kept."""
     if not c:
         return []
-    line = f"checkpoints: {c['sizeGB']:,} GB each, {c['kept']} kept, ~{c['writeSeconds']:,} s to write"
+    writes = c.get("writesPerInterval", 1)
+    written = (
+        f"~{c['writeSeconds']:,} s to write"
+        if writes == 1
+        else f"{writes} written per interval in ~{c['writeSeconds']:,} s"
+    )
+    line = f"checkpoints: {c['sizeGB']:,} GB each, {c['kept']} kept, {written}"
     if c.get("writeShare") is not None:
         line += (
             f"; every {c['everySteps']} steps x {c['stepSeconds']:g} s: {c['writeShare']:.1%} of training time writing"
@@ -231,6 +237,8 @@ def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
         line += f"; written per dataset shard group: 2% or less of training time if a group trains {minutes:.0f}+ min"
     else:
         line += f"; every {c['everySteps']} steps (share unknown: set stepSeconds)"
+    if c.get("assumes"):
+        line += f"; size assumes {c['assumes']}"
     return [line]
 
 

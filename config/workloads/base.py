@@ -185,10 +185,15 @@ class RunConfig(ProcessEnv):
         """Parameters a checkpoint holds (None: unknown, e.g. bring-your-own code)."""
         return None
 
+    @property
+    def checkpoint_assumes(self) -> str:
+        """What the checkpoint size assumes beyond the config ("": nothing)."""
+        return ""
+
     def checkpoint_plan(self, storage: StorageConfig, step_seconds: float | None = None) -> CheckpointPlan | None:
         """The run's checkpoints against the shared file system (None: the recipe does not size them)."""
         parameters, kept, interval = self.checkpoint_parameters, self.checkpoints_kept, self.checkpoint_interval
-        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds)
+        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, self.checkpoint_assumes)
 
     def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
         """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
