@@ -23,13 +23,13 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, amis, checks
+from config import ConfigError, amis, checks, startup
 from config.checks.network import addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import RECIPES, Run
-from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
+from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM, SYSTEM_NODE_GROUP
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner, runner_label
@@ -262,6 +262,20 @@ def checkpoint_plans(
     return plans
 
 
+def startup_plans(
+    workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts], timeout_minutes: int | None
+) -> dict[str, dict[str, object]]:
+    """Each run's way to its first step (image pulls, compile, Kueue's pods-ready timeout); the
+    timeout is None in a runs stack (the cluster layer's)."""
+    system = groups[SYSTEM_NODE_GROUP].instance
+    return {
+        name: startup.plan(
+            run.COMPILE, system, getattr(groups.get(run.node_group), "instance", None), timeout_minutes
+        ).as_dict()
+        for name, run in workloads.items()
+    }
+
+
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
     """Declare the platform's resources (aws and cluster layers in one stack)."""
     aws_layer = build_aws(cfg)
@@ -277,7 +291,11 @@ def build(cfg: StackConfig) -> Outputs:
     platform = infra.k8s.platform
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
     deploy.deploy(
-        cfg.workloads, cfg.hugging_face_token, platform, checkpoint_plans(cfg.workloads, cfg.storage, cfg, types)
+        cfg.workloads,
+        cfg.hugging_face_token,
+        platform,
+        checkpoint_plans(cfg.workloads, cfg.storage, cfg, types),
+        startup_plans(cfg.workloads, platform.node_groups, cfg.queueing.pods_ready_timeout_minutes),
     )
     return _aws_outputs(cfg, infra.aws)
 
@@ -362,7 +380,10 @@ def runs_stack(cfg: StackConfig) -> Outputs:
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
     plans = checkpoint_plans(cfg.workloads, platform.storage, cfg, types)
-    deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
+    starts = startup_plans(cfg.workloads, platform.node_groups, None)
+    deploy.deploy(
+        cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans, starts
+    )
     return {
         "runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())},
         "runCosts": cost.run_costs(cost.runs_from_config(cfg, cost.Prices(), types)),

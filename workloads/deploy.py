@@ -68,10 +68,13 @@ class TrainingRun(pulumi.ComponentResource):
         run_id: str,
         checkpoints: Mapping[str, object] | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        startup: Mapping[str, object] | None = None,
     ):
         props: dict[str, object] = {"recipe": recipe, "runId": run_id}
         if checkpoints:
             props["checkpoints"] = dict(checkpoints)
+        if startup:
+            props["startup"] = dict(startup)
         super().__init__(component_type("workloads", "TrainingRun"), name, props, opts)
 
 
@@ -80,13 +83,15 @@ def deploy(
     hugging_face_token: SecretStr | None,
     platform: Platform,
     checkpoint_plans: Mapping[str, Mapping[str, object]] | None = None,
+    startup_plans: Mapping[str, Mapping[str, object]] | None = None,
 ) -> dict[str, list[pulumi.Resource]]:
     """Declare every workload of the stack; return its resources by workload name."""
     token = hugging_face_token.get_secret_value() if hugging_face_token else ""
     plans = checkpoint_plans or {}
     out: dict[str, list[pulumi.Resource]] = {}
     for workload_name, run in sorted(workloads.items()):
-        component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name))
+        start = (startup_plans or {}).get(workload_name)
+        component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name), startup=start)
         image = pulumi.Output.from_input(image_of(run, platform.registry_urls))
         # The structure (names, order) never depends on the image; build it once with a
         # placeholder, then fill each object's spec from the real image when it is known.

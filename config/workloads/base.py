@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
 from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan
 from config.run_env import ProcessEnv
+from config.startup import CompileTime
 from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
 from config.workloads.recipe import Arguments, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
@@ -40,6 +41,8 @@ class RunConfig(ProcessEnv):
     CHECKPOINTS: ClassVar[CheckpointModel]
     """How big its checkpoints are (bytes per parameter and its source), or why they are not sized."""
     STEP_TIME: ClassVar[StepTime]
+    COMPILE: ClassVar[CompileTime]
+    """The graph compile before the first step (config.startup)."""
     """The published measurement its step time is estimated from, or why there is none."""
     DOCS: ClassVar[RecipeDocs]
     """Its row of the recipe table: what it follows upstream, its image, its steps."""
@@ -205,7 +208,7 @@ class RunConfig(ProcessEnv):
         return None if seconds is None else (seconds, source.basis)
 
 
-RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS")
+RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "COMPILE", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS")
 """What every recipe states itself (a test names the recipe and the one it lacks)."""
 
 

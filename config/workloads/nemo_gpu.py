@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from config.checkpoints import LLAMA2_VOCAB, CheckpointModel, CheckpointSize, llama_parameters, padded_vocab
+from config.startup import NO_COMPILE, CompileTime
 from config.training import NemoTokenizerConfig
 from config.workloads.base import MegatronRun
 from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime, UnknownStepTime
@@ -36,6 +37,7 @@ class NemoGpuWorkload(MegatronRun):
         written_per_interval=2,
         kept_beyond=1,
     )
+    COMPILE: ClassVar[CompileTime] = NO_COMPILE
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "no published measurement of this configuration (NeMo 2.0.0rc1's Llama config on p4de or p5 over EFA)"
         " is recorded in the project; set stepSeconds from a measured step"

@@ -33,6 +33,7 @@ from workloads.manifests.security import (
 Obj = dict[str, Any]
 TENSORBOARD_PORT = 6006
 TIMEOUT = "pulumi.com/timeoutSeconds"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Data Jobs run on an accelerated node before its training starts (CPU only, no devices): 32
 # CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with. Through the run's Kueue
 # queue (queued_labels), so they never compete unaccounted with the runs Kueue admits there.
@@ -99,13 +100,11 @@ def labels(workload_name: str, component: str, run_id: str | None = None, *, int
 
 
 def queued_labels(ctx: Context, object_labels: dict[str, str]) -> dict[str, str]:
-    """The labels of a Job on the node group: with the run's Kueue queue (and priority) where the
-    group is accelerated. Kueue hands whole nodes of such a group to the runs it admits (quota =
-    nodes x a worker's requests); a pod there outside its accounting takes CPU an admitted worker
-    counted on, which then waits until waitForPodsReady evicts it, and cannot be reclaimed by
-    the team whose nodes another team borrows. Queued, the Job waits for quota like a run (its
-    webhook suspends it until admitted) and reclaims borrowed quota by preemption. On the system
-    group the Jobs stay outside the queue: its quota is the launchers' room, not the node."""
+    """A Job's labels, with the run's Kueue queue and priority on an accelerated group: Kueue hands
+    such nodes whole to admitted runs, so a pod there outside its accounting takes CPU an admitted
+    worker counted on (which waits until waitForPodsReady evicts it) and never reclaims a team's
+    borrowed nodes. Queued, the Job waits for quota like a run (Kueue's webhook suspends it) and
+    reclaims borrowed quota by preemption. The system group's quota is the launchers' room."""
     if not (ctx.queue and ctx.node_group.accelerated):
         return object_labels
     out = {**object_labels, QUEUE_LABEL: ctx.queue}
@@ -352,9 +351,13 @@ def shell(workload_name: str, ctx: Context) -> Obj:
 
 
 def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
-    """A Job that runs the run's image once on its node group. `pulumi up` waits for it, so the
-    steps after it neither race the stack's image build (infra/images.py, AWS CodeBuild: the
-    pods pull once the build has pushed) nor spend their own time limits on a multi-GB pull.
+    """A Job that runs the run's image once on every node of its node group (one pod per node:
+    required anti-affinity on the host name), so the image is on every node before the run.
+    `pulumi up` waits for it, so the steps after it neither race the stack's image build
+    (infra/images.py, AWS CodeBuild: the pods pull once the build has pushed) nor spend their
+    own time limits on a multi-GB pull; and Kueue's pods-ready timeout, which counts from the
+    MPIJob's admission until every pod is ready, never waits on a worker's pull (the workers may
+    land on any nodes of the group, so all of them are warmed).
     Named by the image tag (or a digest of an explicit image): a new image is a new check. It
     needs nothing but the image: non-root, read-only, no /shared. A build that failed or never
     ran is reported at once by `python -m tools.images check`, which the deploy runs first."""
@@ -375,9 +378,14 @@ def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
     # and the pull; an image named in full or by imageTag is only pulled.
     built = run.built_image if run.image_tag is None else None
     timeout = built.ready_within_seconds if built else PULL_SECONDS
-    return Step(
-        name, "image", _job(name, ctx, labels(workload_name, "image"), timeout, container, [tmp], non_root=True)
-    )
+    check_labels = labels(workload_name, "image")
+    obj = _job(name, ctx, check_labels, timeout, container, [tmp], non_root=True)
+    obj["spec"].update(parallelism=max(ctx.node_group.nodes, 1), completions=max(ctx.node_group.nodes, 1))
+    one_per_node = [{"labelSelector": {"matchLabels": check_labels}, "topologyKey": HOSTNAME_LABEL}]
+    obj["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": one_per_node}
+    }
+    return Step(name, "image", obj)
 
 
 def extras(workload_name: str, ctx: Context, *, tensorboard_on: bool, shell_on: bool) -> list[Step]:
