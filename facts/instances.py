@@ -249,19 +249,32 @@ class HealthCheckFloor:
 
     message_size: str
     min_bus_bandwidth_gb_per_second: float
+    basis: str = ""
+    """The published two-node figure the floor is a share of, or why there is none."""
 
 
+FLOOR_SHARE = 0.85
+"""A floor is at least this share of a published two-node figure: a fabric at half its bandwidth
+(a lost EFA card, a degraded link) fails the gate, run-to-run noise does not."""
+NCCOM_TWO_TRN1_1GIB = 47.09
+"""GB/s bus bandwidth of a 64-rank fp32 all-reduce of 1 GiB on two 32-NeuronCore instances: the
+Neuron docs' nccom-test "Multiple Instances Example" (aws-neuron-sdk v2.29.1, nccom-test.rst)."""
+_TRN1 = f"85% of {NCCOM_TWO_TRN1_1GIB} GB/s, nccom-test's published 2 x 32-NeuronCore figure at 1 GiB"
+_NOT_PUBLISHED = (
+    f"no published two-node figure for {{}}: trn1's ({NCCOM_TWO_TRN1_1GIB} GB/s at 1 GiB) as a lower bound, which a"
+    " healthy {} fabric (more EFA bandwidth) passes with room; set healthCheck.minBusBandwidthGBPerSecond from a"
+    " healthy run to catch a half-broken one"
+)
+_NEURON_FLOOR = round(FLOOR_SHARE * NCCOM_TWO_TRN1_1GIB, 1)
 # GPU: 90% of the 2-node nccl-tests all_reduce_perf figures published by
 # aws-samples/awsome-distributed-training (micro-benchmarks/nccl-tests README: p4de 78 GB/s
-# at 2 GiB, p5 487 GB/s at 16 GiB), leaving room for run-to-run noise. Neuron: no published
-# nccom-test figure; these floors catch a fabric running without EFA (TCP gives single-digit
-# GB/s), they are not performance targets: set healthCheck.minBusBandwidthGBPerSecond from a healthy run.
+# at 2 GiB, p5 487 GB/s at 16 GiB), leaving room for run-to-run noise.
 HEALTH_CHECK_FLOORS: dict[str, HealthCheckFloor] = {
-    "p4de.24xlarge": HealthCheckFloor("2G", 70.0),
-    "p5.48xlarge": HealthCheckFloor("16G", 438.0),
-    "p5e.48xlarge": HealthCheckFloor("16G", 438.0),
-    "p5en.48xlarge": HealthCheckFloor("16G", 438.0),
-    "trn1.32xlarge": HealthCheckFloor("2G", 25.0),
-    "trn1n.32xlarge": HealthCheckFloor("2G", 50.0),
-    "trn2.48xlarge": HealthCheckFloor("2G", 50.0),
+    "p4de.24xlarge": HealthCheckFloor("2G", 70.0, "90% of 78 GB/s, awsome-distributed-training's 2 x p4de at 2 GiB"),
+    "p5.48xlarge": HealthCheckFloor("16G", 438.0, "90% of 487 GB/s, awsome-distributed-training's 2 x p5 at 16 GiB"),
+    "p5e.48xlarge": HealthCheckFloor("16G", 438.0, "p5's figure (same EFA bandwidth)"),
+    "p5en.48xlarge": HealthCheckFloor("16G", 438.0, "p5's figure (same EFA bandwidth)"),
+    "trn1.32xlarge": HealthCheckFloor("1G", _NEURON_FLOOR, _TRN1),
+    "trn1n.32xlarge": HealthCheckFloor("1G", _NEURON_FLOOR, _NOT_PUBLISHED.format("trn1n", "trn1n")),
+    "trn2.48xlarge": HealthCheckFloor("1G", _NEURON_FLOOR, _NOT_PUBLISHED.format("trn2", "trn2")),
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+from config.training import size_bytes
 from config.workloads import RunConfig
 from facts import drivers
 from facts.instances import HEALTH_CHECK_FLOORS
@@ -144,7 +145,7 @@ def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[
     # One double-quoted string: $PATH, $LD_LIBRARY_PATH, $root and $ips expand on the launcher.
     remote = (
         f"PATH=$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH {exported} NEURON_RT_ROOT_COMM_ID=$root:{NEURON_ROOT_COMM_PORT}"
-        f" {NCCOM_TEST} -r {total} -N {run.nodes} -b {size} -e {size} -d fp32 allr --hosts $ips"
+        f" {NCCOM_TEST} -r {total} -N {run.nodes} -b {size_bytes(size)} -e {size_bytes(size)} -d fp32 allr --hosts $ips"
     )
     return (
         f'first=$(head -n 1 {HOSTFILE} | cut -d" " -f1)\n'
@@ -182,6 +183,9 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
     default = HEALTH_CHECK_FLOORS[ng.instance.name]
     size = run.health_check.message_size or default.message_size
     floor = run.health_check.min_bus_bandwidth_gb_per_second or default.min_bus_bandwidth_gb_per_second
+    basis = (
+        "healthCheck.minBusBandwidthGBPerSecond" if run.health_check.min_bus_bandwidth_gb_per_second else default.basis
+    )
     collective = (
         _neuron_collective(run, ng, size, env) if ng.accelerator == "neuron" else _nvidia_collective(run, ctx, size)
     )
@@ -196,7 +200,7 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
         'echo "== health check: every node"\n'
         f"$MPIRUN bash -c {shlex.quote(per_node)}\n"
         'echo "== health check: all-reduce across the nodes"\n'
-        f"{collective}\n{gate}\n"
+        f"{collective}\necho {shlex.quote(f'floor {floor:g} GB/s: {basis}')}\n{gate}\n"
     )
 
 
