@@ -32,8 +32,9 @@ from workloads.manifests.objects import SECRET_ENV, Context, Step, labels, secre
 
 NCCOM_TEST = "/opt/aws/neuron/bin/nccom-test"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
-NEURON_ROOT_COMM_PORT = 45654
-"""Port of NEURON_RT_ROOT_COMM_ID for the multi-node nccom-test (any free port; the Neuron docs' example)."""
+NEURON_ROOT_COMM_PORT = 29400
+"""Port of NEURON_RT_ROOT_COMM_ID for the multi-node nccom-test (any free port): outside Linux's
+ephemeral range (see mpijob.MASTER_PORT); the Neuron docs' example uses 45654, inside it."""
 # What NCCL (init.cc, "Using network %s") logs when aws-ofi-nccl (network name "Libfabric")
 # carries the traffic; without the plugin it says "Socket" (tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml).
 NCCL_EFA_EVIDENCE = "Using network Libfabric"
