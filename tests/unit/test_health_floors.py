@@ -50,3 +50,16 @@ def test_the_gate_tests_the_published_size_and_prints_the_measured_bandwidth() -
     assert "floor 40 GB/s: 85% of 47.09 GB/s" in launcher
     assert 'printf "OK: all-reduce bus bandwidth %s GB/s >= %s GB/s' in launcher
     assert 'printf "FAIL: all-reduce bus bandwidth %s GB/s is below %s GB/s' in launcher
+
+
+def test_the_remote_nccom_test_may_start_mpirun_as_root() -> None:
+    """nccom-test starts Open MPI's mpirun on the first worker, as root over ssh; mpirun refuses
+    root unless both run-as-root variables are set (open-mpi orterun(1), tests/upstream/open-mpi-orterun.yaml)."""
+    wanted = upstream.facts("open-mpi-orterun")["run_as_root_env"]
+    (launcher,) = [
+        o["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][2]
+        for o in plan_mod.kubernetes_objects(stack_plan("trn1-llama2"))
+        if o["kind"] == "MPIJob"
+    ]
+    (remote,) = [line for line in launcher.splitlines() if "nccom-test" in line and line.startswith("ssh ")]
+    assert all(v in remote for v in wanted), remote

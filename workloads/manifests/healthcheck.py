@@ -32,6 +32,7 @@ from workloads.manifests.objects import SECRET_ENV, Context, Step, labels, secre
 
 NCCOM_TEST = "/opt/aws/neuron/bin/nccom-test"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
+RUN_AS_ROOT = ("OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 NEURON_ROOT_COMM_PORT = 29400
 """Port of NEURON_RT_ROOT_COMM_ID for the multi-node nccom-test (any free port): outside Linux's
 ephemeral range (see mpijob.MASTER_PORT); the Neuron docs' example uses 45654, inside it."""
@@ -144,8 +145,11 @@ def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[
     total = run.nodes * ng.instance.ranks_per_node
     exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k.startswith(("FI_", "CCOM_")))
     # One double-quoted string: $PATH, $LD_LIBRARY_PATH, $root and $ips expand on the launcher.
+    # nccom-test runs Open MPI's mpirun itself, as root over ssh: mpirun refuses root unless both
+    # variables are set (orterun(1) "Running as root"); our own mpirun passes --allow-run-as-root.
     remote = (
-        f"PATH=$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH {exported} NEURON_RT_ROOT_COMM_ID=$root:{NEURON_ROOT_COMM_PORT}"
+        f"PATH=$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH {exported} {' '.join(RUN_AS_ROOT)}"
+        f" NEURON_RT_ROOT_COMM_ID=$root:{NEURON_ROOT_COMM_PORT}"
         f" {NCCOM_TEST} -r {total} -N {run.nodes} -b {size_bytes(size)} -e {size_bytes(size)} -d fp32 allr --hosts $ips"
     )
     return (
