@@ -136,5 +136,5 @@ def steps(workload_name: str, run: BertNeuronWorkload, ctx: Context) -> list[Ste
         model,
         dataset,
         *training(workload_name, run, ctx, phases, env=env, after=(model.name, dataset.name)),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]

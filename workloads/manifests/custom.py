@@ -26,5 +26,5 @@ def steps(workload_name: str, run: CustomWorkload, ctx: Context) -> list[Step]:
     return [
         image,
         *training(workload_name, run, ctx, phases, after=(image.name,), processes_per_node=run.processes_per_node),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]

@@ -230,5 +230,5 @@ def steps(workload_name: str, run: Llama2NeuronWorkload, ctx: Context) -> list[S
         *training(
             workload_name, run, ctx, launch(workload_name, run, ctx, paths), env=env, after=(paths.tokenize_step,)
         ),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=run.shell),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=run.shell),
     ]

@@ -45,5 +45,5 @@ def steps(workload_name: str, run: NemoGpuWorkload, ctx: Context) -> list[Step]:
         image,
         *staged,
         *training(workload_name, run, ctx, phases, env=env, after=(last.name,)),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]

@@ -264,8 +264,8 @@ def shared_dirs(workload_name: str, ctx: Context, after: tuple[str, ...] = (), a
     return Step(name, "dirs", obj, after=after)
 
 
-def tensorboard(workload_name: str, ctx: Context) -> list[Obj]:
-    """A TensorBoard Deployment and ClusterIP Service over every run of the workload."""
+def tensorboard(workload_name: str, ctx: Context, run_id: str) -> list[Obj]:
+    """TensorBoard (Deployment, ClusterIP Service) over the run's directory, not data/ or the cache."""
     name = f"{workload_name}-tensorboard"
     tb_labels = labels(workload_name, "tensorboard")
     tmp, tmp_mount = scratch()
@@ -276,7 +276,7 @@ def tensorboard(workload_name: str, ctx: Context) -> list[Obj]:
         "command": [
             "tensorboard",
             "--logdir",
-            f"{ctx.shared_mount}/{workload_name}",
+            run_dir(ctx, workload_name, run_id),
             "--bind_all",
             "--port",
             str(TENSORBOARD_PORT),
@@ -388,11 +388,11 @@ def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
     return Step(name, "image", obj)
 
 
-def extras(workload_name: str, ctx: Context, *, tensorboard_on: bool, shell_on: bool) -> list[Step]:
+def extras(workload_name: str, ctx: Context, run_id: str, *, tensorboard_on: bool, shell_on: bool) -> list[Step]:
     """TensorBoard and the shell pod, where the run asks for them."""
     out: list[Step] = []
     if tensorboard_on:
-        deployment, service = tensorboard(workload_name, ctx)
+        deployment, service = tensorboard(workload_name, ctx, run_id)
         out.append(Step(f"{workload_name}-tensorboard", "tensorboard", deployment))
         out.append(Step(f"{workload_name}-tensorboard-svc", "tensorboard", service))
     if shell_on:
