@@ -57,6 +57,22 @@ def _azs(v: Values) -> list[str]:
     return sorted(subnets) if subnets else list(availability_zones(region) or (f"{region}a",))
 
 
+def _place(v: Values, az: str, rng: random.Random) -> None:
+    """What a user adding a group in `az` writes besides (config/placement.py): the AZ at the end of
+    the VPC's list and the file system's AZ when the stack has none yet; left out now and then, to
+    hold the refusal."""
+    if rng.random() < 0.1:
+        return
+    network = v.setdefault(NS + "network", {})
+    if "vpcId" not in network:
+        azs = network.setdefault("availabilityZones", [az])
+        if az not in azs:
+            azs.append(az)
+        if len(azs) < 2:
+            azs.append(next(a for a in [*_azs(v), f"{v['aws:region']}b", f"{v['aws:region']}c"] if a not in azs))
+    v.setdefault(NS + "storage", {}).setdefault("availabilityZone", az)
+
+
 def add_group(v: Values, rng: random.Random) -> str:
     """A node group of any accelerated type and capacity kind, sharing a reservation or a placement
     group with another now and then."""
@@ -84,6 +100,7 @@ def add_group(v: Values, rng: random.Random) -> str:
         cap["placementGroupName"] = "shared-pg"
     g["capacity"] = cap
     _groups(v).append(g)
+    _place(v, g["availabilityZone"], rng)
     return f"group {itype} {kind} x{desired}"
 
 
@@ -96,6 +113,7 @@ def many_groups(v: Values, rng: random.Random) -> str:
         {"name": f"m{base + i}", "instanceType": "trn1.32xlarge", "desiredSize": 0, "availabilityZone": az}
         for i in range(n)
     )
+    _place(v, az, rng)
     return f"{n} groups"
 
 
@@ -125,6 +143,8 @@ def add_teams(v: Values, rng: random.Random) -> str:
         for i in range(rng.choice([1, 2, 3]))
     }
     v[NS + "teams"] = teams
+    if rng.random() < 0.9:  # required with teams: keep the training namespace's queue, or not
+        v.setdefault(NS + "queueing", {})["defaultQueue"] = rng.random() < 0.5
     for run in (v.get(NS + "workloads") or {}).values():
         same = [t for t, spec in teams.items() if spec["nodeGroup"] == run.get("nodeGroup")]
         run["team"] = rng.choice(same) if same and rng.random() < 0.9 else rng.choice(sorted(teams))
@@ -199,8 +219,9 @@ def storage(v: Values, rng: random.Random) -> str:
     """Scratch storage with or without settings only persistent storage has."""
     s = v.setdefault(NS + "storage", {})
     if rng.random() < 0.6:
+        kept = {k: s[k] for k in ("availabilityZone",) if k in s}  # where it is stays (config/placement.py)
         s.clear()
-        s.update(deploymentType="SCRATCH_2", storageCapacityGib=2400)
+        s.update(deploymentType="SCRATCH_2", storageCapacityGib=2400, **kept)
         extra = rng.choice([{}, {}, {"backupRetentionDays": 7}, {"throughputPerTib": 500}, {"syncDeletes": True}])
         s.update(extra)
         return f"scratch {sorted(extra)}"
