@@ -262,18 +262,11 @@ def checkpoint_plans(
     return plans
 
 
-def startup_plans(
-    workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts], timeout_minutes: int | None
-) -> dict[str, dict[str, object]]:
-    """Each run's way to its first step (image pulls, compile, Kueue's pods-ready timeout); the
-    timeout is None in a runs stack (the cluster layer's)."""
+def startup_plans(workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts]) -> dict[str, dict[str, object]]:
+    """Each run's way to its first step (image pulls, compile)."""
     system = groups[SYSTEM_NODE_GROUP].instance
-    return {
-        name: startup.plan(
-            run.COMPILE, system, getattr(groups.get(run.node_group), "instance", None), timeout_minutes
-        ).as_dict()
-        for name, run in workloads.items()
-    }
+    node = {name: getattr(groups.get(run.node_group), "instance", None) for name, run in workloads.items()}
+    return {name: startup.plan(run.COMPILE, system, node[name]).as_dict() for name, run in workloads.items()}
 
 
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
@@ -295,7 +288,7 @@ def build(cfg: StackConfig) -> Outputs:
         cfg.hugging_face_token,
         platform,
         checkpoint_plans(cfg.workloads, cfg.storage, cfg, types),
-        startup_plans(cfg.workloads, platform.node_groups, cfg.queueing.pods_ready_timeout_minutes),
+        startup_plans(cfg.workloads, platform.node_groups),
     )
     return _aws_outputs(cfg, infra.aws)
 
@@ -380,7 +373,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
     plans = checkpoint_plans(cfg.workloads, platform.storage, cfg, types)
-    starts = startup_plans(cfg.workloads, platform.node_groups, None)
+    starts = startup_plans(cfg.workloads, platform.node_groups)
     deploy.deploy(
         cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans, starts
     )

@@ -73,9 +73,6 @@ class StartupPlan:
 
     seconds_per_gb: float
     compile: CompileTime
-    pods_ready_timeout_minutes: int | None
-    """Kueue's (None: the cluster layer's, not known to a runs stack)."""
-    covered_gb: float | None
 
     def as_dict(self) -> dict[str, object]:
         c = self.compile
@@ -87,15 +84,11 @@ class StartupPlan:
             "compileBasis": c.basis,
             "compileOnHit": c.hit,
             "dataStaging": "before the MPIJob, at the file system's throughput; dataset sizes are not published",
-            "podsReadyTimeoutMinutes": self.pods_ready_timeout_minutes,
-            "coveredImageGB": None if self.covered_gb is None else round(self.covered_gb),
         }
 
 
-def plan(
-    compile_time: CompileTime, system: InstanceType, node: InstanceType | None, timeout_minutes: int | None
-) -> StartupPlan:
-    """The startup plan of a run whose workers run on `node` and launcher on `system`."""
+def plan(compile_time: CompileTime, system: InstanceType, node: InstanceType | None) -> StartupPlan:
+    """The startup plan of a run whose workers run on `node` and launcher on `system`. Kueue's
+    pods-ready timeout is the cluster layer's: the config check holds it (minimum_timeout_minutes)."""
     rate = min(pull_bytes_per_second(system), pull_bytes_per_second(node))
-    covered = None if timeout_minutes is None else covered_image_gb(timeout_minutes, system, prepulled=True)
-    return StartupPlan(GB / rate, compile_time, timeout_minutes, covered)
+    return StartupPlan(GB / rate, compile_time)

@@ -28,7 +28,9 @@ FULL: dict[str, dict[str, Any]] = {
 }
 
 
-def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config.StackConfig, RunConfig]:
+def parsed_run(
+    recipe: str, extra: dict[str, Any] | None = None, stack: dict[str, Any] | None = None
+) -> tuple[config.StackConfig, RunConfig]:
     model = RECIPES[recipe]
     ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
     group = SYSTEM_NODE_GROUP if model.RUNS_ON_CPU else ng["name"]
@@ -41,6 +43,7 @@ def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config
         "nodeGroups": [{**ng, "desiredSize": max(ng["desiredSize"], run["nodes"])}],
         "huggingFaceToken": "hf_x",
         "workloads": {"w": run},
+        **(stack or {}),
     }
     cfg = config.parse(values)
     return cfg, cfg.workloads["w"]
@@ -50,10 +53,10 @@ def built(recipe: str) -> list[Step]:
     return built_with(recipe, {})
 
 
-def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
+def built_with(recipe: str, extra: dict[str, Any], stack: dict[str, Any] | None = None) -> list[Step]:
     """The steps of a two-node run of `recipe` (with `extra` run keys) on its accelerator (or
     on the system node group's CPUs)."""
-    cfg, run = parsed_run(recipe, extra)
+    cfg, run = parsed_run(recipe, extra, stack)
     ng = cfg.node_groups[0]
 
     class _Platform:

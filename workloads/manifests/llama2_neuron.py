@@ -207,8 +207,8 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
         f"{torchrun(code, script, compile_args, prefix='neuron_parallel_compile ', setup=setup)}\n"
         f"mkdir -p {rdir}/precompile && touch {marker}\nfi\n"
         f'echo "== training"\n'
-        f"{mark_saved(ckpt)}{neuronx_guard(ckpt, rdir)}"
-        f"{torchrun(code, script, train_args, setup=setup)} 2>&1 | mark_saved\n"
+        f"{neuronx_guard(ckpt, rdir)}"
+        f"{torchrun(code, script, train_args, setup=setup)} 2>&1 | {mark_saved(ckpt)}\n"
     )
 
 

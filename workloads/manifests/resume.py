@@ -38,19 +38,17 @@ def _aside(run_dir: str) -> str:
 
 
 def mark_saved(checkpoint_dir: str) -> str:
-    """A shell function that passes its input through and marks each checkpoint whose save the
-    log says fully completed; the training command's output is piped into it."""
+    """A filter the training output is piped through: it passes every line on at once and marks
+    each checkpoint whose save the log says fully completed (an awk program: the images' awk)."""
     before, after = SAVED_LINE.split("{name}")
-    pattern = before.replace(" ", "\\ ") + "([^ ]+)" + after.replace(" ", "\\ ")
     marks = f"{checkpoint_dir}/{COMPLETE_DIR}"
-    return (
-        "mark_saved() {\n"
-        "  while IFS= read -r line; do\n"
-        "    printf '%s\\n' \"$line\"\n"
-        f'    if [[ $line =~ {pattern} ]]; then mkdir -p {marks}; : > "{marks}/${{BASH_REMATCH[1]}}"; fi\n'
-        "  done\n"
-        "}\n"
+    program = (
+        "{ print; fflush() }"
+        f" /{before}[^ ]+{after}/"
+        ' { for (i = 1; i < NF; i++) { j = i + 1; if ($i == "checkpoint" && $j ~ /^[A-Za-z0-9._=-]+$/)'
+        ' system("mkdir -p " d " && : > " d "/" $j) } }'
     )
+    return f"awk -v d={marks} {shlex.quote(program)}"
 
 
 def neuronx_guard(checkpoint_dir: str, run_dir: str) -> str:
@@ -66,7 +64,7 @@ def neuronx_guard(checkpoint_dir: str, run_dir: str) -> str:
         f"  for f in {checkpoint_dir}/*.ckpt {checkpoint_dir}/*/*.ckpt; do\n"
         '    [ -e "$f" ] || continue\n'
         f'    [ -e "{marks}/${{f##*/}}" ] && continue\n'
-        f'    rel=${{f#{checkpoint_dir}/}}; to="$aside/$(dirname "$rel")"; mkdir -p "$to"\n'
+        f'    rel=${{f#{checkpoint_dir}/}}; to="$aside/$rel"; to="${{to%/*}}"; mkdir -p "$to"\n'
         '    echo "incomplete checkpoint (its save never finished): moving $rel to $aside"\n'
         '    for p in "$f" "$f".*; do if [ -e "$p" ]; then mv "$p" "$to/"; fi; done\n'
         "  done\n"
