@@ -249,24 +249,33 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     return ClusterLayer(addons, queues, volume, platform)
 
 
-def checkpoint_plans(
+def run_plans(
     workloads: Mapping[str, Run], storage: StorageConfig, cfg: StackConfig, node_types: Mapping[str, str]
-) -> dict[str, dict[str, object]]:
-    """Each run's checkpoint size, write time and share of training time (for the plan);
-    `node_types` is the instance type of each node group."""
-    plans = {}
+) -> dict[str, dict[str, dict[str, object]]]:
+    """Each run's checkpoint plan (size, write time, share of training time) and, where its recipe
+    models it, its throughput (for the plan's TrainingRun inputs); `node_types` is the instance type
+    of each node group."""
+    plans: dict[str, dict[str, dict[str, object]]] = {}
     for name, run in workloads.items():
-        plan = run.checkpoint_plan(storage, cost.estimated_step_seconds(cfg, name, node_types.get(run.node_group))[0])
-        if plan is not None:
-            plans[name] = plan.as_dict()
+        instance_type = node_types.get(run.node_group)
+        seconds = cost.estimated_step_seconds(cfg, name, instance_type)[0]
+        out = plans.setdefault(name, {})
+        if (plan := run.checkpoint_plan(storage, seconds)) is not None:
+            out["checkpoints"] = plan.as_dict()
+        if instance_type and (throughput := run.throughput_plan(instance_type, seconds, storage)) is not None:
+            out["throughput"] = throughput
     return plans
 
 
-def startup_plans(workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts]) -> dict[str, dict[str, object]]:
-    """Each run's way to its first step (image pulls, compile)."""
+def with_startup(
+    plans: dict[str, dict[str, dict[str, object]]], workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts]
+) -> dict[str, dict[str, dict[str, object]]]:
+    """`plans` with each run's way to its first step (image pulls, compile: config.startup)."""
     system = groups[SYSTEM_NODE_GROUP].instance
-    node = {name: getattr(groups.get(run.node_group), "instance", None) for name, run in workloads.items()}
-    return {name: startup.plan(run.COMPILE, system, node[name]).as_dict() for name, run in workloads.items()}
+    for name, run in workloads.items():
+        node = getattr(groups.get(run.node_group), "instance", None)
+        plans.setdefault(name, {})["startup"] = startup.plan(run.COMPILE, system, node).as_dict()
+    return plans
 
 
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
@@ -283,13 +292,8 @@ def build(cfg: StackConfig) -> Outputs:
     infra = build_infrastructure(cfg)
     platform = infra.k8s.platform
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    deploy.deploy(
-        cfg.workloads,
-        cfg.hugging_face_token,
-        platform,
-        checkpoint_plans(cfg.workloads, cfg.storage, cfg, types),
-        startup_plans(cfg.workloads, platform.node_groups),
-    )
+    plans = with_startup(run_plans(cfg.workloads, cfg.storage, cfg, types), cfg.workloads, platform.node_groups)
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, platform, plans)
     return _aws_outputs(cfg, infra.aws)
 
 
@@ -359,6 +363,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
+        *checks.checkpoint_share(cfg.workloads, groups, platform.storage),
         *checks.run_teams(
             cfg.workloads,
             platform.teams,
@@ -372,11 +377,8 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         raise ConfigError(problems)
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    plans = checkpoint_plans(cfg.workloads, platform.storage, cfg, types)
-    starts = startup_plans(cfg.workloads, platform.node_groups)
-    deploy.deploy(
-        cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans, starts
-    )
+    plans = with_startup(run_plans(cfg.workloads, platform.storage, cfg, types), cfg.workloads, platform.node_groups)
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
     return {
         "runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())},
         "runCosts": cost.run_costs(cost.runs_from_config(cfg, cost.Prices(), types)),

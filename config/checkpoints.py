@@ -9,6 +9,7 @@ goes to the checkpoint (FSx for Lustre: storage TiB x throughput tier), which is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from config.storage import StorageConfig
@@ -90,10 +91,15 @@ class CheckpointPlan:
     interval_steps: int | None
     """Steps between checkpoints; None when the framework counts otherwise (BERT: per shard)."""
     step_seconds: float | None
+    writes: int | None = None
+    """Checkpoints the whole run writes, where the recipe counts them as its framework does."""
+    total_steps: int | None = None
+    """Optimizer steps of the whole run, where the config says: an interval longer than the run
+    still writes once, at its end, so the share is counted over the run."""
     assumes: str = ""
     """What the size assumes that the config does not state (the vocabulary)."""
-    writes: int = 1
-    """Checkpoints written per interval (write_seconds counts them all)."""
+    per_interval: int = 1
+    """Checkpoints written at each interval (write_seconds counts them all)."""
 
     @property
     def kept_bytes(self) -> int:
@@ -104,20 +110,31 @@ class CheckpointPlan:
         """Share of training time spent writing checkpoints (None: step time or interval unknown)."""
         if self.interval_steps is None or self.step_seconds is None:
             return None
-        return self.write_seconds / (self.write_seconds + self.interval_steps * self.step_seconds)
+        steps = min(self.interval_steps, self.total_steps or self.interval_steps)
+        return self.write_seconds / (self.write_seconds + steps * self.step_seconds)
+
+    def shortest_interval(self, share: float = MAX_WRITE_SHARE) -> int | None:
+        """The fewest steps between checkpoints that keeps writing at or under `share` of training
+        time (None: step time unknown)."""
+        if self.step_seconds is None:
+            return None
+        return math.ceil(self.write_seconds * (1 - share) / (share * self.step_seconds))
 
     def as_dict(self) -> dict[str, object]:
         share = self.write_share
-        return {
+        out: dict[str, object] = {
             "sizeGB": round(self.size_bytes / 1e9, 1),
             "kept": self.kept,
             "writeSeconds": round(self.write_seconds),
             "everySteps": self.interval_steps,
             "stepSeconds": None if self.step_seconds is None else shown_seconds(self.step_seconds),
             "writeShare": None if share is None else round(share, 4),
-            "writesPerInterval": self.writes,
+            "writesPerInterval": self.per_interval,
             **({"assumes": self.assumes} if self.assumes else {}),
         }
+        if self.writes is not None:
+            out["writes"] = self.writes
+        return out
 
 
 def plan(
@@ -127,6 +144,8 @@ def plan(
     interval_steps: int | None,
     storage: StorageConfig,
     step_seconds: float | None = None,
+    writes: int | None = None,
+    total_steps: int | None = None,
     assumes: str = "",
 ) -> CheckpointPlan | None:
     """The checkpoint plan of one run (None when its recipe does not size its checkpoints, or
@@ -137,4 +156,5 @@ def plan(
     size = parameters * model.bytes_per_parameter
     seconds = model.written_per_interval * size / (write_mb_per_second(storage) * 1e6)
     kept += model.kept_beyond
-    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, assumes, model.written_per_interval)
+    per = model.written_per_interval
+    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, writes, total_steps, assumes, per)

@@ -63,6 +63,10 @@ NEURON_DLC_2_22 = Runtime(OpenMpi("/usr/local", prefix_by_default=True), neuron_
 --enable-orterun-prefix-by-default into /usr/local, first on the image's PATH (it also has apt's
 openmpi-bin and the EFA installer's /opt/amazon/openmpi, not called); aws-neuronx-runtime-lib
 2.24.53.0 (tests/upstream/neuron-dlc-pytorch-training.yaml)."""
+NEMO_26_08_EFA = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="13")
+"""images/nemo-megatron-bridge: the EFA installer's Open MPI in /opt/amazon/openmpi, called by absolute
+path (as images/nemo's); NGC nemo:26.08 is a CUDA 13 container (13.3.33, AWS's lock of the image:
+tests/upstream/nemo-framework-26.08.yaml)."""
 NEMO_EFA = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="12")
 """images/nemo: the EFA installer's Open MPI in /opt/amazon/openmpi, which AWS's own images start
 by absolute path (awsome-distributed-training: nccl-tests.yaml, the NeMo kubernetes Dockerfile's
@@ -148,6 +152,17 @@ IMAGES: dict[str, Image] = {
             "the NGC NeMo image (tens of GB unpacked) plus layers needs more than 128 GB of disk; the EFA"
             " installer, aws-ofi-nccl and nccl-tests compile with make -j$(nproc) (36 vCPUs)",
             NEMO_EFA,
+        ),
+        Image(
+            "nemo-megatron-bridge",
+            None,
+            "NVIDIA Megatron Bridge 0.6.0 (NGC nemo:26.08) with the EFA installer 1.51.0, NCCL 2.30.7 and nccl-tests"
+            " 2.18.5",
+            "BUILD_GENERAL1_XLARGE",
+            180,
+            "the NGC NeMo 26.08 image (tens of GB unpacked) needs more than 128 GB of disk; NCCL and nccl-tests compile"
+            " for sm_90, sm_100 and sm_103 with make -j$(nproc) (36 vCPUs)",
+            NEMO_26_08_EFA,
         ),
         Image(
             "bert-neuronx",

@@ -114,6 +114,9 @@ class Program:
     hub: tuple[HubRepo, ...] = ()
     tokenizer_overrides: bool = False
     """Reads the tokenizer its `model.tokenizer.*` overrides name (tokenizer_repo)."""
+    named_repos: bool = False
+    """Reads the Hub repositories its arguments name (Megatron Bridge: the model repository of
+    run_recipe.py's --recipe and its `tokenizer.tokenizer_model`; run_conversion.py's --hf-model)."""
     accelerator: bool = False
     """Initialises its node's accelerator (the Neuron runtime's nrt_init, or CUDA): the node's
     driver must fit the runtime of the image it runs in (facts.images.Runtime, facts.drivers)."""
@@ -142,6 +145,9 @@ PROGRAMS: dict[str, Program] = {
         # The rendezvous on the first node (train_setup.sh sets MASTER_PORT 41000; ours is outside the ephemeral range).
         Program("torchrun", "neuronx-nemo-megatron-2.21", binds=(Port(env="MASTER_PORT"),)),
         Program("huggingface-cli", "huggingface-hub-0.24.5", endpoints=(HUB,)),
+        Program("hf", "huggingface-hub-1.24.0", endpoints=(HUB,)),
+        Program("run_recipe.py", "megatron-bridge-0.6.0", named_repos=True, accelerator=True),
+        Program("run_conversion.py", "megatron-bridge-0.6.0", named_repos=True),
         Program("aws", "dp-bert-hf-pretrain-v2.27.0", endpoints=(S3,)),
         # The operator's root worker command: sshd -De on its default port (22; 2222 is the non-root variant's).
         Program("/usr/sbin/sshd", "mpi-operator-v0.8.0-pods", binds=(Port(22),)),

@@ -36,6 +36,8 @@ def checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
         else f"{writes} written per interval in ~{c['writeSeconds']:,} s"
     )
     line = f"checkpoints: {c['sizeGB']:,} GB each, {c['kept']} kept, {written}"
+    if c.get("writes") is not None:
+        line += f", {c['writes']} written"
     if c.get("writeShare") is not None:
         line += (
             f"; every {c['everySteps']} steps x {c['stepSeconds']:g} s: {c['writeShare']:.1%} of training time writing"

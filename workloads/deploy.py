@@ -58,23 +58,21 @@ def context(platform: Platform, run: Run, image: str) -> manifests.Context:
 
 class TrainingRun(pulumi.ComponentResource):
     """One configured workload: its steps (data Jobs, MPIJobs, TensorBoard...) in order. Its
-    inputs carry the run's checkpoint plan (size, write time, share of training time), which
-    the offline plan's table shows."""
+    inputs carry the run's plans: `checkpoints` (size, write time, share of training time) and,
+    where its recipe models it, `throughput` (tokens/s, MFU, time to first step), which the
+    offline plan's table shows."""
 
     def __init__(
         self,
         name: str,
         recipe: str,
         run_id: str,
-        checkpoints: Mapping[str, object] | None = None,
+        plans: Mapping[str, Mapping[str, object]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
-        startup: Mapping[str, object] | None = None,
     ):
         props: dict[str, object] = {"recipe": recipe, "runId": run_id}
-        if checkpoints:
-            props["checkpoints"] = dict(checkpoints)
-        if startup:
-            props["startup"] = dict(startup)
+        for key, value in sorted((plans or {}).items()):
+            props[key] = dict(value)
         super().__init__(component_type("workloads", "TrainingRun"), name, props, opts)
 
 
@@ -82,16 +80,14 @@ def deploy(
     workloads: Mapping[str, Run],
     hugging_face_token: SecretStr | None,
     platform: Platform,
-    checkpoint_plans: Mapping[str, Mapping[str, object]] | None = None,
-    startup_plans: Mapping[str, Mapping[str, object]] | None = None,
+    run_plans: Mapping[str, Mapping[str, Mapping[str, object]]] | None = None,
 ) -> dict[str, list[pulumi.Resource]]:
     """Declare every workload of the stack; return its resources by workload name."""
     token = hugging_face_token.get_secret_value() if hugging_face_token else ""
-    plans = checkpoint_plans or {}
+    plans = run_plans or {}
     out: dict[str, list[pulumi.Resource]] = {}
     for workload_name, run in sorted(workloads.items()):
-        start = (startup_plans or {}).get(workload_name)
-        component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name), startup=start)
+        component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name))
         image = pulumi.Output.from_input(image_of(run, platform.registry_urls))
         # The structure (names, order) never depends on the image; build it once with a
         # placeholder, then fill each object's spec from the real image when it is known.

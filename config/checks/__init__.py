@@ -17,7 +17,7 @@ from config.checks.addons import eks_addon_versions_known
 from config.checks.capacity import capacity_problems
 from config.checks.groups import Groups, GroupView, groups_of
 from config.checks.network import flavors_fit, network_problems
-from config.checks.runs import checkpoints_fit, images_exist, run_names, runs_problems
+from config.checks.runs import checkpoint_share, checkpoints_fit, images_exist, run_names, runs_problems
 from config.checks.teams import (
     default_queue_decided,
     pods_ready_covers_launcher_pull,
@@ -35,6 +35,7 @@ __all__ = [
     "RAW_RULES",
     "GroupView",
     "Groups",
+    "checkpoint_share",
     "checkpoints_fit",
     "config_problems",
     "flavors_fit",
@@ -73,6 +74,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *images_exist(cfg.workloads, cfg.registry.repositories),
             *runs_problems(cfg.workloads, groups),
             *checkpoints_fit(cfg.workloads, cfg.storage),
+            *checkpoint_share(cfg.workloads, groups, cfg.storage),
             *team_problems(cfg.teams, groups, bool(cfg.queueing.default_queue)),
             *run_teams(cfg.workloads, cfg.teams, _default_queue_quota(cfg, groups)),
             *system_name_reserved(cfg),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from config.base import did_you_mean
-from config.checkpoints import GIB, STORAGE_SHARE
+from config.checkpoints import GIB, MAX_WRITE_SHARE, STORAGE_SHARE, write_mb_per_second
 from config.checks.groups import Groups, GroupView
 from config.names import plain_secrets, run_name, run_objects
 from config.stack import StackConfig
@@ -177,8 +177,44 @@ def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageCon
     if total <= room:
         return []
     listed = ", ".join(f"{n}: {p.kept} x {p.size_bytes / 1e9:,.0f} GB" for n, p in kept.items())
+    keys = ", ".join(f"workloads.{n}.{workloads[n].checkpoints_kept_key}" for n in kept)
     return [
         f"storage.storageCapacityGib: the checkpoints the runs keep ({listed}) need {total / 1e12:,.2f} TB, more than"
         f" {STORAGE_SHARE:.0%} of {storage.storage_capacity_gib} GiB; grow the file system (a multiple"
-        " of 2400 GiB) or keep fewer (workloads.<name>.training.checkpointsToKeep)"
+        f" of 2400 GiB) or keep fewer ({keys})"
     ]
+
+
+def run_step_seconds(run: RunConfig, instance_type: str) -> float | None:
+    """The run's seconds per step: configured, or its recipe's published estimate, or unknown."""
+    if run.step_seconds is not None:
+        return run.step_seconds
+    estimate = run.estimated_step_time(instance_type)
+    return estimate[0] if estimate else None
+
+
+def checkpoint_share(workloads: Mapping[str, WorkloadConfig], groups: Groups, storage: StorageConfig) -> list[str]:
+    """A run whose checkpoints would take more than 2% of its training time to write (at the file
+    system's full throughput and the run's known or estimated step time) is refused, with the
+    shortest interval that fits."""
+    problems = []
+    for name, run in sorted(workloads.items()):
+        ng = groups.get(run.node_group)
+        plan = run.checkpoint_plan(storage, run_step_seconds(run, ng.instance.name)) if ng else None
+        share = plan.write_share if plan else None
+        if plan is None or plan.step_seconds is None or share is None or share <= MAX_WRITE_SHARE:
+            continue
+        fits, total = plan.shortest_interval(), plan.total_steps
+        every = plan.interval_steps if total is None else min(plan.interval_steps or total, total)
+        advice = (
+            f"use {fits} steps or more, or raise"
+            if total is None or (fits or 0) < total
+            else f"no interval fits a run of {total} steps (it saves at its last step): raise"
+        )
+        problems.append(
+            f"workloads.{name}.{run.checkpoint_interval_key}: a {plan.size_bytes / 1e9:,.0f} GB checkpoint every"
+            f" {every} steps of {plan.step_seconds:.3g} s takes {share:.1%} of training time to write"
+            f" (~{plan.write_seconds:,.0f} s each at the file system's {write_mb_per_second(storage):,.0f} MB/s); at"
+            f" most {MAX_WRITE_SHARE:.0%}: {advice} storage.throughputPerTib or storage.storageCapacityGib"
+        )
+    return problems

@@ -24,6 +24,7 @@ from config.workloads.bert_neuron import BertNeuronWorkload
 from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
+from config.workloads.megatron_bridge import MegatronBridgeWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "CustomWorkload",
     "DdpCpuWorkload",
     "Llama2NeuronWorkload",
+    "MegatronBridgeWorkload",
     "MegatronRun",
     "NemoGpuWorkload",
     "Run",
@@ -40,7 +42,14 @@ __all__ = [
     "WorkloadConfig",
 ]
 
-Run = Llama2NeuronWorkload | NemoGpuWorkload | BertNeuronWorkload | CustomWorkload | DdpCpuWorkload
+Run = (
+    Llama2NeuronWorkload
+    | NemoGpuWorkload
+    | BertNeuronWorkload
+    | CustomWorkload
+    | DdpCpuWorkload
+    | MegatronBridgeWorkload
+)
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}
 """Recipe name -> its config model."""

@@ -178,6 +178,28 @@ class RunConfig(ProcessEnv):
         """How many checkpoints the run keeps on the shared file system at once."""
         raise NotImplementedError
 
+    @property
+    def checkpoint_interval_key(self) -> str:
+        """The run's key (below `workloads.<name>`) that sets `checkpoint_interval`, for messages."""
+        return "checkpointEverySteps"
+
+    @property
+    def checkpoints_kept_key(self) -> str:
+        """The run's key (below `workloads.<name>`) that sets how many checkpoints it keeps."""
+        return "training.checkpointsToKeep"
+
+    @property
+    def checkpoint_writes(self) -> int | None:
+        """Checkpoints the whole run writes, counted as its framework saves (None: not counted)."""
+        return None
+
+    def throughput_plan(
+        self, instance_type: str, step_seconds: float | None, storage: StorageConfig
+    ) -> dict[str, object] | None:
+        """The run's modelled throughput for the plan (tokens/s, the MFU it implies, time to first
+        step), where the recipe models it; None otherwise."""
+        return None
+
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """The recipe's own rules against the instance type of its node group."""
         model = self.model_shape
@@ -196,7 +218,13 @@ class RunConfig(ProcessEnv):
     def checkpoint_plan(self, storage: StorageConfig, step_seconds: float | None = None) -> CheckpointPlan | None:
         """The run's checkpoints against the shared file system (None: the recipe does not size them)."""
         parameters, kept, interval = self.checkpoint_parameters, self.checkpoints_kept, self.checkpoint_interval
-        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, self.checkpoint_assumes)
+        # The run's length counts only where the recipe counts its writes as its framework does
+        # (Bridge also saves at the last step, so an interval longer than the run still writes once).
+        writes = self.checkpoint_writes
+        total = None if writes is None else self.optimizer_steps
+        return plan(
+            self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total, self.checkpoint_assumes
+        )
 
     def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
         """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
@@ -233,6 +261,10 @@ class MegatronRun(RunConfig):
     @property
     def checkpoints_kept(self) -> int:
         return self.training.checkpoints_to_keep
+
+    @property
+    def checkpoint_interval_key(self) -> str:
+        return "training.checkpointEverySteps"
 
     @property
     def checkpoint_parameters(self) -> int:

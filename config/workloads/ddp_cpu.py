@@ -91,6 +91,10 @@ class DdpCpuWorkload(RunConfig):
     def checkpoints_kept(self) -> int:
         return self.checkpoints_to_keep
 
+    @property
+    def checkpoints_kept_key(self) -> str:
+        return "checkpointsToKeep"
+
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         hc = self.health_check
         unused = [

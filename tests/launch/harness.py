@@ -13,6 +13,7 @@ from typing import Any
 
 from facts import instances
 from facts.instances import HEALTH_CHECK_FLOORS
+from facts.megatron_bridge import HUB_TOKENIZER_FILES, HUB_WEIGHT_FILES
 from facts.names import SYSTEM_NODE_GROUP
 from tests import upstream
 from tests.launch import plans
@@ -25,7 +26,7 @@ from workloads.manifests.mpijob import POLL_ENV, WAIT_ENV
 # --nproc_per_node or a wrong local rank shows; one on 3 nodes (node ranks across 3 hosts),
 # which saves a third of the torch start-ups the harness pays for.
 RANKS_PER_NODE = {2: 2, 3: 1}
-CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+\.pt|.*step=\d+.*)$")
+CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+\.pt|.*step=\d+.*|iter_\d{7})$")
 RULES = upstream.facts("training-resume-rules")
 # What a resumed run logs: the frameworks' lines (upstream), and ddp-cpu's own script's
 # (workloads/manifests/ddp_cpu_train.py, which runs here for real).
@@ -34,6 +35,7 @@ RESUME_LOG = {
     "ddp-cpu": "rank 0 of {world}: resumed from step {step}",
 }
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
+BRIDGE = upstream.facts("megatron-bridge-0.6.0")
 TRANSFORMERS = upstream.facts("transformers-4.44.0")
 GPT2_BPE = upstream.facts("nemo-r2.0.0rc1")["tokenizer"]["megatron_gpt2_bpe"]
 RUNTIME_DRIVER = upstream.facts("aws-neuron-sdk-runtime-driver")
@@ -51,6 +53,19 @@ STANDIN_FACTS = {
         "directory": BERT["data"]["directory"],
         "shards": 16,
     },
+    "hf": upstream.facts("huggingface-hub-1.24.0")["download"],
+    "bridge": {
+        "recipes": {name: r["hf_repo"] for name, r in BRIDGE["recipes"].items()},
+        "runRecipeOptions": BRIDGE["run_recipe"]["options"],
+        "conversion": BRIDGE["conversion_worker"],
+        "iterationDir": BRIDGE["checkpoint"]["iteration_dir"],
+        "tracker": BRIDGE["checkpoint"]["tracker"],
+        "trainState": BRIDGE["checkpoint"]["train_state"],
+        "runConfig": BRIDGE["checkpoint"]["run_config"],
+        "resumeLog": RULES["megatron-bridge"]["resumeLog"],
+        "tokenizerFiles": list(HUB_TOKENIZER_FILES),
+        "weightFiles": list(HUB_WEIGHT_FILES),
+    },
     "bertHub": BERT["hub"],
     "megatronTokenizers": {GPT2_BPE["type"]: GPT2_BPE["hub_repo"]},
     "autoTokenizer": TRANSFORMERS["auto_tokenizer"],
@@ -58,9 +73,13 @@ STANDIN_FACTS = {
 
 
 def checkpoint_step(name: str) -> int:
-    """The step of a checkpoint named the way NeMo (`step=N`), the BERT script (`ckpt_N.pt`) or
-    ddp-cpu's script (`step-0000000N.pt`) names it."""
-    m = re.search(r"step=(\d+)", name) or re.search(r"^(?:ckpt_|step-)(\d+)\.pt$", name)
+    """The step of a checkpoint named the way NeMo (`step=N`), the BERT script (`ckpt_N.pt`),
+    ddp-cpu's script (`step-0000000N.pt`) or Megatron Bridge (`iter_000000N`) names it."""
+    m = (
+        re.search(r"step=(\d+)", name)
+        or re.search(r"^(?:ckpt_|step-)(\d+)\.pt$", name)
+        or re.search(r"^iter_(\d{7})$", name)
+    )
     if not m:
         raise ValueError(f"not a checkpoint name: {name}")
     return int(m.group(1))
@@ -90,6 +109,9 @@ class WorkloadRun:
         self.cluster = Cluster(workdir)
         self.shared = workdir / "shared"
         self.shared.mkdir()
+        for path, text in plans.SEEDED.get((stack, workload), {}).items():  # what the stack says is there
+            (self.shared / path).parent.mkdir(parents=True, exist_ok=True)
+            (self.shared / path).write_text(text)
         self.results: list[JobResult] = []
         # Seams a scenario sets aside, to hold one need alone: "driver" (the nodes get a driver
         # the image's runtime works with), "mpi" (orted is on sshd's PATH in every image).
@@ -143,7 +165,14 @@ class WorkloadRun:
         return plans.node_group(self.stack, self.workload), {DRIVER_FILES[instance.accelerator]: f"{driver}\n"}
 
     def checkpoints(self) -> list[Path]:
-        return [p for p in self.shared.rglob("*") if CHECKPOINT.match(p.name) and "precompile" not in p.parts]
+        """The run's checkpoints: not a precompile's, nor the data steps' (an imported model)."""
+        return [
+            p
+            for p in self.shared.rglob("*")
+            if CHECKPOINT.match(p.name)
+            and "precompile" not in p.parts
+            and "data" not in p.relative_to(self.shared).parts
+        ]
 
     @property
     def training_image(self) -> str:

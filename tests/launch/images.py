@@ -63,6 +63,9 @@ STANDIN_FILES = {
     "preprocess_data_for_megatron.py": "preprocess_data_for_megatron.py",
     "megatron_gpt_pretraining.py": "megatron_gpt_pretraining.py",
     "dp_bert_large_hf_pretrain_hdf5.py": "dp_bert_large_hf_pretrain_hdf5.py",
+    "hf": "hf_cli.py",
+    "run_recipe.py": "run_recipe.py",
+    "run_conversion.py": "run_conversion.py",
 }
 PYTHON_TOOLS = ("python", "python3", "torchrun")  # this machine's PyTorch (CPU), behind wrappers
 # What the NVIDIA container toolkit mounts into a GPU pod from the host driver.
@@ -74,6 +77,7 @@ FRAMEWORKS = {
     "nemo": "nemo",
     "bert-neuronx": "bert",
     "horovod-cpu": "ddp-cpu",
+    "nemo-megatron-bridge": "megatron-bridge",
 }
 # Public images a recipe runs unbuilt, and the fact file that describes each.
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
@@ -83,7 +87,10 @@ NGC_CUDA_MAJOR = upstream.facts("nvidia-cuda-compatibility")["ngc_24_containers_
 # This machine's Open MPI (Debian openmpi-bin), and the names an image without it must not show.
 SYSTEM_MPI = {"orterun": "/usr/bin/orterun", "orted": "/usr/bin/orted"}
 SYSTEM_MPI_NAMES = ("/usr/bin/mpirun", "/usr/bin/mpiexec", "/usr/bin/orterun", "/usr/bin/orted")
-HUB_VERSIONS = {"neuronx-nemo-megatron": "huggingface-hub-0.22.2"}  # its requirements: <0.23
+HUB_VERSIONS = {
+    "neuronx-nemo-megatron": "huggingface-hub-0.22.2",  # its requirements: <0.23
+    "nemo-megatron-bridge": "huggingface-hub-1.24.0",  # what Megatron Bridge 0.6.0 locks
+}
 
 
 def _substitute(value: str, env: dict[str, str]) -> str:

@@ -66,8 +66,23 @@ def content() -> dict:
         "special_tokens_map.json",
         "config.json",
     )
+    # A Llama 3.1 repository as Megatron Bridge's recipes name it: config, tokenizer, two weight
+    # shards with their index, and the original consolidated weights no step should fetch.
+    llama31 = "meta-llama/Meta-Llama-3.1-8B"
+    llama31_files = (
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "model.safetensors.index.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "original/consolidated.00.pth",
+    )
     return {
         "models": {
+            llama31: _repo(llama31, {f: _json({"model_type": "llama"}) for f in llama31_files}, gated=True),
             bert: _repo(bert, {f: _json({"model_type": "bert"}) for f in bert_files}),
             gpt2: _repo(gpt2, gpt2_files),
             llama: _repo(llama, {f: _json({"tokenizer_class": "LlamaTokenizer"}) for f in llama_files}, gated=True),

@@ -28,21 +28,42 @@ AMI_RELEASES = upstream.facts("amazon-eks-ami-v20260714")["releases"]
 """Per AMI release and Kubernetes minor, newest first: the drivers its accelerated AMIs carry."""
 PREFIX = "llm-training-eks:"
 # Short training, the same shape of schedule: 12 steps, a checkpoint every 4 (Megatron recipes:
-# checkpointEverySteps; BERT: one checkpoint per dataset shard, a shard being 4 steps here).
+# checkpointEverySteps; BERT: one checkpoint per dataset shard, a shard being 4 steps here). A
+# checkpoint every 4 real steps would cost far more than 2% of training time, which the plan
+# refuses where it knows the step: those runs say their steps are long (stepSeconds only sets
+# the cost and that share).
 SHORT = {
-    "llama2-neuron": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}, "precompileSteps": 2},
+    "llama2-neuron": {
+        "training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1},
+        "precompileSteps": 2,
+        "stepSeconds": 3600.0,
+    },
     "nemo-gpu": {"training": {"maxSteps": 12, "checkpointEverySteps": 4, "warmupSteps": 1}},
     "bert-neuron": {"training": {"maxSteps": 12, "warmupSteps": 1, "precompileSteps": 2, "shardsPerCheckpoint": 1}},
     # The real script: a step takes about 5 ms (2 ranks here), so a kill after the first
     # checkpoint needs a run of some hundreds of steps to land before its end (about a second).
     "ddp-cpu": {"steps": 240, "checkpointEverySteps": 60},
+    "megatron-bridge": {"training": {"trainIters": 12}, "checkpoints": {"saveInterval": 4}, "stepSeconds": 3600.0},
 }
 # A run that stops itself once (ddp-cpu's interruptOnceAtStep) stops halfway, as dev's does.
 INTERRUPT_AT = 120
 # A global batch every data-parallel size here divides: Megatron recipes (TP 8 or 4) on 64 or
-# 96 NeuronCores / 16 or 24 GPUs; BERT on 2, 3 or 4 nodes of 32 NeuronCores x batch 16.
-GLOBAL_BATCH = {"llama2-neuron": ("model", 192), "nemo-gpu": ("model", 192), "bert-neuron": ("training", 49152)}
+# 96 NeuronCores / 16 or 24 GPUs (Megatron Bridge: TP 1 or 2 on 16 or 24 GPUs); BERT on 2, 3 or
+# 4 nodes of 32 NeuronCores x batch 16.
+GLOBAL_BATCH = {
+    "llama2-neuron": ("model", 192),
+    "nemo-gpu": ("model", 192),
+    "bert-neuron": ("training", 49152),
+    "megatron-bridge": ("training", 192),
+}
 BERT_STEPS_PER_SHARD = 4
+# What a stack says its user puts on /shared before a run (the harness writes it there first).
+SEEDED: dict[tuple[str, str], dict[str, str]] = {
+    ("p5en-megatron-bridge", "sft"): {
+        "data/sft/training.jsonl": '{"input": "Q: 2+2?", "output": "4"}\n',
+        "data/sft/validation.jsonl": '{"input": "Q: 3+3?", "output": "6"}\n',
+    },
+}
 
 
 def workloads() -> list[tuple[str, str, str]]:

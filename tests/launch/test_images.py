@@ -63,6 +63,8 @@ def test_standin_rules_are_read_at_the_versions_the_images_pin() -> None:
     bert = IMAGES["bert-neuronx"].dockerfile.read_text()
     assert f"ARG SAMPLES_COMMIT={pinned['aws-neuron/aws-neuron-samples']}" in bert
     assert pinned["NVIDIA/NeMo"] == upstream.load("nemo-r2.0.0rc1")["source"]["commit"]
+    bridge = IMAGES["nemo-megatron-bridge"].dockerfile.read_text()
+    assert f"ARG BRIDGE_COMMIT={pinned['NVIDIA-NeMo/Megatron-Bridge']}" in bridge
     facts = upstream.facts("training-resume-rules")
     assert facts["nemo"]["saveLast"] is upstream.facts("nemo-r2.0.0rc1")["resume"]["save_last_default"]
     assert re.fullmatch(r"ckpt_\{step\}\.pt", facts["bert"]["checkpoint"])

@@ -82,6 +82,8 @@ def workers(job: dict[str, Any], nodes: int) -> list[str]:
 
 def training_kind(job: dict[str, Any]) -> str:
     text = plans.script(job)
+    if "run_recipe.py" in text:
+        return "bridge"
     return "megatron" if "megatron_gpt_pretraining.py" in text else "ddp-cpu" if "ddp_cpu_train.py" in text else "bert"
 
 

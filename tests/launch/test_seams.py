@@ -2,8 +2,9 @@
 recipes meet it: a program's run-time need against what its pod, image and node give it,
 enforced here as the real systems enforce it (tests/launch/README.md, "Seams").
 
-- The Hub (items 1 and 2): the BERT script's from_pretrained('bert-large-uncased') and NeMo's
-  GPT2BPETokenizer (AutoTokenizer "gpt2") read Hub files in every rank. Only pods whose
+- The Hub (items 1 and 2): the BERT script's from_pretrained('bert-large-uncased'), NeMo's
+  GPT2BPETokenizer (AutoTokenizer "gpt2") and Megatron Bridge's recipes (AutoBridge.from_hf_pretrained
+  of the model repository, its tokenizer) read Hub files in every rank. Only pods whose
   NetworkPolicies allow it reach the stand-in internet; without egress a Hub call falls back to
   the cache and fails without one.
 - Open MPI's daemons (item 3): in the NeMo image Open MPI lives only in /opt/amazon/openmpi, so
@@ -40,10 +41,13 @@ def _image(stack: str, workload: str) -> Any:
 
 
 WORKLOADS = [(s, w) for s, w, _ in plans.workloads() if not twin(s, w, 2)]
-HUB_READERS = [(s, w) for s, w in WORKLOADS if _image(s, w).framework in ("bert", "nemo")]
-"""Workloads whose training program reads the Hub (the BERT script, NeMo's tokenizer)."""
+HUB_READERS = [(s, w) for s, w in WORKLOADS if _image(s, w).framework in ("bert", "nemo", "megatron-bridge")]
+"""Workloads whose training program reads the Hub (the BERT script, NeMo's tokenizer, Megatron Bridge's
+recipe and tokenizer)."""
 NEURON = [(s, w) for s, w in WORKLOADS if _image(s, w).neuron_runtime]
 """Workloads on Neuron nodes whose image's runtime library is known (the Neuron DLC's)."""
+CUDA = [(s, w) for s, w in WORKLOADS if _image(s, w).cuda_major and _image(s, w).framework == "megatron-bridge"]
+"""Workloads of the CUDA 13 image (Megatron Bridge's NGC nemo:26.08), whose driver floor is the highest."""
 SSHD_ROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 """The PATH sshd gives a root session (OpenSSH's superuser default, as Debian and Ubuntu build it)."""
 OPEN_MPI_OFF_SSHD_PATH = [
@@ -79,7 +83,7 @@ def assert_gate_passed(run: WorkloadRun, log: str) -> None:
 def ranks(run: WorkloadRun) -> list[dict[str, Any]]:
     """What every rank of the training MPIJob recorded (the graph extraction's too)."""
     name = run.training["metadata"]["name"]
-    return [r for kind in ("bert", "megatron") for r in run.records(name, kind)]
+    return [r for kind in ("bert", "megatron", "bridge") for r in run.records(name, kind)]
 
 
 @pytest.mark.parametrize(("stack", "workload"), HUB_READERS)
@@ -103,7 +107,9 @@ def test_training_reads_its_hub_files_offline_from_shared(launch: Any, stack: st
         assert r["env"]["HF_HUB_CACHE"].startswith("/shared/"), r["env"]
         read = list(r.get("modelFiles", {}).values()) or [r["hubTokenizer"]]
         assert all(read), r
-    staged = [r for job in run.jobs for r in run.records(job["metadata"]["name"], "huggingface-cli")]
+    staged = [
+        r for job in run.jobs for kind in ("huggingface-cli", "hf") for r in run.records(job["metadata"]["name"], kind)
+    ]
     assert any(str(r["args"].get("cache_dir", "")).startswith("/shared/") for r in staged), staged
 
 
@@ -156,6 +162,23 @@ def test_a_driver_the_runtime_cannot_use_fails_the_node_check(launch: Any) -> No
     assert result.attempts[0].exit_code not in (0, None), tail(log)
     runtime = _image(stack, workload).neuron_runtime
     expected = rf"^FAIL \S+: Neuron driver 2\.29\.0\.0, but the image's Neuron runtime {re.escape(runtime)} needs driver < 2\.29"
+    assert re.search(expected, log, re.M), tail(log)
+    assert "== training" not in log
+
+
+@pytest.mark.parametrize(("stack", "workload"), CUDA[:1])
+def test_an_nvidia_driver_older_than_the_images_cuda_fails_the_node_check(
+    launch: Any, stack: str, workload: str
+) -> None:
+    """A node whose AMI has a CUDA 12 driver (575) under the CUDA 13 image: the gate names the
+    driver and the floor before CUDA would refuse it in every rank; on the node group's own AMI
+    (plans.node_drivers) the gate passes it."""
+    run = launch(stack, workload)
+    run.driver_override = "575.57.08"
+    (result,) = run.pipeline(Faults(max_attempts=1), training_only=True)
+    log = result.attempts[0].log
+    assert result.attempts[0].exit_code not in (0, None), tail(log)
+    expected = r"^FAIL \S+: NVIDIA driver 575\.57\.08, but the image's CUDA 13 needs driver >= 580"
     assert re.search(expected, log, re.M), tail(log)
     assert "== training" not in log
 

@@ -7,16 +7,19 @@ from typing import Any
 
 import pytest
 
+from config.workloads import RECIPES
 from infra.iam import ECR_PULL_ACTIONS as PULL_ACTIONS
 from tests.conftest import BASE, MINIMAL, plan_exit, resources, run_plan, stack_plan
 
 REPO = "aws:ecr/repository:Repository"
+BUILT = {model.REPOSITORY for model in RECIPES.values() if model.REPOSITORY}
+"""The repository of every recipe whose image a stack builds (the default set)."""
 
 
 def test_default_repositories_for_the_example_workloads(example_stack: str) -> None:
     plan = stack_plan(example_stack)
     repos = {r["inputs"]["name"].split("/", 1)[1]: r for r in resources(plan, REPO)}
-    assert set(repos) == {"neuronx-nemo-megatron", "nemo", "bert-neuronx"}
+    assert set(repos) == BUILT
     for r in repos.values():
         i = r["inputs"]
         assert i["imageTagMutability"] == "IMMUTABLE"
@@ -25,7 +28,7 @@ def test_default_repositories_for_the_example_workloads(example_stack: str) -> N
         assert i["encryptionConfigurations"][0]["kmsKey"].startswith("arn:aws:kms:")
         assert i["forceDelete"] is False
         assert r["protect"] is True
-    assert set(plan["outputs"]["registryUrls"]) == {"neuronx-nemo-megatron", "nemo", "bert-neuronx"}
+    assert set(plan["outputs"]["registryUrls"]) == BUILT
 
 
 def test_lifecycle_expires_untagged_images_only() -> None:
@@ -40,7 +43,7 @@ def test_nodes_get_pull_only_access() -> None:
     plan = stack_plan("dev")
     node_role_arn = next(r for r in resources(plan, "aws:iam/role:Role") if r["name"] == "cluster-node")
     policies = resources(plan, "aws:ecr/repositoryPolicy:RepositoryPolicy")
-    assert len(policies) == 3
+    assert len(policies) == len(BUILT)
     for p in policies:
         (stmt,) = json.loads(p["inputs"]["policy"])["Statement"]
         assert stmt["Action"] == PULL_ACTIONS

@@ -17,7 +17,7 @@ from workloads.manifests.mpijob import SSH_OPTIONS
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
-WORKLOAD_STACKS = ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared"]
+WORKLOAD_STACKS = ["p4de-nemo", "p5en-megatron-bridge", "trn1-bert", "trn1-llama2", "trn1-shared"]
 
 
 def releases(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:

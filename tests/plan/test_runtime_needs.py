@@ -173,9 +173,10 @@ def _earlier_jobs(pod: Pod) -> list[Pod]:
 
 
 def _downloads(script: str) -> Iterator[tuple[str, str, list[str]]]:
-    """(repository, cache directory, file patterns) of each `huggingface-cli download` in a script."""
+    """(repository, cache directory, file patterns) of each `huggingface-cli download` (huggingface-hub
+    0.x) or `hf download` (1.x, one value per repeated --include) in a script."""
     for line in script.splitlines():
-        words = shlex.split(line) if "huggingface-cli download" in line else []
+        words = shlex.split(line) if re.search(r"(^|\s)(huggingface-cli|hf) download\s", line) else []
         if not words:
             continue
         args = words[words.index("download") + 1 :]
@@ -219,6 +220,35 @@ def check_tokenizer_overrides(program: needs.Program, pod: Pod, script: str) -> 
     )
     repo = needs.tokenizer_repo(words.get("model.tokenizer.library", ""), words.get("model.tokenizer.type"))
     return hub_problems(repo, pod, f"{program.name}'s tokenizer") if repo else []
+
+
+def _words_after(script: str, program: str) -> Iterator[list[str]]:
+    """The words after `program` on each line of a script that runs it."""
+    for line in script.splitlines():
+        if program not in line:
+            continue
+        words = shlex.split(line)
+        at = next((i for i, w in enumerate(words) if w == program or w.endswith("/" + program)), None)
+        if at is not None:
+            yield words[at + 1 :]
+
+
+def check_named_repos(program: needs.Program, pod: Pod, script: str) -> list[str]:
+    """Megatron Bridge: the repositories its arguments name, with the files upstream says each read takes."""
+    if not program.named_repos:
+        return []
+    facts = upstream.facts("megatron-bridge-0.6.0")
+    files, repos = facts["hub_files"], []
+    for words in _words_after(script, program.name):
+        options = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+        overrides = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+        if "--recipe" in options:
+            repos.append(needs.HubRepo(facts["recipes"][options["--recipe"]]["hf_repo"], tuple(files["recipe_model"])))
+        if overrides.get("tokenizer.tokenizer_type") == "HuggingFaceTokenizer":
+            repos.append(needs.HubRepo(overrides["tokenizer.tokenizer_model"], tuple(files["hf_tokenizer"])))
+        if words[:1] in (["import"], ["export"]):
+            repos.append(needs.HubRepo(options["--hf-model"], tuple(files[words[0]])))
+    return [p for repo in repos for p in hub_problems(repo, pod, program.name)]
 
 
 def _node_group(stack: str, group: str) -> dict[str, Any]:
@@ -294,6 +324,7 @@ CHECKS: dict[str, Callable[[needs.Program, Pod, str], list[str]]] = {
     "endpoints": check_endpoints,
     "hub": check_hub,
     "tokenizer_overrides": check_tokenizer_overrides,
+    "named_repos": check_named_repos,
     "accelerator": check_accelerator,
     "remote_daemons": check_remote_daemons,
     "binds": check_binds,

@@ -146,13 +146,13 @@ SHAPES = [
         "discriminated union",
         {"workloads": {"x": "a"}},
         "model_attributes_type",
-        "workloads.x: expected a map with recipe (one of: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu)",
+        "workloads.x: expected a map with recipe (one of: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu, megatron-bridge)",
     ),
     (
         "missing discriminator",
         {"workloads": {"x": {"nodes": 1}}},
         "union_tag_not_found",
-        "workloads.x.recipe: required key is missing; valid: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu",
+        "workloads.x.recipe: required key is missing; valid: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu, megatron-bridge",
     ),
     (
         "unknown discriminator",

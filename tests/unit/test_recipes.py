@@ -25,6 +25,7 @@ FULL: dict[str, dict[str, Any]] = {
     "bert-neuron": {"tensorboard": True},
     "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
     "ddp-cpu": {"interruptOnceAtStep": 100},
+    "megatron-bridge": {"mode": "sft", "data": {"source": "jsonl", "datasetRoot": "/shared/sft"}, "tensorboard": True},
 }
 
 

@@ -14,7 +14,8 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from hydra.errors import ConfigCompositionException
+from hydra.errors import ConfigCompositionException, HydraException
+from omegaconf.errors import OmegaConfBaseException
 
 from tests import upstream
 from tests.upstream.hydra import Launch, compose_upstream, launches, schema_problems
@@ -142,3 +143,115 @@ CHECKS: dict[str, Check] = {
     "horovod-cpu-0.28.1": horovod_cpu_programs,
 }
 """Upstream facts file -> the check of rendered objects against it."""
+
+
+def invocations(text: str, program: str) -> list[list[str]]:
+    """The words after `program` (a word ending with it) in every line of a script, however deep
+    in `bash -c '...'`, up to the end of its command."""
+    found: list[list[str]] = []
+    for line in text.splitlines():
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        for i, word in enumerate(words):
+            if word == program or word.endswith("/" + program):
+                rest = []
+                for w in words[i + 1 :]:
+                    if w in ("&&", "||", "|", ";", "2>&1"):
+                        break
+                    rest.append(w)
+                found.append(rest)
+            elif program in word and (" " in word or "\n" in word):
+                found.extend(invocations(word, program))
+    return found
+
+
+BRIDGE = "megatron-bridge-0.6.0"
+MCORE = "megatron-lm-core_r0.19.0"
+
+
+def bridge_config_tree(dataset: str) -> dict[str, Any]:
+    """The ConfigContainer as Bridge hands it to Hydra: every recorded field of each section (Bridge's
+    class and the Megatron Core classes it extends), the dataset section of the --dataset chosen."""
+    bridge_keys, mcore_keys = upstream.facts(BRIDGE)["config_keys"], upstream.facts(MCORE)["config_keys"]
+    section_of = {"dataset": upstream.facts(BRIDGE)["run_recipe"]["dataset_config"][dataset]}
+    tree: dict[str, Any] = dict.fromkeys(bridge_keys["root"]["fields"], "upstream-value")
+    for section in ("train", "validation", "checkpoint", "logger", "scheduler", "tokenizer", "model", "dataset"):
+        recorded = section_of.get(section, section)
+        keys = set(bridge_keys.get(recorded, {}).get("fields", [])) | set(
+            mcore_keys.get(recorded, {}).get("fields", [])
+        )
+        tree[section] = dict.fromkeys(sorted(keys), None)
+    return tree
+
+
+def bridge_overrides_apply(dataset: str, overrides: list[str]) -> None:
+    """Apply overrides as run_recipe.py does: Hydra's parser on the config in struct mode."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(bridge_config_tree(dataset))
+    OmegaConf.set_struct(cfg, True)
+    parsed = OverridesParser.create().parse_overrides(overrides=overrides)
+    ConfigLoaderImpl._apply_overrides_to_config(overrides=parsed, cfg=cfg)
+
+
+def bridge_training(objs: Objects) -> int:
+    """Every run_recipe.py launch: options it defines, a library recipe it exports, a mode that recipe
+    takes, a dataset of that mode, mixed-precision recipes it registers, and ConfigContainer
+    overrides that apply to the recorded keys; every run_conversion.py call: its command's options."""
+    facts = upstream.facts(BRIDGE)
+    rr, conv = facts["run_recipe"], facts["conversion_worker"]
+    runs = [w for text in launcher_scripts(objs) for w in invocations(text, rr["path"])]
+    for words in runs:
+        options = {w: words[i + 1] for i, w in enumerate(words) if w.startswith("--")}
+        assert set(options) <= set(rr["options"]), sorted(set(options) - set(rr["options"]))
+        recipe, mode, dataset = options["--recipe"], options["--mode"], options["--dataset"]
+        assert recipe in facts["recipes"], recipe
+        assert next(m for infix, m in rr["mode_infixes"].items() if infix in f"_{recipe}_") == mode, (recipe, mode)
+        assert rr["datasets"][dataset] == ("pretrain" if mode == "pretrain" else "finetune"), (dataset, mode)
+        overrides = [w for w in words if "=" in w and not w.startswith("-")]
+        # Hydra adds a `+key`, but Bridge's _apply_overrides then skips a key its dataclass lacks.
+        assert not [o for o in overrides if o.startswith(("+", "~"))], overrides
+        precision = [o.split("=", 1)[1] for o in overrides if o.startswith("mixed_precision=")]
+        assert set(precision) <= set(facts["mixed_precision"]), precision
+        try:
+            bridge_overrides_apply(dataset, overrides)
+        except (HydraException, OmegaConfBaseException) as e:  # what run_recipe.py would stop on
+            raise AssertionError(f"{recipe}: {e}") from None
+    calls = [w for _, c in containers(objs) for w in invocations(script(c), conv["path"])]
+    for words in calls:
+        command, options = words[0], {w for w in words[1:] if w.startswith("-")}
+        assert options <= set(conv["commands"][command]), sorted(options - set(conv["commands"][command]))
+        assert set(conv["required"][command]) <= options, (command, options)
+        assert words[words.index("--device") + 1] in conv["device_choices"]
+    return len(runs) + len(calls)
+
+
+def hf_downloads(objs: Objects) -> int:
+    """Every `hf download` passes only the command's options, one value per repeated option; no
+    step calls `huggingface-cli`, which huggingface-hub 1.x turned into a stub that exits 1."""
+    facts = upstream.facts("huggingface-hub-1.24.0")
+    download = facts["download"]
+    checked = 0
+    for _, c in containers(objs):
+        text = script(c)
+        assert "huggingface-cli" not in text, "huggingface-cli exits 1 in huggingface-hub 1.x: use hf"
+        for words in invocations(text, "hf"):
+            if words[:1] != ["download"]:
+                continue
+            checked += 1
+            options = [w for w in words if w.startswith("--")]
+            assert set(options) <= set(download["options"]), options
+            for i, w in enumerate(words):
+                if w in download["repeated"]:
+                    assert not words[i + 2 :] or words[i + 2].startswith("--"), f"{w} takes one value per flag"
+            for pair in download["exclusive"]:
+                assert not set(pair) <= set(options), pair
+    return checked
+
+
+CHECKS[BRIDGE] = bridge_training
+CHECKS["huggingface-hub-1.24.0"] = hf_downloads

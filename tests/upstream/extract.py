@@ -11,7 +11,9 @@ read the recorded facts). Example, from a bare mirror made by the `fetch` tool:
 `hydra`: every leaf key of a Hydra config as a dotted path, which of them are mandatory
 (`???`) and which are null. A leaf is a scalar, a list or an empty mapping. `fields`: the field names of a
 dataclass (a structured-config schema such as NeMo's ExpManagerConfig). `argparse`: the
-long options a script's argparse parser accepts. `eks-ami`: from awslabs/amazon-eks-ami's
+long options a script's argparse parser accepts. `assignments FUNCTION`: what a Megatron Bridge
+recipe function sets (`cfg.<path> = <literal>`), the base it starts from (`_pretrain_common()`),
+and the Hugging Face repository it builds the model from (`AutoBridge.from_hf_pretrained(...)`). `eks-ami`: from awslabs/amazon-eks-ami's
 awslabs/amazon-eks-ami/CHANGELOG.md, per AMI release and Kubernetes minor, the release version a node group names
 (`releaseVersion`) and the Neuron and NVIDIA kernel drivers of the AL2023 x86_64 accelerated AMIs.
 """
@@ -78,6 +80,61 @@ def argparse_options(text: str) -> list[str]:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
                     found.add(arg.value)
     return sorted(found)
+
+
+def _literal(node: ast.AST, names: dict[str, Any]) -> tuple[bool, Any]:
+    """(known, value) of a literal, a name bound to one, or `-x`."""
+    if isinstance(node, ast.Constant):
+        return True, node.value
+    if isinstance(node, ast.Name) and node.id in names:
+        return True, names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        known, value = _literal(node.operand, names)
+        return known, -value if known else None
+    return False, None
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def recipe_assignments(text: str, function: str) -> dict[str, Any]:
+    """`{"base": ..., "hf_repo": ..., "sets": {path: value}}` of one recipe function: the
+    statements at its top level, in order (a later assignment wins, as at run time)."""
+    tree = ast.parse(text)
+    names: dict[str, Any] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+            known, value = _literal(stmt.value, names) if stmt.value is not None else (False, None)
+            if isinstance(target, ast.Name) and known:
+                names[target.id] = value
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+    out: dict[str, Any] = {"base": None, "hf_repo": None, "sets": {}}
+    local = dict(names)
+    for stmt in func.body:
+        if isinstance(stmt, ast.Return):
+            break  # statements after a return never run
+        if not isinstance(stmt, ast.Assign):
+            continue
+        target = _dotted(stmt.targets[0])
+        for call in (n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)):
+            callee = _dotted(call.func) or ""
+            if callee.endswith("from_hf_pretrained") and call.args:
+                out["hf_repo"] = _literal(call.args[0], local)[1]
+            elif target == "cfg" and callee.startswith("_") and callee.endswith("_common"):
+                out["base"] = callee
+        known, value = _literal(stmt.value, local)
+        if target and "." not in target and known:
+            local[target] = value
+        elif target and target.startswith("cfg.") and known:
+            out["sets"][target.removeprefix("cfg.")] = value
+    return out
 
 
 class _Tables(HTMLParser):
@@ -154,6 +211,8 @@ def main(argv: list[str]) -> int:
         out = dataclass_fields(text, argv[1])
     elif kind == "argparse":
         out = argparse_options(text)
+    elif kind == "assignments" and len(argv) == 2:
+        out = recipe_assignments(text, argv[1])
     elif kind == "eks-ami" and len(argv) > 1:
         out = eks_ami_releases(text, argv[1:])
     else:

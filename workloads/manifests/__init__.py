@@ -13,11 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from config.workloads import Run
-from workloads.manifests import bert_neuron, custom, ddp_cpu, llama2_neuron, nemo_gpu
+from workloads.manifests import bert_neuron, custom, ddp_cpu, llama2_neuron, megatron_bridge, nemo_gpu
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
-    module.MODEL.RECIPE: module.steps for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu)
+    module.MODEL.RECIPE: module.steps
+    for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu, megatron_bridge)
 }
 """Recipe name -> its builder."""
 

@@ -1,0 +1,125 @@
+"""The `megatron-bridge` recipe's modelled throughput: a run's step time, tokens per second and the
+model FLOPs utilisation they imply, from NVIDIA's published Megatron Bridge performance rows
+(facts/megatron_bridge.py PUBLISHED; tests/upstream/megatron-bridge-performance.yaml).
+
+A published row applies to a run of the same model, mode, precision and sequence length on the
+row's GPU (SYSTEM_OF_INSTANCE); its tokens per second per GPU is taken as the run's, so the step
+is the run's tokens per step over that rate times its GPUs. Parallelism and batch may differ from
+the published run's: the estimate says so, with the published shape, so a reader sees what was
+measured. Nothing is extrapolated across models, precisions, sequence lengths or GPUs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from config.checkpoints import write_mb_per_second
+from config.storage import StorageConfig
+from config.workloads.recipe import PublishedStepTime
+from facts import images, instances
+from facts import megatron_bridge as bridge
+
+BASIS = "estimated from NVIDIA's Megatron Bridge performance tables"
+
+
+class BridgeRun(Protocol):
+    """What the estimate reads of a run (the recipe's config model)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def nodes(self) -> int: ...
+
+    def resolved(self) -> dict[str, int | bool]: ...
+
+    @property
+    def checkpoint_parameters(self) -> int: ...
+
+
+def published_row(run: BridgeRun, instance_type: str) -> bridge.PublishedRun | None:
+    """The published row that applies to `run` on `instance_type`, if any."""
+    system = bridge.SYSTEM_OF_INSTANCE.get(instance_type)
+    seq = run.resolved()["seq"]
+    for row in bridge.PUBLISHED:
+        if (row.model, row.system, row.mode, row.precision, row.seq_length) == (
+            run.model,
+            system,
+            run.mode,
+            run.precision,
+            seq,
+        ):
+            return row
+    return None
+
+
+def _gpus(run: BridgeRun, instance_type: str) -> int:
+    return run.nodes * instances.get(instance_type).accelerator_count
+
+
+def step_seconds(run: Any, instance_type: str) -> float | None:
+    """Seconds per optimizer step: tokens per step / (published tokens/s/GPU x the run's GPUs)."""
+    row = published_row(run, instance_type)
+    if row is None:
+        return None
+    r = run.resolved()
+    tokens = int(r["gbs"]) * int(r["seq"])
+    return tokens / (row.tokens_per_second_per_gpu * _gpus(run, instance_type))
+
+
+def throughput(run: BridgeRun, instance_type: str, seconds: float | None) -> dict[str, Any] | None:
+    """Tokens per second of the run at `seconds` per step, and, where a published row applies, its
+    model TFLOP/s per GPU against the GPU's dense BF16 peak (the MFU) and what was measured."""
+    if seconds is None:
+        return None
+    r = run.resolved()
+    tokens_per_second = int(r["gbs"]) * int(r["seq"]) / seconds
+    out: dict[str, Any] = {
+        "tokensPerSecond": round(tokens_per_second),
+        "tokensPerSecondPerGpu": round(tokens_per_second / _gpus(run, instance_type), 1),
+    }
+    row = published_row(run, instance_type)
+    if row is not None:
+        peak = bridge.PEAK_DENSE_BF16_TFLOPS[row.system]
+        out["mfu"] = round(row.model_tflops_per_gpu / peak, 3)
+        fp8 = ""
+        if row.precision != "bf16":
+            fp8 = f", {row.model_tflops_per_gpu / bridge.PEAK_DENSE_FP8_TFLOPS[row.system]:.1%} of its dense FP8 peak"
+        out["published"] = (
+            f"{row.system} {row.model} {row.mode} {row.precision}, NeMo {row.container}: {row.shape}:"
+            f" {row.tokens_per_second_per_gpu:g} tokens/s/GPU, {row.model_tflops_per_gpu:g} model TFLOP/s/GPU"
+            f" (MFU against the GPU's {peak:g} dense BF16 TFLOP/s{fp8})"
+        )
+    return out
+
+
+def first_step(run: BridgeRun, storage: StorageConfig) -> dict[str, int]:
+    """Time to the first step, as far as the plan can know it: the image pull (at most
+    facts.images.PULL_SECONDS) and the checkpoint read at the file system's full throughput (SFT:
+    the imported bf16 weights; pre-training starts from random weights), and what a restart reads
+    (the latest full checkpoint). The Hub download and the import run before, as their own Jobs."""
+    read = write_mb_per_second(storage) * 1e6
+    weights = run.checkpoint_parameters * bridge.WEIGHT_BYTES_PER_PARAMETER if run.mode == "sft" else 0
+    return {
+        "pullSecondsAtMost": images.PULL_SECONDS,
+        "loadSeconds": round(weights / read),
+        "resumeLoadSeconds": round(run.checkpoint_parameters * bridge.CHECKPOINT_BYTES_PER_PARAMETER / read),
+    }
+
+
+def plan(run: BridgeRun, instance_type: str, seconds: float | None, storage: StorageConfig) -> dict[str, object]:
+    """The run's throughput line of the plan: tokens/s and MFU where the step is known, and the
+    time to its first step."""
+    return {**(throughput(run, instance_type, seconds) or {}), "firstStep": first_step(run, storage)}
+
+
+STEP_TIME = PublishedStepTime(
+    source="NVIDIA Megatron Bridge performance tables at r0.6.0 (docs/performance-summary-archive.md): Llama 3 8B"
+    " pre-training FP8-CS on DGX-H100 (14451 tokens/s/GPU) and DGX-B200 (30624), Llama 3 70B pre-training FP8 on"
+    " DGX-H100 (1664), Llama 3 70B SFT FP8 on DGX-H100 (1638); H200 (p5e, p5en) at the H100 figure; none for B300",
+    basis=BASIS,
+    estimate=step_seconds,
+)

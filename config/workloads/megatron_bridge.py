@@ -1,0 +1,349 @@
+"""Recipe `megatron-bridge`: Llama 3.1 pre-training and supervised fine-tuning with NVIDIA Megatron
+Bridge 0.6.0 (NeMo Framework 26.08) on NVIDIA GPU nodes, with the Hugging Face -> Megatron import
+and the Megatron -> Hugging Face export as steps of the run (its builder:
+workloads/manifests/megatron_bridge.py; the facts it runs on: facts/megatron_bridge.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import KeyProblem, Model, matches
+from config.checkpoints import CheckpointModel, CheckpointSize
+from config.startup import NO_COMPILE, CompileTime
+from config.storage import StorageConfig
+from config.workloads.base import RunConfig
+from config.workloads.bridge_throughput import STEP_TIME
+from config.workloads.bridge_throughput import plan as bridge_plan
+from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, StepTime
+from facts import instances, needs
+from facts import megatron_bridge as bridge
+
+SHARED = "/shared/"
+RECIPE_DEFAULT = "the library recipe's (facts/megatron_bridge.py)"
+
+
+def _under_shared(v: str) -> str:
+    if not v.startswith(SHARED) or ".." in v.split("/"):
+        raise ValueError(f"{v!r} must be a path under /shared/ (the FSx file system every worker mounts)")
+    return v
+
+
+class BridgeDataConfig(Model):
+    """Where the training data comes from: mock data, Megatron indexed data, or prompt-completion JSONL."""
+
+    source: Literal["mock", "indexed", "jsonl"] = Field(
+        "mock",
+        description=(
+            "mock: generated tokens (pretrain); indexed: Megatron .bin/.idx prefixes under /shared (pretrain); "
+            "jsonl: training.jsonl and validation.jsonl with input/output columns under /shared (sft)."
+        ),
+    )
+    paths: list[str] = Field(
+        default_factory=list,
+        description="indexed: the data prefixes (each with .bin and .idx files) under /shared.",
+    )
+    dataset_root: str | None = Field(
+        None, description="jsonl: the directory under /shared with training.jsonl and validation.jsonl."
+    )
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, v: list[str]) -> list[str]:
+        return [_under_shared(p) for p in v]
+
+    @field_validator("dataset_root")
+    @classmethod
+    def _root(cls, v: str | None) -> str | None:
+        return None if v is None else _under_shared(v)
+
+    @model_validator(mode="after")
+    def _source_keys(self) -> BridgeDataConfig:
+        if self.source == "indexed" and not self.paths:
+            raise KeyProblem("paths", "indexed data needs at least one prefix under /shared")
+        if self.source != "indexed" and self.paths:
+            raise KeyProblem("paths", f"only for source: indexed (source is {self.source})")
+        if self.source == "jsonl" and self.dataset_root is None:
+            raise KeyProblem("datasetRoot", "jsonl data needs the directory with training.jsonl and validation.jsonl")
+        if self.source != "jsonl" and self.dataset_root is not None:
+            raise KeyProblem("datasetRoot", f"only for source: jsonl (source is {self.source})")
+        return self
+
+
+class BridgeParallelism(Model):
+    """Model parallelism; unset keys take the library recipe's value."""
+
+    tensor_parallel: int | None = Field(
+        None,
+        ge=1,
+        le=8,
+        description="Tensor-parallel size (TP), inside one node.",
+        json_schema_extra={"x-default": RECIPE_DEFAULT},
+    )
+    pipeline_parallel: int | None = Field(
+        None, ge=1, description="Pipeline-parallel size (PP).", json_schema_extra={"x-default": RECIPE_DEFAULT}
+    )
+    context_parallel: int | None = Field(
+        None, ge=1, description="Context-parallel size (CP).", json_schema_extra={"x-default": RECIPE_DEFAULT}
+    )
+    virtual_pipeline: int | None = Field(
+        None,
+        ge=1,
+        description="Virtual pipeline stages per pipeline rank (interleaved schedule); 1: none.",
+        json_schema_extra={"x-default": RECIPE_DEFAULT},
+    )
+    sequence_parallel: bool | None = Field(
+        None, description="Sequence parallelism (with TP > 1).", json_schema_extra={"x-default": RECIPE_DEFAULT}
+    )
+
+
+class BridgeTraining(Model):
+    """Length and batch of the run; unset batch keys take the library recipe's value."""
+
+    train_iters: int = Field(1000, ge=1, description="Optimizer steps of the run (train.train_iters).")
+    global_batch_size: int | None = Field(
+        None, ge=1, description="Sequences per optimizer step.", json_schema_extra={"x-default": RECIPE_DEFAULT}
+    )
+    micro_batch_size: int | None = Field(
+        None, ge=1, description="Sequences per rank per micro step.", json_schema_extra={"x-default": RECIPE_DEFAULT}
+    )
+    seq_length: int | None = Field(
+        None, ge=128, description="Sequence length in tokens.", json_schema_extra={"x-default": RECIPE_DEFAULT}
+    )
+
+
+class BridgeCheckpoints(Model):
+    """Megatron Bridge's torch_dist checkpoints under `/shared/<workload>/<runId>/checkpoints`."""
+
+    save_interval: int | None = Field(
+        None,
+        ge=1,
+        description="Steps between checkpoints (also one at the last step); refused when writing them would take more"
+        " than 2% of training time.",
+        json_schema_extra={"x-default": RECIPE_DEFAULT},
+    )
+    keep: int = Field(
+        2,
+        ge=1,
+        le=20,
+        description="Newest checkpoints kept (checkpoint.most_recent_k); Bridge writes the next before it deletes the"
+        " oldest, so the file system holds one more while it saves.",
+    )
+
+
+class MegatronBridgeWorkload(RunConfig):
+    """Llama 3.1 pre-training or SFT with Megatron Bridge on NVIDIA GPU nodes (p5, p5en, p6-b200, p6-b300)."""
+
+    RECIPE: ClassVar[str] = "megatron-bridge"
+    ACCELERATOR: ClassVar[instances.Accelerator | None] = "nvidia"
+    REPOSITORY: ClassVar[str | None] = "nemo-megatron-bridge"
+    STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "secret", "hub", "import", "train", "tensorboard")
+    HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = "stages the gated Llama 3.1 repository (config, tokenizer, weights)"
+    CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
+        bridge.CHECKPOINT_BYTES_PER_PARAMETER,
+        "Megatron Bridge's torch_dist checkpoint with the Llama recipes' optimizer settings: bf16 weights (2 bytes)"
+        " and the distributed optimizer's fp32 main parameter, exp_avg and exp_avg_sq (12 bytes)",
+    )
+    STEP_TIME: ClassVar[StepTime] = STEP_TIME
+    COMPILE: ClassVar[CompileTime] = NO_COMPILE
+    DOCS: ClassVar[RecipeDocs] = RecipeDocs(
+        follows=f"NVIDIA Megatron Bridge {bridge.BRIDGE_VERSION} (Megatron Core {bridge.MCORE_VERSION}):"
+        " `scripts/training/run_recipe.py` with the `llama31_8b` / `llama31_70b` pretrain and SFT library recipes,"
+        " `scripts/conversion/run_conversion.py` import and export",
+        image="NGC nemo:26.08 + EFA installer 1.51.0 (aws-ofi-nccl 1.22.0), NCCL 2.30.7, nccl-tests 2.18.5",
+        steps={
+            "image": "image check Job",
+            "dirs": "directory Job",
+            "secret": "Secret (HF token)",
+            "hub": "Hub staging Job (config, tokenizer; weights for an import)",
+            "import": "Hugging Face -> Megatron import Job (SFT)",
+            "train": "training MPIJob (health gate with nccl-tests over EFA, Bridge training offline, export to"
+            " Hugging Face format)",
+            "tensorboard": "TensorBoard",
+        },
+        beside=("tensorboard",),
+    )
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5en-megatron-bridge",)
+    ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
+        ("megatron-bridge-0.6.0", "huggingface-hub-1.24.0"),
+        "run_recipe.py's options, recipe names, datasets and its ConfigContainer overrides composed with Hydra in"
+        " struct mode against the recorded config key sets (Megatron Bridge and Megatron Core); the conversion"
+        " worker's options per command; `hf download`'s options",
+    )
+
+    recipe: Literal["megatron-bridge"] = Field(description="megatron-bridge")
+    model: Literal["llama31_8b", "llama31_70b"] = Field(
+        "llama31_8b", description="The model (a Megatron Bridge library recipe family)."
+    )
+    mode: Literal["pretrain", "sft"] = Field(
+        "pretrain", description="pretrain: from scratch; sft: full fine-tuning of the imported Hugging Face weights."
+    )
+    precision: Literal["bf16", "fp8-cs"] = Field(
+        "bf16", description="bf16 mixed precision, or FP8 with current scaling (Hopper and Blackwell)."
+    )
+    hf_revision: str = Field(
+        "main", description="Hugging Face revision (branch, tag or commit) of the model repository staged."
+    )
+    data: BridgeDataConfig = Field(default_factory=BridgeDataConfig, description="Training data.")
+    parallelism: BridgeParallelism = Field(default_factory=BridgeParallelism, description="Model parallelism.")
+    training: BridgeTraining = Field(default_factory=BridgeTraining, description="Steps and batch.")
+    checkpoints: BridgeCheckpoints = Field(default_factory=BridgeCheckpoints, description="Checkpoints.")
+    export: bool = Field(
+        True, description="Export the last checkpoint to Hugging Face format at the end of the run (its `hf` folder)."
+    )
+    overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra ConfigContainer overrides (`section.key: value`), passed after the recipe's own.",
+    )
+    tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
+
+    @field_validator("hf_revision")
+    @classmethod
+    def _revision(cls, v: str) -> str:
+        if not matches(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", v):
+            raise ValueError(f"{v!r} is not a branch, tag or commit")
+        return v
+
+    @field_validator("overrides")
+    @classmethod
+    def _override_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not matches(r"[a-z_][a-z0-9_]*(\.[a-z0-9_]+)+", key):
+                raise ValueError(
+                    f"{key!r} is not a ConfigContainer field path like checkpoint.async_save (no +/~: Bridge skips a"
+                    " key its config lacks)"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _data_fits_mode(self) -> MegatronBridgeWorkload:
+        wanted = ("mock", "indexed") if self.mode == "pretrain" else ("jsonl",)
+        if self.data.source not in wanted:
+            raise KeyProblem(
+                "data.source", f"{self.data.source} is not data for {self.mode}; use {' or '.join(wanted)}"
+            )
+        return self
+
+    @property
+    def hf_model(self) -> bridge.BridgeModel:
+        return bridge.MODELS[self.model]
+
+    @property
+    def library_recipe(self) -> bridge.LibraryRecipe:
+        return self.hf_model.recipe(self.mode)
+
+    @property
+    def hub_repos(self) -> tuple[needs.HubRepo, ...]:
+        """The model repository at `hfRevision`: the config every rank's recipe builds from and the
+        tokenizer it reads; for an import, the weights too."""
+        required: tuple[str, ...] = (*bridge.HUB_CONFIG_FILES, *bridge.HUB_TOKENIZER_FILES)
+        if self.imports:
+            required += bridge.HUB_WEIGHT_FILES
+        return (needs.HubRepo(self.hf_model.hf_repo, required, bridge.HUB_OPTIONAL_FILES, self.hf_revision),)
+
+    @property
+    def imports(self) -> bool:
+        """SFT starts from the Hugging Face weights, imported once into a Megatron checkpoint."""
+        return self.mode == "sft"
+
+    def resolved(self) -> dict[str, int | bool]:
+        """Parallelism, batch and sequence length: as configured, else the library recipe's."""
+        r, p, t = self.library_recipe, self.parallelism, self.training
+        return {
+            "tp": p.tensor_parallel or r.tensor_parallel,
+            "pp": p.pipeline_parallel or r.pipeline_parallel,
+            "cp": p.context_parallel or r.context_parallel,
+            "vp": p.virtual_pipeline if p.virtual_pipeline is not None else (r.virtual_pipeline or 1),
+            "sp": p.sequence_parallel if p.sequence_parallel is not None else r.sequence_parallel,
+            "gbs": t.global_batch_size or r.global_batch_size,
+            "mbs": t.micro_batch_size or r.micro_batch_size,
+            "seq": t.seq_length or r.seq_length,
+        }
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.training.train_iters
+
+    @property
+    def checkpoint_interval(self) -> int:
+        return self.checkpoints.save_interval or self.library_recipe.save_interval
+
+    @property
+    def checkpoint_interval_key(self) -> str:
+        return "checkpoints.saveInterval"
+
+    @property
+    def checkpoints_kept_key(self) -> str:
+        return "checkpoints.keep"
+
+    @property
+    def checkpoints_kept(self) -> int:
+        """most_recent_k, plus the one being written before the oldest is deleted."""
+        return self.checkpoints.keep + 1
+
+    @property
+    def checkpoint_writes(self) -> int:
+        """Checkpoints the run writes: one every interval and one at the last step when it is not on one."""
+        return math.ceil(self.training.train_iters / self.checkpoint_interval)
+
+    @property
+    def checkpoint_parameters(self) -> int:
+        return self.hf_model.shape.parameters
+
+    def throughput_plan(
+        self, instance_type: str, step_seconds: float | None, storage: StorageConfig
+    ) -> dict[str, object] | None:
+        return bridge_plan(self, instance_type, step_seconds, storage)
+
+    def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
+        """What Megatron Core refuses at start-up (tests/upstream/megatron-lm-core_r0.19.0.yaml
+        parallelism_rules), and what Megatron Bridge refuses for context parallelism; first, a GPU
+        the image's NCCL has no kernels for (its collectives could not run there)."""
+        sm = bridge.GPU_SM.get(instance.accelerator_name or "")
+        if sm not in bridge.IMAGE_SM_TARGETS:
+            fit = [
+                t.name
+                for t in instances.ACCELERATED.values()
+                if bridge.GPU_SM.get(t.accelerator_name or "") in bridge.IMAGE_SM_TARGETS
+            ]
+            return [
+                f"{key}.nodeGroup: {instance.name} has {instance.accelerator_name} GPUs ({sm}); the megatron-bridge"
+                f" image's NCCL and nccl-tests are built for {', '.join(bridge.IMAGE_SM_TARGETS)} only: use a node"
+                f" group of {', '.join(fit)}"
+            ]
+        return parallelism_problems(key, self, instance)
+
+
+def parallelism_problems(key: str, run: MegatronBridgeWorkload, instance: instances.InstanceType) -> list[str]:
+    """Each problem as `<key>.<camelCase path>: ...`, with what would be valid."""
+    r, shape = run.resolved(), run.hf_model.shape
+    tp, pp, cp, vp = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["vp"])
+    gpus = run.nodes * instance.accelerator_count
+    out = []
+    if tp > instance.accelerator_count:
+        out.append(f"{key}.parallelism.tensorParallel: {tp} spans nodes; at most {instance.accelerator_count}")
+    if shape.heads % tp or (shape.kv_heads % tp and tp % shape.kv_heads):
+        out.append(
+            f"{key}.parallelism.tensorParallel: {tp} must divide the {shape.heads} attention heads and divide or be a"
+            f" multiple of the {shape.kv_heads} query groups of {run.model}"
+        )
+    if shape.layers % (pp * vp):
+        out.append(
+            f"{key}.parallelism.pipelineParallel: {pp} stages x {vp} virtual stages must divide the {shape.layers}"
+            f" layers of {run.model}"
+        )
+    if gpus % (tp * pp * cp):
+        out.append(
+            f"{key}.nodes: {gpus} GPUs are not a multiple of TP x PP x CP = {tp * pp * cp} (tensorParallel,"
+            " pipelineParallel, contextParallel)"
+        )
+    elif int(r["gbs"]) % (int(r["mbs"]) * (dp := gpus // (tp * pp * cp))):
+        out.append(
+            f"{key}.training.globalBatchSize: {r['gbs']} is not a multiple of microBatchSize {r['mbs']} x data-parallel"
+            f" size {dp}"
+        )
+    if cp > 1 and int(r["seq"]) % (2 * cp):
+        out.append(f"{key}.training.seqLength: {r['seq']} must be a multiple of 2 x contextParallel = {2 * cp}")
+    return out

@@ -1,0 +1,216 @@
+"""Megatron Bridge as the NeMo Framework 26.08 container carries it: where its programs are, the
+library recipes the `megatron-bridge` recipe runs, the shapes of the models they build, the
+checkpoints they write, and the published throughput the plan estimates step times from.
+
+Every value is held against its upstream source by tests/unit/test_megatron_bridge_facts.py:
+- the container's contents: awslabs/awsome-distributed-ai's lock of nvcr.io/nvidia/nemo:26.08
+  (tests/upstream/nemo-framework-26.08.yaml): Megatron Bridge 0.6.0 at commit c9325115 (branch
+  r0.6.0; the v0.6.0 tag is 12 files later, DeepSeek V4 only), Megatron Core 0.19.0, NCCL 2.30.7;
+- recipes, override syntax, checkpoint layout, conversion worker: NVIDIA-NeMo/Megatron-Bridge at
+  that commit (tests/upstream/megatron-bridge-0.6.0.yaml), and Megatron Core core_r0.19.0
+  (tests/upstream/megatron-lm-core_r0.19.0.yaml);
+- published throughput: the Megatron Bridge performance summary at that commit
+  (tests/upstream/megatron-bridge-performance.yaml); GPU peaks: tests/upstream/gpu-peak-flops-2026-11.yaml.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+CONTAINER = "nvcr.io/nvidia/nemo:26.08"
+BRIDGE_VERSION = "0.6.0"
+BRIDGE_COMMIT = "c93251151adeeadbae3ff2a2bf5ee7a1c34cff01"
+MCORE_VERSION = "0.19.0"
+MCORE_COMMIT = "16ad357ee7973af32916fc1ca39d71065e5f03d4"
+CONTAINER_NCCL = "2.30.7"
+"""The NCCL runtime the container ships (its PyTorch is built against 2.30.5)."""
+
+BRIDGE_DIR = "/opt/Megatron-Bridge"
+"""The Megatron Bridge checkout in the container (a git work tree at BRIDGE_COMMIT)."""
+RUN_RECIPE = "scripts/training/run_recipe.py"
+"""The rank-local training entry point: one process per GPU under torchrun."""
+RUN_CONVERSION = "scripts/conversion/run_conversion.py"
+"""The in-job conversion worker behind convert.sh (import / export), without NeMo Run."""
+
+Mode = Literal["pretrain", "sft"]
+Precision = Literal["bf16", "fp8-cs"]
+MIXED_PRECISION: dict[str, str] = {
+    "bf16": "bf16_mixed",
+    "fp8-cs": "bf16_with_fp8_current_scaling_mixed",
+}
+"""`precision` -> the registered mixed-precision recipe `mixed_precision=` names."""
+
+HUB_CONFIG_FILES = ("config.json",)
+"""What AutoBridge.from_hf_pretrained reads when a recipe builds its model (AutoConfig), on
+every rank, before anything trains."""
+HUB_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+HUB_OPTIONAL_FILES = ("generation_config.json", "special_tokens_map.json")
+HUB_WEIGHT_FILES = ("model.safetensors.index.json", "*.safetensors")
+"""What an import reads besides the config: the safetensors shards and their index."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A Llama-style decoder's shape (untied embedding and output layer)."""
+
+    layers: int
+    hidden: int
+    ffn_hidden: int
+    heads: int
+    kv_heads: int
+    vocab: int
+
+    @property
+    def parameters(self) -> int:
+        """Embedding and output layer, per layer attention (q and o full, k and v per KV head),
+        the SwiGLU MLP's three matrices and two RMSNorms, and the final norm."""
+        h = self.hidden
+        kv = h // self.heads * self.kv_heads
+        per_layer = 2 * h * h + 2 * h * kv + 3 * h * self.ffn_hidden + 2 * h
+        return 2 * self.vocab * h + self.layers * per_layer + h
+
+    def flops_per_token(self, seq_length: int) -> float:
+        """Training FLOPs per token: 6 x parameters for the matrix multiplies, plus the attention
+        scores and values (12 x layers x hidden x sequence, causal masking not discounted)."""
+        return 6 * self.parameters + 12 * self.layers * self.hidden * seq_length
+
+
+@dataclass(frozen=True)
+class LibraryRecipe:
+    """One Megatron Bridge library recipe (its exported name) and the values it sets that the
+    project's config defaults to."""
+
+    name: str
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    virtual_pipeline: int | None
+    sequence_parallel: bool
+    seq_length: int
+    global_batch_size: int
+    micro_batch_size: int
+    save_interval: int
+
+
+@dataclass(frozen=True)
+class BridgeModel:
+    """A model the recipe trains: its Hugging Face repository (the one the library recipe builds
+    the model from, so the staged cache is the one it reads), its shape and its two recipes."""
+
+    key: str
+    hf_repo: str
+    gated: bool
+    shape: ModelShape
+    pretrain: LibraryRecipe
+    sft: LibraryRecipe
+
+    def recipe(self, mode: Mode) -> LibraryRecipe:
+        return self.pretrain if mode == "pretrain" else self.sft
+
+
+LLAMA31_VOCAB = 128256
+"""The Llama 3 tokenizer's vocabulary; the recipe pads it to a multiple of 128 (it is one)."""
+
+MODELS: dict[str, BridgeModel] = {
+    m.key: m
+    for m in (
+        BridgeModel(
+            "llama31_8b",
+            "meta-llama/Meta-Llama-3.1-8B",
+            True,
+            ModelShape(32, 4096, 14336, 32, 8, LLAMA31_VOCAB),
+            LibraryRecipe("llama31_8b_pretrain_config", 1, 1, 2, None, False, 8192, 512, 1, 500),
+            LibraryRecipe("llama31_8b_sft_config", 2, 1, 1, None, False, 4096, 8, 1, 50),
+        ),
+        BridgeModel(
+            "llama31_70b",
+            "meta-llama/Meta-Llama-3.1-70B",
+            True,
+            ModelShape(80, 8192, 28672, 64, 8, LLAMA31_VOCAB),
+            LibraryRecipe("llama31_70b_pretrain_config", 4, 4, 2, 5, True, 131072, 512, 1, 500),
+            LibraryRecipe("llama31_70b_sft_config", 8, 4, 1, None, False, 4096, 8, 1, 50),
+        ),
+    )
+}
+"""Model key -> what its library recipes build."""
+
+CHECKPOINT_BYTES_PER_PARAMETER = 14
+"""What a torch_dist checkpoint holds per parameter with the recipes' optimizer settings: the
+bf16 model weights (2 bytes) and the distributed optimizer's fp32 main parameter, exp_avg and
+exp_avg_sq (4 bytes each; main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype = float32)."""
+WEIGHT_BYTES_PER_PARAMETER = 2
+"""A bf16 weights-only checkpoint (what an import writes and an export reads)."""
+ITERATION_DIR = "iter_{:07d}"
+TRACKER_FILE = "latest_checkpointed_iteration.txt"
+TRAIN_STATE_FILE = "latest_train_state.pt"
+RUN_CONFIG_FILE = "run_config.yaml"
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One row of NVIDIA's Megatron Bridge performance tables."""
+
+    model: str
+    system: str
+    container: str
+    mode: Mode
+    precision: Precision
+    gpus: int
+    global_batch_size: int
+    micro_batch_size: int
+    seq_length: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    virtual_pipeline: int | None
+    fsdp: int
+    tokens_per_second_per_gpu: float
+    model_tflops_per_gpu: float
+
+    @property
+    def shape(self) -> str:
+        vp = f" VP{self.virtual_pipeline}" if self.virtual_pipeline else ""
+        fsdp = f" FSDP{self.fsdp}" if self.fsdp else ""
+        return (
+            f"{self.gpus} GPUs, GBS {self.global_batch_size}, MBS {self.micro_batch_size}, seq {self.seq_length},"
+            f" TP{self.tensor_parallel} PP{self.pipeline_parallel} CP{self.context_parallel}{vp}{fsdp}"
+        )
+
+
+PUBLISHED: tuple[PublishedRun, ...] = (
+    PublishedRun(
+        "llama31_8b", "DGX-H100", "25.11", "pretrain", "fp8-cs", 8, 128, 1, 8192, 1, 1, 1, None, 8, 14451, 744
+    ),
+    PublishedRun(
+        "llama31_8b", "DGX-B200", "25.11", "pretrain", "fp8-cs", 8, 128, 2, 8192, 1, 1, 1, None, 0, 30624, 1576
+    ),
+    PublishedRun(
+        "llama31_70b", "DGX-H100", "26.04.01", "pretrain", "fp8-cs", 64, 256, 1, 8192, 4, 8, 1, 5, 0, 1664, 731
+    ),
+    PublishedRun("llama31_70b", "DGX-H100", "26.06", "sft", "fp8-cs", 32, 32, 1, 4096, 4, 4, 1, 5, 0, 1638, 710),
+)
+"""NVIDIA's rows for Llama 3 8B / 70B (LLAMA3_8B, LLAMA3_70B: Llama 3.1 has the same layers, so
+the same FLOPs per token; the tables carry no Llama 3.1 rows of these sizes and no BF16 Llama rows)."""
+
+SYSTEM_OF_INSTANCE: dict[str, str] = {
+    "p5.48xlarge": "DGX-H100",
+    "p5e.48xlarge": "DGX-H100",
+    "p5en.48xlarge": "DGX-H100",
+    "p6-b200.48xlarge": "DGX-B200",
+}
+"""Which published system's figure an instance type's estimate uses. H200 (p5e, p5en) uses the
+H100 figure: the same GH100 compute (989.4 dense BF16 TFLOPS), more and faster HBM, so the H100
+figure is a floor; no H200 row is published. p6-b300 has no published Llama row."""
+
+PEAK_DENSE_BF16_TFLOPS: dict[str, float] = {"DGX-H100": 989.4, "DGX-B200": 2250.0}
+"""Per-GPU dense BF16 tensor peak (H100 SXM5; B200 in HGX at 1000 W): the MFU's denominator."""
+PEAK_DENSE_FP8_TFLOPS: dict[str, float] = {"DGX-H100": 1978.9, "DGX-B200": 4500.0}
+"""The same GPUs' dense FP8 tensor peak, the ceiling of an FP8 run."""
+
+GPU_SM: dict[str, str] = {"A100": "sm_80", "H100": "sm_90", "H200": "sm_90", "B200": "sm_100", "B300": "sm_103"}
+"""Each GPU's compute capability as an SM target (NVIDIA's CUDA GPUs page:
+tests/upstream/nvidia-cuda-gpus-2026-11.yaml)."""
+IMAGE_SM_TARGETS = ("sm_90", "sm_100", "sm_103")
+"""What images/nemo-megatron-bridge builds NCCL and nccl-tests for (its NVCC_GENCODE, SASS only: no
+PTX of an older target), so the GPUs the recipe can run on; a test holds the two equal."""
