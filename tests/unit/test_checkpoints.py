@@ -94,7 +94,7 @@ def test_nemo_counts_checkpoints_as_lightning_and_nemo_do() -> None:
     assert p is not None
     k = run.training.checkpoints_to_keep
     assert lightning["kept_with_save_last"] == "save_top_k + 1" and p.kept == k + 1
-    assert p.writes == lightning["writes_per_interval_with_save_last"]
+    assert p.per_interval == lightning["writes_per_interval_with_save_last"]
     multiple = nemo["make_vocab_size_divisible_by"] * run.model.tensor_parallel
     padded = -(-NEMO_COUNTS["gpt2_vocab_size"] // multiple) * multiple
     assert run.checkpoint_parameters == checkpoints.llama_parameters(run.model, padded)
