@@ -133,6 +133,18 @@ class ObservabilityConfig(Model):
 NVIDIA_MOFED_DEFAULT_ON = ("0.19.0", "0.19.1", "0.19.2")
 
 
+# aws/eks-charts stable/aws-efa-k8s-device-plugin (Chart.yaml history, bfe91c4b): chart v0.5.18
+# (2025-09-19) is the first with image v0.5.10. Images before it count p6-b200's two NVLink
+# controllers (ibp*) as EFA devices, 10 instead of 8, and pods get them as EFA devices
+# (aws/sagemaker-hyperpod-cli PR #282; the EKS user guide, node-efa, names the minimum).
+EFA_PLUGIN_FIRST_CHART_FOR: dict[str, str] = {"p6-b200.48xlarge": "v0.5.18"}
+
+
+def chart_version(v: str) -> tuple[int, ...]:
+    """'v0.5.18' -> (0, 5, 18)."""
+    return tuple(int(p) for p in v.removeprefix("v").split("."))
+
+
 class AddonsConfig(Model):
     """Cluster add-ons. Helm chart versions are pinned here; bump them deliberately. Each pin is
     checked against its chart at that version (tests/upstream/chart-*.yaml)."""

@@ -107,6 +107,12 @@ def shape(address: str) -> Shape:
 
 
 @cache
+def named_shape(service: str, name: str) -> Shape:
+    """A botocore shape by its name in the service model (one no operation member names)."""
+    return cast(Shape, _session().get_service_model(service).shape_for(name))
+
+
+@cache
 def _pattern(raw: str) -> re.Pattern[str]:
     # A Java class range over a surrogate pair is, in Python, the supplementary planes.
     text = _ascii_classes(raw.replace(r"\uD800\uDC00-\uDBFF\uDFFF", r"\U00010000-\U0010FFFF"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -72,6 +73,14 @@ NEMO_EFA = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda
 by absolute path (awsome-distributed-training: nccl-tests.yaml, the NeMo kubernetes Dockerfile's
 mpirun.real wrapper); NGC nemo:24.07 is a CUDA 12 container."""
 
+GPU_FABRIC = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="13")
+"""images/gpu-fabric: the EFA installer's Open MPI in /opt/amazon/openmpi (its OPAL_PREFIX, as in
+images/nemo) on NVIDIA's CUDA 13.0.2 devel image."""
+NEURON_FABRIC = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), neuron_runtime="2.34.10")
+"""images/neuron-fabric: the EFA installer's Open MPI in /opt/amazon/openmpi; Neuron SDK 2.32.0's
+runtime library (aws-neuronx-runtime-lib 2.34.10.0, tests/upstream/neuron-sdk-2.32.0-packages.yaml),
+named as its release notes name it (facts.drivers.RUNTIME_OF_SDK)."""
+
 
 @dataclass(frozen=True)
 class Image:
@@ -111,6 +120,12 @@ class Image:
     def tag(self) -> str:
         """The image tag: a digest of every file of the folder (paths and contents)."""
         return content_tag(self.folder)
+
+    @property
+    def cuda_architectures(self) -> frozenset[int]:
+        """The CUDA architectures its Dockerfile builds kernels for (`code=sm_XX` in NVCC_GENCODE),
+        empty for an image that compiles none: a GPU outside them cannot run its programs."""
+        return frozenset(int(m) for m in re.findall(r"code=sm_([0-9]+)", self.dockerfile.read_text()))
 
     @property
     def ready_within_seconds(self) -> int:
@@ -172,6 +187,25 @@ IMAGES: dict[str, Image] = {
             60,
             "the Neuron training DLC plus apt packages and a git clone: nothing compiles; 128 GB of disk",
             NEURON_DLC_2_22,
+        ),
+        Image(
+            "gpu-fabric",
+            None,
+            "the current GPU fabric stack: EFA installer 1.51.0, NCCL v2.30.7-1, nccl-tests v2.18.5 (CUDA 13.0.2)",
+            "BUILD_GENERAL1_XLARGE",
+            120,
+            "NCCL and nccl-tests compile for four GPU architectures with make -j$(nproc) (36 vCPUs: NCCL's kernels"
+            " are most of the build); the CUDA devel image and the build tree fit 256 GB",
+            GPU_FABRIC,
+        ),
+        Image(
+            "neuron-fabric",
+            "2.32.0",
+            "Neuron SDK 2.32.0 runtime, collectives and nccom-test with EFA installer 1.51.0",
+            "BUILD_GENERAL1_MEDIUM",
+            60,
+            "Ubuntu plus apt packages and the EFA installer: nothing compiles; 128 GB of disk",
+            NEURON_FABRIC,
         ),
     )
 }

@@ -6,7 +6,9 @@ from config a user could get wrong. `tests/unit/test_instances.py` checks every 
 the EC2 instance-type data that moto ships, as an independent reference.
 
 Sources: the EC2 accelerated-computing instance type pages (network cards, maximum EFA
-interfaces, accelerators, instance store); the EKS user guide (AL2023 accelerated AMI types).
+interfaces, accelerators, instance store); the EKS user guide (AL2023 accelerated AMI types;
+botocore's eks model holds their names); the Neuron architecture pages for what AWS's data leaves
+out of trn2u.48xlarge (its Trainium2 devices, and the UltraServer it is part of).
 """
 
 from __future__ import annotations
@@ -24,6 +26,34 @@ from facts.names import (
 )
 
 Accelerator = Literal["neuron", "nvidia"]
+Architecture = Literal["x86_64", "arm64"]
+
+AMI_TYPES: dict[tuple[Architecture, Accelerator | None], str] = {
+    ("x86_64", None): "AL2023_x86_64_STANDARD",
+    ("arm64", None): "AL2023_ARM_64_STANDARD",
+    ("x86_64", "neuron"): "AL2023_x86_64_NEURON",
+    ("x86_64", "nvidia"): "AL2023_x86_64_NVIDIA",
+    ("arm64", "nvidia"): "AL2023_ARM_64_NVIDIA",
+}
+"""The EKS managed node group AMI type per CPU architecture and accelerator (AL2023; AL2 is end of
+life). There is no arm64 Neuron AMI type (botocore eks model, AMITypes)."""
+
+
+CUDA_ARCH: dict[str, int] = {"A100": 80, "H100": 90, "H200": 90, "B200": 100, "B300": 103}
+"""GPU -> its CUDA architecture (sm_XX), which an image's kernels must be built for
+(awsome-distributed-ai nccl-tests README; tests/upstream/gpu-fabric-stack-2026-11.yaml)."""
+
+
+@dataclass(frozen=True)
+class UltraServer:
+    """Instances joined by an accelerator interconnect into one scale-up domain, sold as a whole
+    through UltraServer Capacity Blocks (EC2 API: DescribeCapacityBlockOfferings UltraserverType)."""
+
+    ultraserver_type: str
+    """The EC2 UltraServer type, e.g. u-trn2x64."""
+    instances: int
+    """Instances of one UltraServer."""
+    interconnect: str
 
 
 @dataclass(frozen=True)
@@ -54,8 +84,12 @@ class InstanceType:
     vcpus: int
     memory_gib: int
     network_cards: int
-    """Number of network cards; for the EFA types it equals the maximum EFA interfaces."""
     efa: bool
+    efa_on_primary_card: bool = True
+    """Network card 0 takes an EFA device too. Not on p6-b300, whose card 0 is ENA only (EC2
+    instance-type data: NetworkCards[0].InterfaceTypes is ["interface"])."""
+    architecture: Architecture = "x86_64"
+    ultraserver: UltraServer | None = None
     accelerator: Accelerator | None = None
     accelerator_name: str | None = None
     accelerator_count: int = 0
@@ -74,9 +108,17 @@ class InstanceType:
         return self.name.split(".", 1)[0]
 
     @property
+    def efa_cards(self) -> tuple[int, ...]:
+        """The network cards that carry an EFA device: every card that supports one (EC2 guide,
+        "Maximize network bandwidth on Amazon EC2 instances with multiple network cards")."""
+        if not self.efa:
+            return ()
+        return tuple(range(0 if self.efa_on_primary_card else 1, self.network_cards))
+
+    @property
     def efa_interfaces(self) -> int:
-        """EFA devices a node exposes: one on every network card, or none."""
-        return self.network_cards if self.efa else 0
+        """EFA devices a node exposes: one on every EFA-capable network card, or none."""
+        return len(self.efa_cards)
 
     @property
     def device_resource(self) -> str | None:
@@ -89,12 +131,8 @@ class InstanceType:
 
     @property
     def ami_type(self) -> str:
-        """The EKS managed node group AMI type (AL2023; AL2 is end of life)."""
-        if self.accelerator == "neuron":
-            return "AL2023_x86_64_NEURON"
-        if self.accelerator == "nvidia":
-            return "AL2023_x86_64_NVIDIA"
-        return "AL2023_x86_64_STANDARD"
+        """The EKS managed node group AMI type for the architecture and accelerator."""
+        return AMI_TYPES[(self.architecture, self.accelerator)]
 
     @property
     def taints(self) -> tuple[Taint, ...]:
@@ -131,11 +169,22 @@ class InstanceType:
 
     @property
     def ranks_per_node(self) -> int:
-        """Training processes per node: one per NeuronCore (trn2 runs two physical cores as one
-        logical core by default, LNC=2) or one per GPU; 0 without accelerators."""
+        """Training processes per node: one per NeuronCore (Trainium2 runs two physical cores as
+        one logical core by default, LNC=2) or one per GPU; 0 without accelerators."""
         if self.accelerator == "neuron":
-            return self.neuron_cores // 2 if self.family == "trn2" else self.neuron_cores
+            return self.neuron_cores // 2 if self.accelerator_name == "Trainium2" else self.neuron_cores
         return self.accelerator_count
+
+    @property
+    def cuda_arch(self) -> int | None:
+        """The GPUs' CUDA architecture (sm_XX as XX); None without NVIDIA GPUs."""
+        return CUDA_ARCH[self.accelerator_name or ""] if self.accelerator == "nvidia" else None
+
+    @property
+    def neuron_family(self) -> str:
+        """The instance family the Neuron SDK's support matrix names: a Trn2 UltraServer member
+        (trn2u) runs what trn2 runs (Neuron docs, trn2-arch: the same 16 Trainium2 per instance)."""
+        return "trn2" if self.family == "trn2u" else self.family
 
     @property
     def cpu_worker_vcpus(self) -> int:
@@ -162,7 +211,16 @@ class InstanceType:
         return self.vcpus - max(4, self.vcpus * 6 // 100)
 
 
-def _neuron(name: str, vcpus: int, mem: int, cards: int, chip: str, cores: int, gbps: int) -> InstanceType:
+def _neuron(
+    name: str,
+    vcpus: int,
+    mem: int,
+    cards: int,
+    chip: str,
+    cores: int,
+    gbps: int,
+    ultraserver: UltraServer | None = None,
+) -> InstanceType:
     return InstanceType(
         name=name,
         vcpus=vcpus,
@@ -177,11 +235,21 @@ def _neuron(name: str, vcpus: int, mem: int, cards: int, chip: str, cores: int, 
         nvme_total_gb=7600,
         network_gbps=gbps,
         ipv4_per_interface=50,
+        ultraserver=ultraserver,
     )
 
 
 def _gpu(
-    name: str, mem: int, cards: int, gpu: str, gpu_mib: int, disks: int, disk_gb: int, gbps: int, vcpus: int = 192
+    name: str,
+    mem: int,
+    cards: int,
+    gpu: str,
+    gpu_mib: int,
+    disks: int,
+    disk_gb: int,
+    gbps: int,
+    vcpus: int = 192,
+    efa_on_primary_card: bool = True,
 ) -> InstanceType:
     return InstanceType(
         name=name,
@@ -197,6 +265,7 @@ def _gpu(
         nvme_total_gb=disk_gb,
         network_gbps=gbps,
         ipv4_per_interface=50,
+        efa_on_primary_card=efa_on_primary_card,
     )
 
 
@@ -206,16 +275,22 @@ def _general(name: str, vcpus: int, mem: int, ipv4_per_interface: int) -> Instan
     )
 
 
+TRN2_ULTRASERVER = UltraServer("u-trn2x64", 4, "NeuronLink-v3")
+"""A Trn2 UltraServer: four trn2u.48xlarge, 64 Trainium2 (Neuron docs 2.32.0, trn2-arch)."""
+
 ACCELERATED: dict[str, InstanceType] = {
     t.name: t
     for t in (
         _neuron("trn1.32xlarge", 128, 512, 8, "Trainium", 32, 800),
         _neuron("trn1n.32xlarge", 128, 512, 16, "Trainium", 32, 1600),
         _neuron("trn2.48xlarge", 192, 2048, 16, "Trainium2", 128, 3200),
+        _neuron("trn2u.48xlarge", 192, 2048, 16, "Trainium2", 128, 3200, TRN2_ULTRASERVER),
         _gpu("p4de.24xlarge", 1152, 4, "A100", 81920, 8, 8000, 400, vcpus=96),
         _gpu("p5.48xlarge", 2048, 32, "H100", 81920, 8, 30400, 3200),
         _gpu("p5e.48xlarge", 2048, 32, "H200", 144384, 8, 30400, 3200),
         _gpu("p5en.48xlarge", 2048, 16, "H200", 144384, 8, 30400, 3200),
+        _gpu("p6-b200.48xlarge", 2048, 8, "B200", 183359, 8, 30400, 3200),
+        _gpu("p6-b300.48xlarge", 4096, 17, "B300", 275040, 8, 30400, 6400, efa_on_primary_card=False),
     )
 }
 
@@ -240,41 +315,3 @@ def get(name: str) -> InstanceType:
         return CATALOG[name]
     except KeyError:
         raise KeyError(f"unknown instance type {name!r}; known: {', '.join(CATALOG)}") from None
-
-
-@dataclass(frozen=True)
-class HealthCheckFloor:
-    """The all-reduce a pre-training health check runs on an instance type, and the bus
-    bandwidth below which it fails."""
-
-    message_size: str
-    min_bus_bandwidth_gb_per_second: float
-    basis: str = ""
-    """The published two-node figure the floor is a share of, or why there is none."""
-
-
-FLOOR_SHARE = 0.85
-"""A floor is at least this share of a published two-node figure: a fabric at half its bandwidth
-(a lost EFA card, a degraded link) fails the gate, run-to-run noise does not."""
-NCCOM_TWO_TRN1_1GIB = 47.09
-"""GB/s bus bandwidth of a 64-rank fp32 all-reduce of 1 GiB on two 32-NeuronCore instances: the
-Neuron docs' nccom-test "Multiple Instances Example" (aws-neuron-sdk v2.29.1, nccom-test.rst)."""
-_TRN1 = f"85% of {NCCOM_TWO_TRN1_1GIB} GB/s, nccom-test's published 2 x 32-NeuronCore figure at 1 GiB"
-_NOT_PUBLISHED = (
-    f"no published two-node figure for {{}}: trn1's ({NCCOM_TWO_TRN1_1GIB} GB/s at 1 GiB) as a lower bound, which a"
-    " healthy {} fabric (more EFA bandwidth) passes with room; set healthCheck.minBusBandwidthGBPerSecond from a"
-    " healthy run to catch a half-broken one"
-)
-_NEURON_FLOOR = round(FLOOR_SHARE * NCCOM_TWO_TRN1_1GIB, 1)
-# GPU: 90% of the 2-node nccl-tests all_reduce_perf figures published by
-# aws-samples/awsome-distributed-training (micro-benchmarks/nccl-tests README: p4de 78 GB/s
-# at 2 GiB, p5 487 GB/s at 16 GiB), leaving room for run-to-run noise.
-HEALTH_CHECK_FLOORS: dict[str, HealthCheckFloor] = {
-    "p4de.24xlarge": HealthCheckFloor("2G", 70.0, "90% of 78 GB/s, awsome-distributed-training's 2 x p4de at 2 GiB"),
-    "p5.48xlarge": HealthCheckFloor("16G", 438.0, "90% of 487 GB/s, awsome-distributed-training's 2 x p5 at 16 GiB"),
-    "p5e.48xlarge": HealthCheckFloor("16G", 438.0, "p5's figure (same EFA bandwidth)"),
-    "p5en.48xlarge": HealthCheckFloor("16G", 438.0, "p5's figure (same EFA bandwidth)"),
-    "trn1.32xlarge": HealthCheckFloor("1G", _NEURON_FLOOR, _TRN1),
-    "trn1n.32xlarge": HealthCheckFloor("1G", _NEURON_FLOOR, _NOT_PUBLISHED.format("trn1n", "trn1n")),
-    "trn2.48xlarge": HealthCheckFloor("1G", _NEURON_FLOOR, _NOT_PUBLISHED.format("trn2", "trn2")),
-}

@@ -14,10 +14,21 @@ CAPACITY_BLOCK_MAX_DAYS = 182
 """The longest Capacity Block (EC2 user guide, ec2-capacity-blocks: 1-day increments up to 14
 days, 7-day increments up to 182 days)."""
 CAPACITY_BLOCK_TYPES = frozenset(
-    {"p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "trn1.32xlarge", "trn2.48xlarge"}
+    {
+        "p4d.24xlarge",
+        "p5.48xlarge",
+        "p5e.48xlarge",
+        "p5en.48xlarge",
+        "p6-b200.48xlarge",
+        "p6-b300.48xlarge",
+        "trn1.32xlarge",
+        "trn2.48xlarge",
+        "trn2u.48xlarge",
+    }
 )
-"""Instance types EC2 sells as Capacity Blocks (EC2 user guide, ec2-capacity-blocks, "Supported
-instance types"): not p4de, not trn1n."""
+"""Instance types EC2 sells as Capacity Blocks (EC2 user guide, ec2-capacity-blocks and
+capacity-blocks-how; AWS PCS user guide, capacity-blocks, for p6-b300), trn2u as the members of a
+Trn2 UltraServer Capacity Block: not p4de, not trn1n."""
 
 KUEUE_MAX_FLAVORS = 64
 """Flavors of one ClusterQueue resource group (kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go,

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from facts.instances import CUDA_ARCH
+
 CONTAINER = "nvcr.io/nvidia/nemo:26.08"
 BRIDGE_VERSION = "0.6.0"
 BRIDGE_COMMIT = "c93251151adeeadbae3ff2a2bf5ee7a1c34cff01"
@@ -208,9 +210,9 @@ PEAK_DENSE_BF16_TFLOPS: dict[str, float] = {"DGX-H100": 989.4, "DGX-B200": 2250.
 PEAK_DENSE_FP8_TFLOPS: dict[str, float] = {"DGX-H100": 1978.9, "DGX-B200": 4500.0}
 """The same GPUs' dense FP8 tensor peak, the ceiling of an FP8 run."""
 
-GPU_SM: dict[str, str] = {"A100": "sm_80", "H100": "sm_90", "H200": "sm_90", "B200": "sm_100", "B300": "sm_103"}
-"""Each GPU's compute capability as an SM target (NVIDIA's CUDA GPUs page:
-tests/upstream/nvidia-cuda-gpus-2026-11.yaml)."""
+GPU_SM: dict[str, str] = {gpu: f"sm_{arch}" for gpu, arch in CUDA_ARCH.items()}
+"""Each GPU's compute capability as an SM target, the instance catalog's (held to NVIDIA's CUDA GPUs
+page: tests/upstream/nvidia-cuda-gpus-2026-11.yaml)."""
 IMAGE_SM_TARGETS = ("sm_90", "sm_100", "sm_103")
 """What images/nemo-megatron-bridge builds NCCL and nccl-tests for (its NVCC_GENCODE, SASS only: no
 PTX of an older target), so the GPUs the recipe can run on; a test holds the two equal."""

@@ -12,6 +12,14 @@ Sources (as of PRICES_AS_OF):
   "LLM cost optimization on AWS", 2026-06-30, describes it); some third-party pages still
   quote the pre-cut $98.32 for p5.48xlarge. Entries in UNVERIFIED were not cross-checked
   against a second source: run `python -m tools.cost --live` with credentials to compare.
+- p6-b200.48xlarge $113.9328 (us-east-1, us-east-2, us-west-2) and p6-b300.48xlarge $142.416
+  (us-west-2; no other of the three regions is listed): instances.vantage.sh's On-Demand data as
+  tsaol/aws-gpu data/p6_family_all.js carries it (updated 2025-12-21). For scale, AWS's Capacity
+  Block page lists $74.88 (p6-b200) and $93.60 (p6-b300) per instance-hour (koyakimu/
+  ec2-capacity-blocks-for-ml-pricing-json data/pricing.json, scraped 2026-01-31).
+- trn2u.48xlarge: no price is published; Trn2 UltraServers are sold as Capacity Blocks, and
+  neither AWS's On-Demand nor its Capacity Block page (as scraped above) lists it. PROXIES prices
+  it as trn2.48xlarge, the same instance outside an UltraServer, and the cost line says so.
 - EKS control plane: $0.10 per cluster-hour in standard support, $0.60 in extended
   support (Amazon EKS pricing page; cloudburn.io "Amazon EKS pricing", 2026-03).
 - NAT gateway: $0.045 per gateway-hour, data processing not included (Amazon VPC pricing).
@@ -32,6 +40,9 @@ EC2_ON_DEMAND_HOURLY: dict[str, float] = {
     "p5.48xlarge": 55.04,
     "p5e.48xlarge": 63.30,
     "p5en.48xlarge": 63.30,
+    "p6-b200.48xlarge": 113.9328,
+    "p6-b300.48xlarge": 142.416,
+    "trn2u.48xlarge": 44.70,
     "m6i.xlarge": 0.192,
     "m6i.2xlarge": 0.384,
     "m6i.4xlarge": 0.768,
@@ -39,7 +50,17 @@ EC2_ON_DEMAND_HOURLY: dict[str, float] = {
     "m7i.2xlarge": 0.4032,
     "m7i.4xlarge": 0.8064,
 }
-UNVERIFIED = ("trn2.48xlarge", "p4de.24xlarge", "p5e.48xlarge", "p5en.48xlarge")
+UNVERIFIED = (
+    "trn2.48xlarge",
+    "p4de.24xlarge",
+    "p5e.48xlarge",
+    "p5en.48xlarge",
+    "p6-b200.48xlarge",
+    "p6-b300.48xlarge",
+    "trn2u.48xlarge",
+)
+PROXIES: dict[str, str] = {"trn2u.48xlarge": "trn2.48xlarge"}
+"""Types with no published price of their own -> the type whose price stands in for theirs."""
 
 EKS_CONTROL_PLANE_HOURLY = 0.10
 EKS_EXTENDED_SUPPORT_HOURLY = 0.60

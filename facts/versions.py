@@ -88,10 +88,13 @@ TABLE: tuple[SdkRow, ...] = (
 )
 
 
-def problems(sdk: str, family: str, *, nemo_megatron: bool, image: str | None) -> list[str]:
-    """Why an SDK cannot run a training recipe on an instance family (empty: it can)."""
+def problems(sdk: str, family: str, *, nemo_megatron: bool, image: str | None, xla_training: bool = True) -> list[str]:
+    """Why an SDK cannot run a training recipe on an instance family (empty: it can). A recipe
+    without PyTorch/XLA (`xla_training=False`) needs only an SDK that supports the family."""
     v = parse(sdk)
     out = []
+    if not xla_training:
+        return [] if family != "trn2" or v >= TRN2_FIRST else [f"Neuron SDK {sdk} does not support trn2 (from 2.21.0)"]
     families = xla_training_families(sdk)
     if family not in families:
         if v >= XLA_TRAINING_ENDS:

@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 
 from facts import eks_addons, instances
-from facts.names import ACCELERATOR_LABEL, EFA_LABEL, NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
+from facts.names import ACCELERATOR_LABEL, EFA_LABEL, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
 
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
@@ -79,8 +79,18 @@ def accelerator_groups(groups: Iterable[NodeGroupFacts], accelerator: instances.
 
 
 def efa_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
-    """EFA nodes only: elsewhere the plugin crash-loops with "No devices found"."""
-    return {"nodeSelector": {EFA_LABEL: "true"}, "tolerations": tolerations_for(groups)}
+    """EFA nodes only: elsewhere the plugin crash-loops with "No devices found". The chart also
+    keeps its DaemonSet to an allow-list of instance types (supportedInstanceLabels, a required
+    node affinity): a type missing from the pinned chart's list gets no plugin, no EFA devices,
+    and NCCL falls back to TCP without an error. The list is the stack's own EFA types."""
+    return {
+        "nodeSelector": {EFA_LABEL: "true"},
+        "tolerations": tolerations_for(groups),
+        "supportedInstanceLabels": {
+            "keys": [INSTANCE_TYPE_LABEL],
+            "values": sorted({g.instance.name for g in groups}),
+        },
+    }
 
 
 def nvidia_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:

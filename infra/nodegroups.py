@@ -42,14 +42,15 @@ class InterfaceSlot:
 def efa_interface_layout(instance: instances.InstanceType) -> list[InterfaceSlot]:
     """The EC2 guide's layout for multi-card EFA instances ("Maximize network bandwidth on
     Amazon EC2 instances with multiple network cards"): the primary ENA interface on card 0
-    device 0, an EFA-only interface on card 0 device 1, and an EFA-only interface at device 0
-    of every other card. That is exactly one EFA device per network card, and EFA-only
-    interfaces take no IP address, so a 32-card p5 uses one subnet IP per node, not 32.
+    device 0; an EFA-only interface on card 0 device 1 if card 0 supports EFA (not on p6-b300);
+    an EFA-only interface at device 0 of every other card. That is exactly one EFA device per
+    EFA-capable card, and EFA-only interfaces take no IP address, so a 32-card p5 uses one
+    subnet IP per node, not 32.
     """
     if not instance.efa:
         raise ValueError(f"{instance.name} does not support EFA")
-    slots = [InterfaceSlot(0, 0, "interface"), InterfaceSlot(0, 1, "efa-only")]
-    slots += [InterfaceSlot(card, 0, "efa-only") for card in range(1, instance.network_cards)]
+    slots = [InterfaceSlot(0, 0, "interface")]
+    slots += [InterfaceSlot(card, 1 if card == 0 else 0, "efa-only") for card in instance.efa_cards]
     return slots
 
 
@@ -241,7 +242,10 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
         if ng.capacity.targets_reservation:
             target = aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs
             reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                capacity_reservation_target=target(capacity_reservation_id=ng.capacity.reservation_id)
+                capacity_reservation_target=target(
+                    capacity_reservation_id=ng.capacity.reservation_id,
+                    capacity_reservation_resource_group_arn=ng.capacity.reservation_group_arn,
+                )
             )
         market = None
         if ng.capacity.type == "capacity-block":

@@ -69,6 +69,20 @@ def own_instance_tags(cfg: StackConfig, ng: NodeGroupConfig) -> dict[str, str]:
     return {CLUSTER_TAG: cfg.cluster.name, "Name": f"{cfg.cluster.name}-{ng.name}"}
 
 
+def group_not_checked(ng: NodeGroupConfig) -> Finding:
+    """A group launching into a Capacity Reservation resource group: which reservations it holds
+    is a Resource Groups lookup, not made here; the check passes with a warning saying what to run."""
+    arn = str(ng.capacity.reservation_group_arn)
+    return Finding(
+        "reservation",
+        f"nodeGroups[{ng.name}] {arn}",
+        True,
+        "a resource group of reservations is not checked here; list what it holds with `aws resource-groups"
+        f" list-group-resources --group {arn}` and check each with `aws ec2 describe-capacity-reservations`",
+        warning=True,
+    )
+
+
 def check_reservations(
     account: Account, cfg: StackConfig, now: dt.datetime, margin_hours: float | None = None
 ) -> list[Finding]:
@@ -81,7 +95,9 @@ def check_reservations(
     out = []
     by_id: dict[str, list[NodeGroupConfig]] = {}
     for ng in cfg.node_groups:
-        if ng.capacity.targets_reservation:
+        if ng.capacity.reservation_group_arn is not None:
+            out.append(group_not_checked(ng))
+        elif ng.capacity.targets_reservation:
             by_id.setdefault(str(ng.capacity.reservation_id), []).append(ng)
     for rid, groups in by_id.items():
         subject = f"nodeGroups[{'+'.join(g.name for g in groups)}] {rid}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from config.amis import release_problems
 from config.checks.access import api_path, tag_keys_distinct, tag_rules
-from config.checks.addons import eks_addon_versions_known
+from config.checks.addons import efa_plugin_counts_devices, eks_addon_versions_known
 from config.checks.capacity import capacity_problems
 from config.checks.groups import Groups, GroupView, groups_of
 from config.checks.network import flavors_fit, network_problems
@@ -78,6 +78,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *team_problems(cfg.teams, groups, bool(cfg.queueing.default_queue)),
             *run_teams(cfg.workloads, cfg.teams, _default_queue_quota(cfg, groups)),
             *system_name_reserved(cfg),
+            *efa_plugin_counts_devices(cfg),
             *release_problems(cfg),
             *pods_ready_covers_launcher_pull(cfg),
         ]

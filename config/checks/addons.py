@@ -1,9 +1,11 @@
-"""Rules of the cluster's add-ons: an EKS add-on version for the cluster's Kubernetes minor."""
+"""Rules of the cluster's add-ons: an EKS add-on version for the cluster's Kubernetes minor; an
+EFA device plugin chart that counts the node groups' devices right."""
 
 from __future__ import annotations
 
 from pydantic.alias_generators import to_camel
 
+from config.addons import EFA_PLUGIN_FIRST_CHART_FOR, chart_version
 from config.stack import StackConfig
 from facts import eks_addons
 
@@ -23,3 +25,19 @@ def eks_addon_versions_known(cfg: StackConfig) -> list[str]:
         for addon, version in cfg.addons.eks_addon_versions.resolved(minor).items()
         if version is None
     ]
+
+
+def efa_plugin_counts_devices(cfg: StackConfig) -> list[str]:
+    """The EFA device plugin chart is one whose image counts the devices of every EFA node
+    group's type right (EFA_PLUGIN_FIRST_CHART_FOR, from the chart's history)."""
+    have = cfg.addons.efa_device_plugin_chart
+    out = []
+    for ng in cfg.node_groups:
+        first = EFA_PLUGIN_FIRST_CHART_FOR.get(ng.instance_type)
+        if first is not None and chart_version(have) < chart_version(first):
+            out.append(
+                f"addons.efaDevicePluginChart: {have} runs a device plugin image that counts the NVLink controllers of"
+                f" {ng.instance_type} (nodeGroups {ng.name}) as EFA devices, and pods get them as such; use {first}"
+                " or later (its image is v0.5.10+)"
+            )
+    return out

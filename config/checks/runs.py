@@ -12,7 +12,7 @@ from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.training import size_bytes
 from config.workloads import RECIPES, RunConfig, WorkloadConfig
-from facts import versions
+from facts import instances, versions
 from facts.limits import NCCL_TESTS_BUFFERS, NCCL_TESTS_RESERVED_BYTES
 from facts.names import PLATFORM_ENV
 
@@ -110,9 +110,27 @@ def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
             f"{key}.neuronSdk: required: the image {run.image} does not name its Neuron SDK (no -sdk<version> in"
             " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family"
         ]
-    family = ng.instance.family
+    family = ng.instance.neuron_family
     return [
-        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image)
+        f"{key}.{source}: {p}"
+        for p in versions.problems(
+            sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image, xla_training=run.XLA_TRAINING
+        )
+    ]
+
+
+def gpu_kernels_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+    """A GPU run's built image has kernels for the node group's GPUs: nccl-tests (and the
+    health gate with it) built for sm_80/sm_90 cannot run on a B200 (sm_100) or B300 (sm_103)."""
+    built, arch = run.built_image, ng.instance.cuda_arch
+    if built is None or arch is None or not built.cuda_architectures or arch in built.cuda_architectures:
+        return []
+    have = ", ".join(f"sm_{a}" for a in sorted(built.cuda_architectures))
+    fit = [t.name for t in instances.ACCELERATED.values() if t.cuda_arch in built.cuda_architectures]
+    return [
+        f"{key}.nodeGroup: the {run.RECIPE} image (images/{built.repository}) is built for {have} only; the"
+        f" {ng.instance.accelerator_name} GPUs of {ng.instance.name} need sm_{arch}: use a node group of"
+        f" {', '.join(fit)}, or name an image built for them (image)"
     ]
 
 
@@ -147,7 +165,8 @@ def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> li
         if mismatch:
             problems += mismatch
             continue
-        problems += versions_fit(key, run, ng) + nodes_fit(key, run, ng) + run.problems_on(key, ng.instance)
+        problems += versions_fit(key, run, ng) + gpu_kernels_fit(key, run, ng) + nodes_fit(key, run, ng)
+        problems += run.problems_on(key, ng.instance)
         problems += health_check_fits(key, run, ng)
     return problems
 

@@ -10,7 +10,7 @@ workloads/manifests/. Checks that need the node groups or the storage (unknown n
 accelerator mismatch, node count, ranks and parallelism, Neuron SDK versus instance family,
 checkpoint space) run after parsing, in config/checks/, so each can name its key.
 
-To add a recipe: docs-pending/i18-recipes.md (the checklist), and the tests it names.
+To add a recipe: docs/contributing.md ("Checklists"), and the tests it names.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from config.workloads.base import RECIPE_FACTS, MegatronRun, RunConfig
 from config.workloads.bert_neuron import BertNeuronWorkload
 from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
+from config.workloads.fabric_gpu import FabricGpuRun
+from config.workloads.fabric_neuron import FabricNeuronRun
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
 from config.workloads.megatron_bridge import MegatronBridgeWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
@@ -33,6 +35,8 @@ __all__ = [
     "BertNeuronWorkload",
     "CustomWorkload",
     "DdpCpuWorkload",
+    "FabricGpuRun",
+    "FabricNeuronRun",
     "Llama2NeuronWorkload",
     "MegatronBridgeWorkload",
     "MegatronRun",
@@ -49,6 +53,8 @@ Run = (
     | CustomWorkload
     | DdpCpuWorkload
     | MegatronBridgeWorkload
+    | FabricGpuRun
+    | FabricNeuronRun
 )
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]
 RECIPES: dict[str, type[RunConfig]] = {model.RECIPE: model for model in get_args(Run)}

@@ -38,6 +38,9 @@ class RunConfig(ProcessEnv):
     """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
+    XLA_TRAINING: ClassVar[bool] = True
+    """On Neuron: the recipe trains with PyTorch/XLA (torch-neuronx), which SDK 2.30 ended; False for
+    a recipe that runs no framework (the Neuron SDK need only support the instance family)."""
     CHECKPOINTS: ClassVar[CheckpointModel]
     """How big its checkpoints are (bytes per parameter and its source), or why they are not sized."""
     STEP_TIME: ClassVar[StepTime]

@@ -299,20 +299,8 @@ class MegatronBridgeWorkload(RunConfig):
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """What Megatron Core refuses at start-up (tests/upstream/megatron-lm-core_r0.19.0.yaml
-        parallelism_rules), and what Megatron Bridge refuses for context parallelism; first, a GPU
-        the image's NCCL has no kernels for (its collectives could not run there)."""
-        sm = bridge.GPU_SM.get(instance.accelerator_name or "")
-        if sm not in bridge.IMAGE_SM_TARGETS:
-            fit = [
-                t.name
-                for t in instances.ACCELERATED.values()
-                if bridge.GPU_SM.get(t.accelerator_name or "") in bridge.IMAGE_SM_TARGETS
-            ]
-            return [
-                f"{key}.nodeGroup: {instance.name} has {instance.accelerator_name} GPUs ({sm}); the megatron-bridge"
-                f" image's NCCL and nccl-tests are built for {', '.join(bridge.IMAGE_SM_TARGETS)} only: use a node"
-                f" group of {', '.join(fit)}"
-            ]
+        parallelism_rules), and what Megatron Bridge refuses for context parallelism. (A GPU the
+        image's NCCL has no kernels for is refused for every recipe: config/checks/runs.py.)"""
         return parallelism_problems(key, self, instance)
 
 

@@ -72,7 +72,7 @@ def node_groups(plan: Plan) -> list[str]:
         if unavailable is not None and unavailable > s["maxSize"]:
             out.append(f"node group {name}: maxUnavailable {unavailable} > maxSize {s['maxSize']}")
         if i.get("capacityType") == "CAPACITY_BLOCK":
-            if i["instanceTypes"][0] not in blocks["instance_types"]:
+            if i["instanceTypes"][0] not in blocks["instance_types"] + blocks["ultraserver_instance_types"]:
                 out.append(f"node group {name}: no Capacity Blocks of {i['instanceTypes'][0]}")
             if s["maxSize"] > blocks["max_instances_per_block"]:
                 out.append(f"node group {name}: {s['maxSize']} instances in one Capacity Block")

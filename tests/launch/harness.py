@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from facts import instances
-from facts.instances import HEALTH_CHECK_FLOORS
+from facts.fabric import FLOORS
 from facts.megatron_bridge import HUB_TOKENIZER_FILES, HUB_WEIGHT_FILES
 from facts.names import SYSTEM_NODE_GROUP
 from tests import upstream
@@ -25,7 +25,7 @@ from workloads.manifests.mpijob import POLL_ENV, WAIT_ENV
 # torchrun processes per node here (the job renders 32, 8 or 2): two on 2 nodes, where a lost
 # --nproc_per_node or a wrong local rank shows; one on 3 nodes (node ranks across 3 hosts),
 # which saves a third of the torch start-ups the harness pays for.
-RANKS_PER_NODE = {2: 2, 3: 1}
+RANKS_PER_NODE = {2: 2, 3: 1, 4: 1}
 CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+\.pt|.*step=\d+.*|iter_\d{7})$")
 RULES = upstream.facts("training-resume-rules")
 # What a resumed run logs: the frameworks' lines (upstream), and ddp-cpu's own script's
@@ -45,6 +45,7 @@ STANDIN_FACTS = {
     "stepSeconds": 0.05,
     "stepsPerShard": plans.BERT_STEPS_PER_SHARD,
     "ncclPluginNetwork": upstream.facts("aws-ofi-nccl-v1.13.2-aws")["plugin_network_name"],
+    "ofiProviderLine": upstream.facts("aws-ofi-nccl-v1.13.2-aws")["provider_line"],
     "bertOptions": BERT["options"],
     "bertFlags": BERT["flags_without_value"],
     "bertDataset": {  # the public archive, read with --no-sign-request
@@ -136,7 +137,10 @@ class WorkloadRun:
         if framework != "ddp-cpu":  # an accelerated node group
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["neuronCoresPerDevice"] = instance.neuron_cores // max(instance.accelerator_count, 1)
-            facts["busBandwidthGBPerSecond"] = 2 * HEALTH_CHECK_FLOORS[instance.name].min_bus_bandwidth_gb_per_second
+            facts["busBandwidthGBPerSecond"] = 2 * FLOORS[instance.name].min_bus_bandwidth_gb_per_second
+            if instance.ultraserver:
+                facts["ultraserverSize"] = instance.ultraserver.instances
+                facts["ultraserverSysfs"] = upstream.facts("nccom-test-2.32.0")["ultraserver_sysfs"]
             if image.neuron_runtime and instance.accelerator == "neuron":
                 rules, error = RUNTIME_DRIVER["rules"], RUNTIME_DRIVER["incompatible_error"]
                 facts["neuron"] = {
@@ -148,6 +152,9 @@ class WorkloadRun:
             if image.cuda_major and instance.accelerator == "nvidia":
                 minimum = CUDA["minimum_driver_of_cuda_major"][image.cuda_major]
                 facts["cuda"] = {"major": image.cuda_major, "minimum": minimum}
+        if framework == "fabric":  # the EFA installer 1.51.0 of images/gpu-fabric bundles aws-ofi-nccl 1.22.0
+            ofi = upstream.facts("aws-ofi-nccl-v1.21.1")
+            facts["ofiProviderLine"] = ofi["log_prefix"] + ofi["provider_line"]
         return facts
 
     def node(self) -> tuple[str, dict[str, str]]:

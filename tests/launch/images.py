@@ -78,6 +78,8 @@ FRAMEWORKS = {
     "bert-neuronx": "bert",
     "horovod-cpu": "ddp-cpu",
     "nemo-megatron-bridge": "megatron-bridge",
+    "gpu-fabric": "fabric",
+    "neuron-fabric": "fabric",
 }
 # Public images a recipe runs unbuilt, and the fact file that describes each.
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
@@ -160,6 +162,9 @@ def describe(reference: str) -> Image:
     base = re.search(r"^ARG BASE=(\S+)", text, re.M)
     dlc = DLC_BASES.get(base.group(1) if base else "")
     opal = re.search(r"^ENV OPAL_PREFIX=(\S+)", text, re.M)
+    # The fabric images name what they install: the Neuron runtime library, the CUDA base.
+    runtime_arg = re.search(r"^ARG NEURON_RUNTIME_VERSION=(\S+)", text, re.M)
+    cuda_arg = re.search(r"^ARG CUDA_VERSION=(\d+)\.", text, re.M)
     return Image(
         reference,
         name,
@@ -170,8 +175,10 @@ def describe(reference: str) -> Image:
         open_mpi=dlc["open_mpi"]["prefix"] if dlc else (opal.group(1) if opal else None),
         prefix_by_default=bool(dlc and dlc["open_mpi"]["prefix_by_default"]),
         system_mpi=bool(dlc),  # the DLC installs apt's openmpi-bin too
-        neuron_runtime=_runtime_lib(dlc) if dlc else None,
-        cuda_major=NGC_CUDA_MAJOR if base and base.group(1).startswith("nvcr.io/nvidia/") else None,
+        neuron_runtime=_runtime_lib(dlc) if dlc else (runtime_arg.group(1) if runtime_arg else None),
+        cuda_major=NGC_CUDA_MAJOR
+        if base and base.group(1).startswith("nvcr.io/nvidia/")
+        else (cuda_arg.group(1) if cuda_arg else None),
     )
 
 

@@ -107,6 +107,7 @@ class Controller:
         self.name = obj["metadata"]["name"]
         self.namespace = obj["metadata"]["namespace"]
         self.harness_env = env
+        self.facts = facts
         self.policies = [p for p in policies if p["metadata"].get("namespace") == self.namespace]
         self.node = node
         self.read_only_shared: tuple[str, ...] = ()  # pods whose /shared mount is read-only
@@ -261,7 +262,18 @@ class Operator(Controller):
 
     def start_worker(self, i: int) -> Pod:
         spec = self._role_pod("Worker", self.worker_name(i), dict(OPERATOR["workerEnv"]), [])
+        spec.sysfs = self.ultraserver_ids(i)
         return self.cluster.start(spec)
+
+    def ultraserver_ids(self, i: int) -> dict[str, str]:
+        """On UltraServer members (the job's facts say how many instances one has), the ids the
+        Neuron driver exposes for the 4-node configuration: worker i is node i % size of
+        UltraServer i // size (tests/upstream/nccom-test-2.32.0.yaml names the files)."""
+        size = int(self.facts.get("ultraserverSize") or 0)
+        if not size:
+            return {}
+        files = self.facts["ultraserverSysfs"]
+        return {files["server_id"]: f"{i // size + 1:016x}", files["node_id"]: str(i % size)}
 
     def launcher_spec(self) -> PodSpec:
         operator_env = {k: str(v).format(slots=self.slots) for k, v in OPERATOR["launcherEnv"].items()}

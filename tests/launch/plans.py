@@ -15,6 +15,9 @@ from typing import Any
 
 import config
 from config.stackfile import read_stack_file
+from config.workloads import RECIPES
+from config.workloads.fabric import FabricAcceptanceRun
+from facts import instances
 from facts.names import NODE_GROUP_LABEL
 from tests import upstream
 from tests.conftest import EXAMPLES
@@ -44,6 +47,9 @@ SHORT = {
     # checkpoint needs a run of some hundreds of steps to land before its end (about a second).
     "ddp-cpu": {"steps": 240, "checkpointEverySteps": 60},
     "megatron-bridge": {"training": {"trainIters": 12}, "checkpoints": {"saveInterval": 4}, "stepSeconds": 3600.0},
+    # The acceptance runs train nothing: they run as the stack has them.
+    "fabric-gpu": {},
+    "fabric-neuron": {},
 }
 # A run that stops itself once (ddp-cpu's interruptOnceAtStep) stops halfway, as dev's does.
 INTERRUPT_AT = 120
@@ -83,6 +89,21 @@ def workloads() -> list[tuple[str, str, str]]:
         for name, wl in (values.get(f"{PREFIX}workloads") or {}).items():
             found.append((stack, name, wl["recipe"]))
     return found
+
+
+def launch_nodes(stack: str, workload: str) -> tuple[int, ...]:
+    """The node counts the harness plays a workload at: 2 and 3, or on UltraServer members the
+    whole UltraServer (its config refuses a part of one)."""
+    values = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")
+    wl = values[f"{PREFIX}workloads"][workload]
+    group = next((g for g in values.get(f"{PREFIX}nodeGroups") or [] if g["name"] == wl.get("nodeGroup")), None)
+    us = instances.get(group["instanceType"]).ultraserver if group else None
+    return (us.instances,) if us else (2, 3)
+
+
+def is_acceptance_run(stack: str, workload: str) -> bool:
+    """A fabric acceptance run (it trains nothing: no checkpoint to resume from)."""
+    return issubclass(RECIPES[recipe(stack, workload)], FabricAcceptanceRun)
 
 
 def recipe(stack: str, workload: str) -> str:
@@ -209,8 +230,18 @@ def steps(stack: str, workload: str, nodes: int, faults: bool = False) -> list[d
     return copy.deepcopy(list(_steps(stack, workload, nodes, faults and _asks_to_stop(stack, workload))))
 
 
+MAIN_COMPONENTS = ("train", "accept")
+"""A run's main MPIJob: training, or a fabric acceptance run's checks (workloads/manifests/fabric.py)."""
+
+
 def training_job(jobs: list[dict[str, Any]]) -> dict[str, Any]:
-    return next(j for j in jobs if j["kind"] == "MPIJob" and component(j) == "train")
+    """The run's main MPIJob (training, or the fabric acceptance)."""
+    return next(j for j in jobs if j["kind"] == "MPIJob" and component(j) in MAIN_COMPONENTS)
+
+
+def is_acceptance(job: dict[str, Any]) -> bool:
+    """A fabric acceptance run's MPIJob: it trains nothing."""
+    return component(job) == "accept"
 
 
 def is_awaited(obj: dict[str, Any]) -> bool:

@@ -39,6 +39,19 @@ def bind(source: str, target: str, read_only: bool = False) -> None:
         mount(None, target, flags=REMOUNT | BIND | RDONLY)
 
 
+def mount_sysfs_class(root: str, files: dict[str, str]) -> None:
+    """/sys/class as this machine has it, plus the given driver files (a Neuron device's
+    UltraServer ids): a tmpfs over the pod's /sys/class, each machine class bound back in."""
+    mount("tmpfs", f"{root}/sys/class", "tmpfs", data="mode=755")
+    for name in os.listdir("/sys/class"):
+        os.makedirs(f"{root}/sys/class/{name}")
+        bind(f"/sys/class/{name}", f"{root}/sys/class/{name}")
+    for path, text in files.items():
+        os.makedirs(os.path.dirname(f"{root}{path}"), exist_ok=True)
+        with open(f"{root}{path}", "w") as f:
+            f.write(text + "\n")
+
+
 def mount_dev(root: str, devices: list[str]) -> None:
     """A /dev like a container's: the null-type nodes of the machine, a private pts, and the
     device files the device plugins gave the pod (empty files: they are only counted)."""
@@ -157,6 +170,8 @@ def main(spec_path: str) -> None:
     mount("overlay", root, "overlay", data=f"lowerdir={lower},upperdir={upper},workdir={work}")
     mount("proc", f"{root}/proc", "proc")
     mount("/sys", f"{root}/sys", flags=BIND | REC)
+    if spec.get("sysfs"):
+        mount_sysfs_class(root, spec["sysfs"])
     mount_node_files(root, spec["nodeFiles"])
     mount_dev(root, spec["devices"])
     for d in ("/tmp", "/run"):  # the image's (empty) directories: this machine's stay hidden

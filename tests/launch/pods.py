@@ -78,6 +78,8 @@ class PodSpec:
     binds: list[dict[str, object]] = field(default_factory=list)
     secrets: list[dict[str, object]] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
+    sysfs: dict[str, str] = field(default_factory=dict)
+    """Files under /sys/class the node's drivers would show (path -> content)."""
     working_dir: str | None = None
     security: Security | None = None  # None: root with the runtime's default capabilities
     internet: bool = False  # its NetworkPolicies let it reach the internet (netpolicy.reaches_internet)
@@ -232,6 +234,7 @@ class Cluster:
             "binds": binds,
             "secrets": spec.secrets,
             "devices": spec.devices,
+            "sysfs": spec.sysfs,
             "nodeFiles": spec.node_files,
             "workingDir": spec.working_dir,
             "nofile": [RUNTIME["rlimits"]["RLIMIT_NOFILE"]["soft"], RUNTIME["rlimits"]["RLIMIT_NOFILE"]["hard"]],

@@ -44,7 +44,11 @@ if _why_not:
 
 PER_RECIPE = list({recipe: (stack, wl) for stack, wl, recipe in reversed(plans.workloads())}.values())
 NODES = (2, 3)
-EVERY_WORKLOAD = [(stack, wl, 2) for stack, wl, _ in plans.workloads()]
+EVERY_WORKLOAD = [(stack, wl, plans.launch_nodes(stack, wl)[0]) for stack, wl, _ in plans.workloads()]
+PER_RECIPE_AT = [(stack, wl, n) for stack, wl in PER_RECIPE for n in plans.launch_nodes(stack, wl)]
+"""Each recipe's example at each node count it is played at (2 and 3; whole UltraServers: 4)."""
+TRAINING = [(stack, wl, n) for stack, wl, n in PER_RECIPE_AT if not plans.is_acceptance_run(stack, wl)]
+"""What trains: the fabric acceptance runs checkpoint and resume nothing."""
 LOST_DAEMON = r"ORTE has lost communication with a remote daemon|ORTE was unable to reliably start one or more daemons"
 
 
@@ -162,10 +166,39 @@ def twin(stack: str, workload: str, nodes: int) -> str | None:
     return None
 
 
+def assert_accepted(run: WorkloadRun, log: str) -> None:
+    """A fabric acceptance run: the gate passed on every node and across them, the sweep ran
+    (its JSON kept), and the report in the run's directory says what was measured against what."""
+    job = run.training
+    for worker in workers(job, run.nodes):
+        assert len(re.findall(rf"^OK {worker}: ", log, re.M)) == 1, tail(log)
+    assert re.search(r"^OK: all-reduce bus bandwidth", log, re.M), tail(log)
+    env = {e["name"]: e.get("value") for e in plans.containers(job)["env"]}
+    run_dir = run.shared / str(env["RUN_DIR"]).removeprefix("/shared/")
+    report = json.loads((run_dir / "fabric-acceptance.json").read_text())
+    floor = re.search(r"-v min=([0-9.]+) ", plans.script(job))
+    assert floor and report["passed"] is True and report["floorGBPerSecond"] == float(floor.group(1)), report
+    assert report["busBandwidthGBPerSecond"] == 2 * report["floorGBPerSecond"] and report["nodes"] == run.nodes, report
+    assert re.search(r"^PASS fabric acceptance: ", log, re.M), tail(log)
+    name = job["metadata"]["name"]
+    if accelerator(job) == "aws.amazon.com/neuron":
+        runs = [r for r in run.records(name, "nccom-test") if r["nodes"] > 1]
+        assert [r["report"] for r in runs][-1] == f"{env['RUN_DIR']}/nccom-test.json"
+        assert (run_dir / "nccom-test.json").exists()
+        if "ULTRASERVER" in log:
+            assert re.search(r"^OK: \d+ whole u-trn2x64 UltraServer", log, re.M), tail(log)
+    else:
+        assert (run_dir / "all_reduce_perf.json").exists(), tail(log)
+
+
 def assert_first_launch(run: WorkloadRun, log: str, attempt: int | None = None) -> None:
     """A launch on fresh storage: the gate passed on every node and across them, with
     nccom-test (Neuron) on the first worker rooted at its address or NCCL on EFA (GPU); the
-    precompile filled the compile cache on /shared; then training started."""
+    precompile filled the compile cache on /shared; then training started. A fabric acceptance
+    run instead reports its measurement (assert_accepted)."""
+    if plans.is_acceptance(run.training):
+        assert_accepted(run, log)
+        return
     assert_gate_passed(run, log)
     name = run.training["metadata"]["name"]
     if accelerator(run.training) == "aws.amazon.com/neuron":
@@ -192,6 +225,8 @@ def test_health_gate_passes_then_training_completes(launch: Any, stack: str, wor
     assert [r.name for r in results] == [j["metadata"]["name"] for j in run.jobs], tail(log)
     assert all(r.succeeded for r in results), tail(log)
     assert_first_launch(run, results[-1].attempts[0].log)
+    if plans.is_acceptance(run.training):
+        return
     assert_trained(run)
     # A run that stops itself once (ddp-cpu's first hour) resumes from its checkpoint after.
     values = plans.harness_values(stack, workload, nodes)[f"{plans.PREFIX}workloads"][workload]
@@ -199,8 +234,7 @@ def test_health_gate_passes_then_training_completes(launch: Any, stack: str, wor
         assert_stopped_once_and_resumed(results[-1], values)
 
 
-@pytest.mark.parametrize("nodes", NODES)
-@pytest.mark.parametrize(("stack", "workload"), PER_RECIPE)
+@pytest.mark.parametrize(("stack", "workload", "nodes"), PER_RECIPE_AT)
 def test_failing_node_check_stops_the_launch_at_once(launch: Any, stack: str, workload: str, nodes: int) -> None:
     run = launch(stack, workload, nodes, faults=True)
     faults, failed = node_fault(run, nodes - 1)
@@ -214,8 +248,7 @@ def test_failing_node_check_stops_the_launch_at_once(launch: Any, stack: str, wo
     assert not run.checkpoints(), "training ran"
 
 
-@pytest.mark.parametrize("nodes", NODES)
-@pytest.mark.parametrize(("stack", "workload"), PER_RECIPE)
+@pytest.mark.parametrize(("stack", "workload", "nodes"), TRAINING)
 def test_killed_worker_fails_the_launcher_and_the_restart_resumes(
     launch: Any, stack: str, workload: str, nodes: int
 ) -> None:
@@ -258,8 +291,7 @@ def test_killed_worker_fails_the_launcher_and_the_restart_resumes(
     assert_trained(run, resumed_from=latest)
 
 
-@pytest.mark.parametrize("nodes", NODES)
-@pytest.mark.parametrize(("stack", "workload"), PER_RECIPE)
+@pytest.mark.parametrize(("stack", "workload", "nodes"), PER_RECIPE_AT)
 def test_worker_that_never_comes_up_is_named(launch: Any, stack: str, workload: str, nodes: int) -> None:
     run = launch(stack, workload, nodes, faults=True)
     job = run.training["metadata"]
@@ -285,7 +317,7 @@ def test_pods_are_held_to_their_security_context(
     """What a securityContext takes away, the pods here lose too: sshd without capabilities
     cannot listen on port 22 (the launcher gives up naming the worker), and a root image under
     runAsNonRoot is never started (the kubelet's message)."""
-    stack, workload = PER_RECIPE[0]
+    stack, workload, _ = TRAINING[0]
     run = launch(stack, workload, 2, faults=True)
     pod = plans.pod_spec(run.training, role)
     pod["containers"][0]["securityContext"] = context
@@ -302,7 +334,7 @@ def test_pods_are_held_to_their_security_context(
 def test_the_namespaces_network_policies_are_enforced(launch: Any) -> None:
     """The pods of a job reach each other only through the job's own NetworkPolicy: without it,
     the namespace's default deny leaves the launcher waiting for its workers."""
-    stack, workload = PER_RECIPE[0]
+    stack, workload, _ = TRAINING[0]
     run = launch(stack, workload, 2, faults=True)
     name = run.training["metadata"]["name"]
     assert [p for p in run.policies if p["metadata"]["name"] == f"{name}-peers"], "no policy of the job's own"

@@ -36,11 +36,18 @@ if _why_not:
     pytest.skip(f"launch-chain harness skipped: {_why_not}", allow_module_level=True)
 
 
+def _nodes(stack: str, workload: str) -> int:
+    """The fewest nodes the workload is played at (a whole UltraServer on its members)."""
+    return plans.launch_nodes(stack, workload)[0]
+
+
 def _image(stack: str, workload: str) -> Any:
-    return describe(plans.containers(plans.training_job(plans.steps(stack, workload, 2)))["image"])
+    return describe(
+        plans.containers(plans.training_job(plans.steps(stack, workload, _nodes(stack, workload))))["image"]
+    )
 
 
-WORKLOADS = [(s, w) for s, w, _ in plans.workloads() if not twin(s, w, 2)]
+WORKLOADS = [(s, w) for s, w, _ in plans.workloads() if not twin(s, w, _nodes(s, w))]
 HUB_READERS = [(s, w) for s, w in WORKLOADS if _image(s, w).framework in ("bert", "nemo", "megatron-bridge")]
 """Workloads whose training program reads the Hub (the BERT script, NeMo's tokenizer, Megatron Bridge's
 recipe and tokenizer)."""
@@ -62,7 +69,8 @@ OPEN_MPI_OFF_SSHD_PATH = [
 def launch(tmp_path: Path) -> Iterator[Any]:
     runs: list[WorkloadRun] = []
 
-    def make(stack: str, workload: str, nodes: int = 2) -> WorkloadRun:
+    def make(stack: str, workload: str) -> WorkloadRun:
+        nodes = _nodes(stack, workload)
         run = WorkloadRun(tmp_path / f"{workload}-{nodes}", stack, workload, nodes, faults=True)
         runs.append(run)
         return run

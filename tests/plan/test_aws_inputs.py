@@ -160,6 +160,7 @@ SHAPES: dict[str, dict[str, str]] = {
 
 # Inputs whose API member carries no enum, range or pattern: ids and references the provider
 # resolves, booleans, and the names of the tags (their values are checked by config.checks.tag_rules).
+# EC2's CapacityReservationResourceGroupArn has none either; config holds it to resource-groups' GroupArn.
 UNCONSTRAINED = {
     "clusterName", "vpcId", "subnetId", "subnetIds", "subnetIds[]", "roleArn", "nodeRoleArn", "role", "bucket",
     "repository", "kmsKeyId", "kmsMasterKeyId", "securityGroupId", "referencedSecurityGroupId", "cidrIpv4",
@@ -168,6 +169,7 @@ UNCONSTRAINED = {
     "launchTemplate.version", "principalArn", "policyArn", "accessScope.namespaces[]", "userData",
     "vpcSecurityGroupIds[]", "networkInterfaces[].securityGroups[]", "blockDeviceMappings[].deviceName",
     "capacityReservationSpecification.capacityReservationTarget.capacityReservationId", "placement.groupName",
+    "capacityReservationSpecification.capacityReservationTarget.capacityReservationResourceGroupArn",
     "iamRoleArn", "logDestination", "logConfiguration.destination", "serviceName", "routeTableIds[]",
     "cidrBlock", "availabilityZone", "routes[].cidrBlock", "routes[].gatewayId", "routes[].natGatewayId",
     "encryptionConfigurations[].kmsKey", "encryptionConfig.provider.keyArn", "vpcConfig.subnetIds[]",

@@ -17,7 +17,7 @@ import pytest
 import config
 from infra import charts
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, resources, stack_plan
+from tests.conftest import EXAMPLE_STACKS, MINIMAL, resources, stack_plan, stack_values
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -153,3 +153,58 @@ def test_fsx_csi_pdb_and_region_are_real_keys() -> None:
     assert facts["controller_service_account"] == charts.FSX_CSI_CONTROLLER_SA
     values = charts.fsx_csi_values([], "arn:aws:iam::123456789012:role/x", "us-west-2")
     assert values["controller"]["region"] == "us-west-2"
+
+
+# ----------------------------------------------------------------- the EFA device plugin reaches every EFA node
+
+
+def test_efa_plugin_chart_minimum_per_type_is_the_first_chart_with_a_correct_image() -> None:
+    """The chart version config refuses below is the first whose image counts p6-b200's devices
+    right (chart history and sagemaker-hyperpod-cli #282, recorded)."""
+    facts = upstream.facts("eks-charts-efa-device-plugin-history")
+    images = facts["app_version_by_chart"]
+    for itype, first_chart in config.addons.EFA_PLUGIN_FIRST_CHART_FOR.items():
+        want = config.addons.chart_version(facts["first_correct_image"][itype])
+        good = sorted(
+            (c for c, i in images.items() if config.addons.chart_version(i) >= want), key=config.addons.chart_version
+        )
+        assert first_chart == good[0]
+    assert (
+        images[config.addons.AddonsConfig().efa_device_plugin_chart]
+        == upstream.facts("chart-aws-efa-k8s-device-plugin-v0.5.30")["image"].rsplit(":", 1)[1]
+    )
+
+
+def test_an_old_efa_plugin_on_p6_b200_is_refused(tmp_path) -> None:
+    """Chart v0.5.17 runs image v0.5.9, which hands pods p6-b200's NVLink controllers as EFA
+    devices: refused, naming the key and the first good chart."""
+    from tests.conftest import plan_exit
+
+    values = {
+        **MINIMAL,
+        "llm-training-eks:nodeGroups": [
+            {"name": "b200", "instanceType": "p6-b200.48xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
+        ],
+        "llm-training-eks:addons": {"efaDevicePluginChart": "v0.5.17"},
+    }
+    code, err = plan_exit(values, tmp_path)
+    assert code == 2, err
+    assert "addons.efaDevicePluginChart: v0.5.17" in err and "v0.5.18" in err
+
+
+def test_efa_plugin_daemonset_allows_exactly_the_stacks_efa_types(example_stack: str) -> None:
+    """The chart's DaemonSet has a required node affinity on its allow-list of instance types: a
+    type missing there gets no plugin and NCCL runs on TCP without an error (aws-do-eks #56). The
+    values carry the stack's own EFA types, so the pinned chart's list never decides."""
+    facts = upstream.facts("eks-charts-efa-device-plugin-history")
+    cfg = config.parse_stack_values(stack_values(example_stack))
+    efa_types = sorted({ng.instance_type for ng in cfg.node_groups if ng.instance.efa})
+    found = [
+        r for r in resources(stack_plan(example_stack), RELEASE) if r["inputs"]["name"] == "aws-efa-k8s-device-plugin"
+    ]
+    if not efa_types:
+        assert not found
+        return
+    (release,) = found
+    allow = release["inputs"]["values"]["supportedInstanceLabels"]
+    assert allow == {"keys": [facts["allow_list_key"]], "values": efa_types}

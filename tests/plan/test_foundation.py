@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 
+import boto3
 import pytest
+from moto import mock_aws
 
 import config
 from facts import instances as catalog
 from facts import names
 from infra import network, nodegroups
+from tests import upstream
 from tests.conftest import MINIMAL, by_urn, resources, run_plan, stack_plan, stack_values
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -55,7 +58,7 @@ def test_every_accelerated_node_group_has_one_efa_per_card_in_one_subnet_of_its_
         lt = _lt_of(plan, ng)["inputs"]
         nics = lt["networkInterfaces"]
         efa = [n for n in nics if n["interfaceType"] in ("efa", "efa-only")]
-        assert sorted(n["networkCardIndex"] for n in efa) == list(range(it.network_cards))
+        assert sorted(n["networkCardIndex"] for n in efa) == list(it.efa_cards)
         assert len(efa) == it.efa_interfaces
         assert all("subnetId" not in n for n in nics)  # EKS places interfaces in the node group's subnet
         assert all(len(n["securityGroups"]) == 2 for n in nics)
@@ -67,8 +70,10 @@ def test_every_accelerated_node_group_has_one_efa_per_card_in_one_subnet_of_its_
         assert root["ebs"]["volumeSize"] >= 500
 
         target = lt.get("capacityReservationSpecification", {}).get("capacityReservationTarget", {})
-        if ng_cfg.capacity.targets_reservation:
-            assert target["capacityReservationId"] == ng_cfg.capacity.reservation_id
+        if ng_cfg.capacity.reservation_group_arn:
+            assert target == {"capacityReservationResourceGroupArn": ng_cfg.capacity.reservation_group_arn}
+        elif ng_cfg.capacity.targets_reservation:
+            assert target == {"capacityReservationId": ng_cfg.capacity.reservation_id}
         else:
             assert not target
         market = lt.get("instanceMarketOptions", {}).get("marketType")
@@ -194,6 +199,28 @@ def test_efa_layout_follows_the_ec2_guide() -> None:
     assert len([s for s in slots if s.interface_type == "efa-only"]) == 32
     with pytest.raises(ValueError, match="EFA"):
         nodegroups.efa_interface_layout(catalog.GENERAL_PURPOSE["m6i.2xlarge"])
+
+
+@pytest.mark.parametrize("name", sorted(catalog.ACCELERATED))
+def test_efa_layout_puts_one_efa_device_on_every_efa_card(name: str) -> None:
+    """The guide's rule per card (tests/upstream/aws-ec2-efa-multi-card-2026-11.yaml) against
+    each card's interface types in AWS's data: p6-b300's ENA-only card 0 gets no EFA device."""
+    rule = upstream.facts("aws-ec2-efa-multi-card-2026-11")
+    it = catalog.ACCELERATED[name]
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        (ref,) = ec2.describe_instance_types(InstanceTypes=[name])["InstanceTypes"]
+    cards = {c["NetworkCardIndex"]: c["InterfaceTypes"] for c in ref["NetworkInfo"]["NetworkCards"]}
+    slots = nodegroups.efa_interface_layout(it)
+    primary = {k: rule["primary"][k] for k in ("network_card_index", "device_index", "interface_type")}
+    assert slots[0] == nodegroups.InterfaceSlot(**primary)
+    for s in slots[1:]:
+        want = rule["card0_when_it_supports_efa"] if s.network_card_index == 0 else rule["other_cards"]
+        assert (s.device_index, s.interface_type) == (want["device_index"], want["interface_type"])
+        assert s.interface_type in cards[s.network_card_index]
+    efa_capable = sorted(i for i, types in cards.items() if "efa-only" in types)
+    assert [s.network_card_index for s in slots[1:]] == efa_capable
+    assert len(slots) - 1 == ref["NetworkInfo"]["EfaInfo"]["MaximumEfaInterfaces"]
 
 
 def test_nodeadm_user_data_asks_for_raid0() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import config
+from tests import upstream
 from tests.conftest import resources, stack_plan, stack_values
 from workloads.manifests.mpijob import SSH_OPTIONS
 
@@ -201,3 +202,41 @@ def test_workers_are_guaranteed_qos_so_they_are_evicted_last(example_stack: str)
         (c,) = r["inputs"]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
         assert c["resources"]["requests"] == c["resources"]["limits"]
         assert "cpu" in c["resources"]["requests"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize(("found", "ok"), [(4, True), (6, False), (None, False)])
+def test_gpu_gate_counts_the_efa_devices_aws_ofi_nccl_found(found: int | None, ok: bool, tmp_path: Any) -> None:
+    """The plugin's provider line, in the format of the seed image's 1.13.2-aws and of 1.21.1
+    (tests/upstream/aws-ofi-nccl-v1.21.1.yaml), gives the EFA devices the ranks see: the gate passes
+    only at the catalog's count (p4de: 4), so NVLink controllers handed out as EFA devices fail it."""
+    facts = upstream.facts("aws-ofi-nccl-v1.21.1")
+    script = launcher_script(jobs("p4de-nemo")["nemo-run-001-train"])
+    start = script.index("nics=$(")
+    out_file = tmp_path / "out"
+    check = script[start : script.index("\n", script.index("\n", start) + 1)].replace("/tmp/out", str(out_file))
+    lines = (
+        facts["provider_line"] % ("efa", "efa-direct", found or 0),
+        facts["provider_line_before_1_15"] % ("efa", found or 0),
+    )
+    for line in lines:
+        out_file.write_text(
+            f"host:1:2 [0] NET/OFI {line}\n" if found is not None else "host:1:2 [0] NCCL INFO Using network Socket\n"
+        )
+        r = subprocess.run(["bash", "-c", check], capture_output=True, text=True)
+        assert (r.returncode == 0) == ok, r.stdout
+        assert ok or "FAIL: aws-ofi-nccl found" in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("footer", ["# Avg bus bandwidth    : 432.5 ", "# Avg bus bandwidth    : 432.5 OK"])
+def test_gpu_gate_reads_the_bandwidth_after_the_colon(footer: str, tmp_path: Any) -> None:
+    """nccl-tests 2.18 prints `# %-20s : %g %s` (src/util.cu), the %s being OK/FAILED under
+    NCCL_TESTS_MIN_BW: the value is the first word after the colon, not the last field."""
+    script = launcher_script(jobs("p4de-nemo")["nemo-run-001-train"])
+    (line,) = [ln for ln in script.splitlines() if ln.startswith("bw=$(awk") and "Avg bus bandwidth" in ln]
+    (tmp_path / "out").write_text(footer + "\n")
+    r = subprocess.run(
+        ["bash", "-c", f"{line.replace('/tmp/out', str(tmp_path / 'out'))}\necho $bw"], capture_output=True, text=True
+    )
+    assert r.stdout.strip() == "432.5"

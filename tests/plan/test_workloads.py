@@ -20,7 +20,17 @@ from tests.conftest import BASE, GOLDEN, ROOT, placed_values, stack_plan, stack_
 from tools import plan as plan_mod
 from tools import snapshot
 
-WORKLOAD_STACKS = ["p4de-nemo", "p5en-megatron-bridge", "trn1-bert", "trn1-llama2", "trn1-shared"]
+WORKLOAD_STACKS = [
+    "p4de-nemo",
+    "p5en-megatron-bridge",
+    "trn1-bert",
+    "trn1-llama2",
+    "trn1-shared",
+    "p5en",
+    "p6-b200",
+    "p6-b300",
+    "trn2",
+]
 MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 

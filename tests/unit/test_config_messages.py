@@ -26,6 +26,7 @@ from config.network import NetworkConfig
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.storage import StorageConfig
+from config.workloads import RECIPES
 from tests import upstream
 from tests.conftest import MINIMAL, ROOT
 
@@ -146,7 +147,7 @@ SHAPES = [
         "discriminated union",
         {"workloads": {"x": "a"}},
         "model_attributes_type",
-        "workloads.x: expected a map with recipe (one of: llama2-neuron, nemo-gpu, bert-neuron, custom, ddp-cpu, megatron-bridge)",
+        f"workloads.x: expected a map with recipe (one of: {', '.join(RECIPES)})",
     ),
     (
         "missing discriminator",

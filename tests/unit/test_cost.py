@@ -154,3 +154,12 @@ def test_items_from_config_match_items_from_plan():
         cfg = config.parse(config.from_stack_values(stack_values(stack)))
         from_cfg = cost.summary(cost.items_from_config(cfg, cost.Prices()), cost.Prices())
         assert from_cfg["totalHourly"] == stack_plan(stack)["cost"]["totalHourly"]
+
+
+def test_a_proxy_price_is_the_price_of_the_type_it_stands_in_for():
+    """trn2u.48xlarge has no published price (UltraServers are sold as Capacity Blocks): it is
+    priced as trn2.48xlarge, exactly, and marked unverified, never invented."""
+    for name, proxy in prices.PROXIES.items():
+        assert prices.EC2_ON_DEMAND_HOURLY[name] == prices.EC2_ON_DEMAND_HOURLY[proxy]
+        assert name in prices.UNVERIFIED
+    assert set(prices.UNVERIFIED) <= set(prices.EC2_ON_DEMAND_HOURLY)

@@ -16,12 +16,13 @@ from workloads.manifests import healthcheck
 
 
 def test_capacity_blocks_as_ec2_sells_them() -> None:
-    """EC2 user guide, ec2-capacity-blocks."""
+    """EC2 user guide, ec2-capacity-blocks and capacity-blocks-how; AWS PCS user guide, capacity-blocks."""
     facts = upstream.facts("aws-ec2-capacity-blocks-2026-11")
     assert limits.CAPACITY_BLOCK_MAX_INSTANCES == facts["max_instances_per_block"] == 64
     assert limits.CAPACITY_BLOCK_MAX_DAYS == facts["max_days"] == 182
-    assert set(facts["instance_types"]) == limits.CAPACITY_BLOCK_TYPES
+    assert set(facts["instance_types"]) | set(facts["ultraserver_instance_types"]) == limits.CAPACITY_BLOCK_TYPES
     assert not limits.CAPACITY_BLOCK_TYPES & set(facts["not_sold_as_blocks"])
+    assert all(ACCELERATED[t].ultraserver for t in facts["ultraserver_instance_types"])
     assert {"p4de.24xlarge", "trn1n.32xlarge"} == set(ACCELERATED) - limits.CAPACITY_BLOCK_TYPES
 
 

@@ -82,7 +82,13 @@ def test_a_runs_stack_needs_the_images_its_aws_layer_builds() -> None:
     region, wanted = images.wanted("trn1-llama2-runs")
     assert region == "us-west-2"
     assert wanted == [images.Wanted("neuronx-nemo-megatron", TAG, REPOSITORY, PROJECT, "trn1-llama2-aws")]
-    assert {w.repo for w in images.wanted("trn1-llama2-aws")[1]} == {"neuronx-nemo-megatron", "bert-neuronx"}
+    # The aws layer builds every image its Trainium groups can run: the recipes' and the fabric
+    # acceptance run's.
+    assert {w.repo for w in images.wanted("trn1-llama2-aws")[1]} == {
+        "neuronx-nemo-megatron",
+        "bert-neuronx",
+        "neuron-fabric",
+    }
 
 
 @pytest.mark.parametrize(

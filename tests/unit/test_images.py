@@ -31,7 +31,8 @@ BASE_PROGRAMS = {
 # nvidia-smi from the host driver; dcgmi and nv-hostengine are used only behind `command -v dcgmi`.
 RUNTIME_PROGRAMS = {"nvidia-smi", "dcgmi", "nv-hostengine"}
 # Paths the pod gets at run time: the FSx claim, devices, scratch, the MPI operator's hostfile
-# and SSH keys, the directory sshd needs (made by the worker command), the kernel's sysfs.
+# and SSH keys, the directory sshd needs (made by the worker command), the kernel's sysfs (the
+# Neuron driver's version, its UltraServer ids, which the acceptance run reports).
 RUNTIME_PATHS = ("/shared/", "/dev/", "/tmp/", "/etc/mpi/", "/root/.ssh", "/run/sshd", "/proc/", "/sys/")
 SHELL_VARIABLES = {"SECONDS", "HOSTNAME", "RANDOM", "PWD", "HOME"}
 OPEN_MPI_VARIABLES = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}
@@ -104,7 +105,9 @@ def image_problems(objs: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("stack", ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared"])
+@pytest.mark.parametrize(
+    "stack", ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared", "p5en", "p6-b200", "p6-b300", "trn2"]
+)
 def test_example_stack_commands_use_only_what_their_image_has(stack: str) -> None:
     objs = [r["inputs"] for r in stack_plan(stack)["resources"] if r["type"].startswith("kubernetes:")]
     assert image_problems(objs) == []

@@ -15,6 +15,7 @@ from hydra.errors import ConfigCompositionException
 
 import config
 from config.workloads.bridge_throughput import published_row, step_seconds
+from facts import instances
 from facts import megatron_bridge as bridge
 from tests.conftest import plan_exit, stack_plan, stack_values
 from tests.unit.test_recipes import built_with
@@ -73,8 +74,13 @@ def test_a_gpu_the_images_nccl_has_no_kernels_for_is_refused(tmp_path: Path) -> 
     code, err = plan_exit({**_stack({}), "llm-training-eks:nodeGroups": [p4de]}, tmp_path)
     assert code == 2 and "Traceback" not in err, err
     (line,) = [x for x in err.splitlines() if x.startswith("workloads.w.nodeGroup:")]
-    assert "A100 GPUs (sm_80)" in line and "built for sm_90, sm_100, sm_103 only" in line, line
-    assert "use a node group of p5.48xlarge, p5e.48xlarge, p5en.48xlarge" in line, line
+    assert "built for sm_90, sm_100, sm_103 only" in line and "A100 GPUs of p4de.24xlarge need sm_80" in line, line
+    fit = line.split("use a node group of ")[1].split(", or name")[0].split(", ")
+    assert sorted(fit) == sorted(
+        t.name
+        for t in instances.ACCELERATED.values()
+        if bridge.GPU_SM.get(t.accelerator_name or "") in bridge.IMAGE_SM_TARGETS
+    ), line
 
 
 def test_a_run_whose_checkpoints_take_more_than_2_percent_is_refused_with_the_interval_that_fits(

@@ -16,7 +16,7 @@ import pulumi_aws as aws
 import pytest
 
 import config
-from config.nodegroups import CAPACITY_BLOCK_DAY_HOURS, DEFAULT_END_MARGIN_HOURS
+from config.capacity import CAPACITY_BLOCK_DAY_HOURS, DEFAULT_END_MARGIN_HOURS
 from tests import upstream
 from tests.conftest import API_PATH, MINIMAL, placed
 from tests.unit.preflight_sources import (

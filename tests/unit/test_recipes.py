@@ -26,6 +26,8 @@ FULL: dict[str, dict[str, Any]] = {
     "custom": {"image": "repo/x:1-sdk2.22.0", "command": ["true"], "tensorboard": True},
     "ddp-cpu": {"interruptOnceAtStep": 100},
     "megatron-bridge": {"mode": "sft", "data": {"source": "jsonl", "datasetRoot": "/shared/sft"}, "tensorboard": True},
+    "fabric-gpu": {"sweep": True},
+    "fabric-neuron": {"sweep": True},
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from config.workloads import RECIPES
 from facts import versions
 from facts.images import IMAGES
 from tests import upstream
@@ -55,10 +56,17 @@ def test_recipes_and_hardware(sdk: str, family: str, nemo: bool, ok: bool) -> No
 
 
 def test_the_images_of_this_repository_fit_trn1() -> None:
+    """The images of the recipes that train with PyTorch/XLA; the Neuron fabric image runs no
+    framework and is held to its SDK's packages instead (tests/unit/test_fabric.py)."""
+    xla = {m.REPOSITORY for m in RECIPES.values() if m.ACCELERATOR == "neuron" and m.XLA_TRAINING}
     for image in IMAGES.values():
-        if image.neuron_sdk:
+        if image.neuron_sdk and image.repository in xla:
             assert versions.problems(image.neuron_sdk, "trn1", nemo_megatron=True, image=None) == []
             assert f"sdk{image.neuron_sdk}" in DLC["images"], "a published training DLC of that SDK"
+    fabric = {m.REPOSITORY for m in RECIPES.values() if m.ACCELERATOR == "neuron" and not m.XLA_TRAINING}
+    for repository in fabric:
+        sdk = IMAGES[str(repository)].neuron_sdk
+        assert sdk and versions.problems(sdk, "trn2", nemo_megatron=False, image=None, xla_training=False) == []
 
 
 def test_table_rows_agree_with_the_rules() -> None:

@@ -135,12 +135,74 @@ def horovod_cpu_programs(objs: Objects) -> int:
     return checked
 
 
+def _invocations(objs: Objects, program: str) -> list[list[str]]:
+    """The words after `program` on each launcher-script line that runs it, up to the end of its
+    command (a pipe, a redirection or the closing quote of an ssh command)."""
+    found = []
+    for text in launcher_scripts(objs):
+        for line in text.splitlines():
+            at = line.find(program + " ")
+            if at < 0:
+                continue
+            rest = re.split(r'[|>"]', line[at + len(program) :], maxsplit=1)[0]
+            found.append(rest.split())
+    return found
+
+
+def _options(words: list[str]) -> set[str]:
+    return {w for w in words if w.startswith("-") and not re.match(r"^-?[0-9]", w)}
+
+
+def nccl_tests_options(objs: Objects) -> int:
+    """Every all_reduce_perf run passes only options nccl-tests v2.18.5 defines."""
+    facts = upstream.facts("gpu-fabric-stack-2026-11")["nccl_tests"]
+    runs = _invocations(objs, facts["binary"])
+    for words in runs:
+        bad = _options(words) - set(facts["options"])
+        assert not bad, f"not options of all_reduce_perf {facts['newest_2_18_tag']}: {sorted(bad)}"
+    return len(runs)
+
+
+def ofi_log_lines(objs: Objects) -> int:
+    """The GPU gate reads NCCL's "Using network <name>" with aws-ofi-nccl's network name, and the
+    plugin's provider line in the format of 1.21.1 (and before 1.15)."""
+    facts = upstream.facts("aws-ofi-nccl-v1.21.1")
+    checked = 0
+    for text in launcher_scripts(objs):
+        if "all_reduce_perf" not in text:
+            continue
+        assert f"Using network {facts['plugin_network_name']}" in text
+        assert "selected provider is efa" in text and "nics" in text
+        checked += 1
+    return checked
+
+
+def nccom_test_options(objs: Objects) -> int:
+    """Every nccom-test run passes only options nccom-test 2.32.0 defines; a multi-node one sets
+    NEURON_RT_ROOT_COMM_ID and lists its hosts (its MPI mode)."""
+    facts = upstream.facts("nccom-test-2.32.0")
+    accepted = {part for opt in facts["options"] for part in opt.split("/")}
+    runs = _invocations(objs, facts["binary"])
+    for words in runs:
+        bad = _options(words) - accepted
+        assert not bad, f"not options of nccom-test 2.32.0: {sorted(bad)}"
+    multi = [
+        text for text in launcher_scripts(objs) for ln in text.splitlines() if facts["binary"] in ln and " -N " in ln
+    ]
+    for line in multi:
+        assert "NEURON_RT_ROOT_COMM_ID=" in line and "--hosts" in line
+    return len(runs)
+
+
 CHECKS: dict[str, Check] = {
     "neuronx-nemo-megatron-2.21": hydra("neuronx-nemo-megatron-2.21"),
     "nemo-r2.0.0rc1": hydra("nemo-r2.0.0rc1"),
     BERT: bert_options,
     "huggingface-hub-0.22.2": huggingface_downloads,
     "horovod-cpu-0.28.1": horovod_cpu_programs,
+    "gpu-fabric-stack-2026-11": nccl_tests_options,
+    "aws-ofi-nccl-v1.21.1": ofi_log_lines,
+    "nccom-test-2.32.0": nccom_test_options,
 }
 """Upstream facts file -> the check of rendered objects against it."""
 

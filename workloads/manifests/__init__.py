@@ -13,12 +13,21 @@ from collections.abc import Callable
 from typing import Any
 
 from config.workloads import Run
-from workloads.manifests import bert_neuron, custom, ddp_cpu, llama2_neuron, megatron_bridge, nemo_gpu
+from workloads.manifests import (
+    bert_neuron,
+    custom,
+    ddp_cpu,
+    fabric_gpu,
+    fabric_neuron,
+    llama2_neuron,
+    megatron_bridge,
+    nemo_gpu,
+)
 from workloads.manifests.objects import Context, Step
 
 BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
     module.MODEL.RECIPE: module.steps
-    for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu, megatron_bridge)
+    for module in (llama2_neuron, nemo_gpu, bert_neuron, custom, ddp_cpu, megatron_bridge, fabric_gpu, fabric_neuron)
 }
 """Recipe name -> its builder."""
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from config.training import size_bytes
 from config.workloads import RunConfig
 from facts import drivers
-from facts.instances import HEALTH_CHECK_FLOORS
+from facts.fabric import FLOORS
 from infra.platform import NodeGroupFacts
 from workloads.manifests.mpijob import (
     HOSTFILE,
@@ -39,6 +39,11 @@ ephemeral range (see mpijob.MASTER_PORT); the Neuron docs' example uses 45654, i
 # What NCCL (init.cc, "Using network %s") logs when aws-ofi-nccl (network name "Libfabric")
 # carries the traffic; without the plugin it says "Socket" (tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml).
 NCCL_EFA_EVIDENCE = "Using network Libfabric"
+# What aws-ofi-nccl logs once it has chosen a libfabric provider: "Selected Provider is %s (found %d
+# nics)" before 1.15.0 and "Selected provider is %s, fabric is %s (found %d nics)" from it (src/
+# nccl_ofi_net.c(pp), tests/upstream/aws-ofi-nccl-v1.21.1.yaml); the count is every EFA device the
+# rank sees. An extended regular expression for both, case-insensitive.
+OFI_PROVIDER_LINE = r"selected provider is efa[^(]*\(found [0-9]+ nics\)"
 
 
 def cpu_node_check() -> str:
@@ -162,16 +167,25 @@ def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[
 
 
 def _nvidia_collective(run: RunConfig, ctx: Context, size: str) -> str:
-    """nccl-tests all-reduce, one rank per GPU, with NCCL's log on to prove the EFA plugin is used.
-    The library path goes with the ranks (ssh starts them with sshd's environment)."""
-    per_node = ctx.node_group.instance.accelerator_count
+    """nccl-tests all-reduce, one rank per GPU, with NCCL's log on to prove the EFA plugin is used
+    and saw exactly the node's EFA devices (an old EFA device plugin hands p6-b200 pods NVLink
+    controllers as EFA devices). The library path goes with the ranks (ssh starts them with
+    sshd's environment). The bandwidth is the footer's value after the colon (nccl-tests
+    src/util.cu: `# Avg bus bandwidth    : %g %s`, the %s an OK/FAILED only under NCCL_TESTS_MIN_BW)."""
+    ng = ctx.node_group
+    per_node, want = ng.instance.accelerator_count, ng.instance.efa_interfaces
     return (
         f"{mpirun_command(run.nodes, per_node, [], ctx.mpirun)} -x NCCL_DEBUG=INFO"
         " $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | grep -v '^NCCL_DEBUG$' | sed 's/^/-x /' | tr '\\n' ' ')"
         f" {ALL_REDUCE_PERF} -b {size} -e {size} -f 2 -g 1 -c 1 -n 50 | tee /tmp/out\n"
         f'grep -q {shlex.quote(NCCL_EFA_EVIDENCE)} /tmp/out || {{ echo "FAIL: NCCL did not use EFA (no'
         f" '{NCCL_EFA_EVIDENCE}' in its log): check aws-ofi-nccl in the image\"; exit 1; }}\n"
-        "bw=$(awk '/Avg bus bandwidth/ {print $NF}' /tmp/out)"
+        f"nics=$(grep -ioE {shlex.quote(OFI_PROVIDER_LINE)} /tmp/out | head -n 1"
+        " | grep -oE '[0-9]+ nics' | cut -d' ' -f1)\n"
+        f'[ "${{nics:-0}}" -eq {want} ] || {{ echo "FAIL: aws-ofi-nccl found ${{nics:-no}} EFA devices, a'
+        f" {ng.instance.name} has {want}: check the EFA device plugin and the pod's vpc.amazonaws.com/efa\";"
+        " exit 1; }\n"
+        "bw=$(awk -F': *' '/Avg bus bandwidth/ {split($2, v, \" \"); print v[1]}' /tmp/out)"
     )
 
 
@@ -185,7 +199,7 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
         # CPUs: the node checks only; the run's own gloo all-reduce is the collective test.
         per_node = f'[ "${{OMPI_COMM_WORLD_LOCAL_RANK:-0}}" = 0 ] || exit 0\n{cpu_node_check()}'
         return f'echo "== health check: every node"\n$MPIRUN bash -c {shlex.quote(per_node)}\n'
-    default = HEALTH_CHECK_FLOORS[ng.instance.name]
+    default = FLOORS[ng.instance.name]
     size = run.health_check.message_size or default.message_size
     floor = run.health_check.min_bus_bandwidth_gb_per_second or default.min_bus_bandwidth_gb_per_second
     basis = (

@@ -1,5 +1,6 @@
-"""Stand-in for nccom-test (aws-neuronx-tools; tests/upstream/nccom-test-2.29.1.yaml): `-r RANKS
-[-N NODES] -b SIZE -e SIZE -d TYPE allr [--hosts H ...]`. One node: needs RANKS NeuronCores
+"""Stand-in for nccom-test (aws-neuronx-tools; tests/upstream/nccom-test-2.29.1.yaml, and the options
+of 2.32.0 the fabric acceptance run adds: `-f FACTOR`, `--report-to-json-file PATH`): `-r RANKS
+[-N NODES] -b SIZE -e SIZE [-f FACTOR] -d TYPE allr [--hosts H ...] [--report-to-json-file PATH]`. One node: needs RANKS NeuronCores
 among this pod's /dev/neuron* devices. Several nodes: needs NEURON_RT_ROOT_COMM_ID set to
 `<IP of the first listed host>:<port>`, one host per node, each resolving. Prints a result
 table and `Avg bus bandwidth`. Its own MPI launch onto the hosts is not modelled. Like every
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import socket
 
@@ -20,13 +22,21 @@ p.add_argument("-r", "--nworkers", type=int, required=True)
 p.add_argument("-N", "--nnodes", type=int, default=1)
 p.add_argument("-b", "--minbytes", default="8")
 p.add_argument("-e", "--maxbytes", default="8")
+p.add_argument("-f", "--stepfactor", type=int)
 p.add_argument("-d", "--datatype", default="fp32")
+p.add_argument("--report-to-json-file")
 p.add_argument("--hosts", nargs="*", default=[])
 p.add_argument("operation")
 a = p.parse_args()
 facts = job()
 record(
-    "nccom-test", nodes=a.nnodes, ranks=a.nworkers, hosts=a.hosts, host_ip=socket.gethostbyname(socket.gethostname())
+    "nccom-test",
+    nodes=a.nnodes,
+    ranks=a.nworkers,
+    hosts=a.hosts,
+    host_ip=socket.gethostbyname(socket.gethostname()),
+    sizes=[a.minbytes, a.maxbytes],
+    report=a.report_to_json_file,
 )
 accelerator_init()  # nrt_init: the node's Neuron driver against the image's runtime library
 if a.nnodes > 1:
@@ -51,3 +61,6 @@ bw = float(facts["busBandwidthGBPerSecond"])
 print("       size(B)    count(elems)    type    time(us)    algbw(GB/s)    busbw(GB/s)")
 print(f"    {a.maxbytes:>10}    {'-':>12}    {a.datatype}    {1000.0:>8}    {bw:>11.2f}    {bw:>11.2f}")
 print(f"Avg bus bandwidth:\t{bw:.4f}GB/s", flush=True)
+if a.report_to_json_file:
+    with open(a.report_to_json_file, "w") as f:
+        json.dump({"results": [{"size(B)": a.maxbytes, "busbw(GB/s)": bw}]}, f)
