@@ -23,13 +23,13 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, amis, checks
+from config import ConfigError, amis, checks, startup
 from config.checks.network import addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import RECIPES, Run
-from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
+from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM, SYSTEM_NODE_GROUP
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner, runner_label
@@ -267,6 +267,19 @@ def run_plans(
     return plans
 
 
+def with_startup(
+    plans: dict[str, dict[str, dict[str, object]]], workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts]
+) -> dict[str, dict[str, dict[str, object]]]:
+    """`plans` with each run's way to its first step (image pulls, compile: config.startup)."""
+    system = groups[SYSTEM_NODE_GROUP].instance
+    for name, run in workloads.items():
+        if run.SERVES:  # a server's start (weights, engine, compile) is its cost line's
+            continue
+        node = getattr(groups.get(run.node_group), "instance", None)
+        plans.setdefault(name, {})["startup"] = startup.plan(run.COMPILE, system, node).as_dict()
+    return plans
+
+
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
     """Declare the platform's resources (aws and cluster layers in one stack)."""
     aws_layer = build_aws(cfg)
@@ -281,7 +294,8 @@ def build(cfg: StackConfig) -> Outputs:
     infra = build_infrastructure(cfg)
     platform = infra.k8s.platform
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    deploy.deploy(cfg.workloads, cfg.hugging_face_token, platform, run_plans(cfg.workloads, cfg.storage, cfg, types))
+    plans = with_startup(run_plans(cfg.workloads, cfg.storage, cfg, types), cfg.workloads, platform.node_groups)
+    deploy.deploy(cfg.workloads, cfg.hugging_face_token, platform, plans)
     return _aws_outputs(cfg, infra.aws)
 
 
@@ -366,7 +380,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         raise ConfigError(problems)
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
-    plans = run_plans(cfg.workloads, platform.storage, cfg, types)
+    plans = with_startup(run_plans(cfg.workloads, platform.storage, cfg, types), cfg.workloads, platform.node_groups)
     deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
     return {
         "runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())},

@@ -35,6 +35,8 @@ class CheckpointSize:
     """What the framework saves per parameter, and where that is read (the source of the number)."""
     written_per_interval: int = 1
     """Checkpoints written at each checkpoint interval (the write time counts each)."""
+    kept_beyond: int = 0
+    """Checkpoints the framework keeps beyond the run's `checkpointsToKeep` (a `last` copy)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,13 @@ def shown_seconds(seconds: float) -> float:
     """Seconds to three decimals for the plan, or to three significant digits below a millisecond,
     so a short step never shows (or computes a cost) as zero."""
     return round(seconds, 3) or float(f"{seconds:.3g}")
+
+
+def padded_vocab(vocab: int, divisible_by: int, tensor_parallel: int) -> int:
+    """Megatron's padded vocabulary (NeMo's _vocab_size_with_padding): up to a multiple of
+    make_vocab_size_divisible_by x the tensor-parallel size."""
+    multiple = divisible_by * tensor_parallel
+    return -(-vocab // multiple) * multiple
 
 
 def llama_parameters(m: ModelConfig, vocab: int = LLAMA2_VOCAB) -> int:
@@ -87,6 +96,10 @@ class CheckpointPlan:
     total_steps: int | None = None
     """Optimizer steps of the whole run, where the config says: an interval longer than the run
     still writes once, at its end, so the share is counted over the run."""
+    assumes: str = ""
+    """What the size assumes that the config does not state (the vocabulary)."""
+    per_interval: int = 1
+    """Checkpoints written at each interval (write_seconds counts them all)."""
 
     @property
     def kept_bytes(self) -> int:
@@ -116,6 +129,8 @@ class CheckpointPlan:
             "everySteps": self.interval_steps,
             "stepSeconds": None if self.step_seconds is None else shown_seconds(self.step_seconds),
             "writeShare": None if share is None else round(share, 4),
+            "writesPerInterval": self.per_interval,
+            **({"assumes": self.assumes} if self.assumes else {}),
         }
         if self.writes is not None:
             out["writes"] = self.writes
@@ -131,11 +146,15 @@ def plan(
     step_seconds: float | None = None,
     writes: int | None = None,
     total_steps: int | None = None,
+    assumes: str = "",
 ) -> CheckpointPlan | None:
     """The checkpoint plan of one run (None when its recipe does not size its checkpoints, or
-    the run has no parameter count)."""
+    the run has no parameter count): `kept` the run keeps, plus what the framework keeps beyond;
+    the write time of every checkpoint one interval writes."""
     if isinstance(model, NotSized) or parameters is None:
         return None
     size = parameters * model.bytes_per_parameter
     seconds = model.written_per_interval * size / (write_mb_per_second(storage) * 1e6)
-    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, writes, total_steps)
+    kept += model.kept_beyond
+    per = model.written_per_interval
+    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, writes, total_steps, assumes, per)

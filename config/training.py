@@ -87,7 +87,7 @@ class HealthCheckConfig(Model):
     message_size: str | None = Field(
         None,
         description="All-reduce size, e.g. 2G; default per instance type.",
-        json_schema_extra={"x-default": "per instance type: `2G` (p5: `16G`)"},
+        json_schema_extra={"x-default": "per instance type: `2G` (p5: `16G`; Trainium: `1G`)"},
     )
 
     @model_validator(mode="before")

@@ -166,7 +166,7 @@ PROGRAMS: dict[str, Program] = {
         Program("nccom-test", "nccom-test-2.29.1", accelerator=True),
         Program("all_reduce_perf", "awsome-distributed-training-efa", accelerator=True),
         Program("mpirun", "open-mpi-orterun", remote_daemons=True),
-        # The rendezvous on the first node: train_setup.sh sets MASTER_PORT (41000).
+        # The rendezvous on the first node (train_setup.sh sets MASTER_PORT 41000; ours is outside the ephemeral range).
         Program("torchrun", "neuronx-nemo-megatron-2.21", binds=(Port(env="MASTER_PORT"),)),
         Program("huggingface-cli", "huggingface-hub-0.24.5", endpoints=(HUB,)),
         Program("hf", "huggingface-hub-1.24.0", endpoints=(HUB,)),

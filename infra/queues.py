@@ -255,10 +255,11 @@ def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -
 def kueue_manager_config(q: QueueingConfig) -> str:
     """Kueue's controller configuration (chart value `managerConfig.controllerManagerConfigYaml`).
 
-    MPIJobs and Deployments are managed (Kueue 0.19.2's `deployment` integration turns on `pod`
-    itself, ImplicitlyEnabledFrameworkNames): with `manageJobsWithoutQueueName: false` only objects
-    labelled with a queue are, the serving Deployments; data-preparation Jobs, TensorBoard and the
-    shell pod carry no queue and stay unmanaged.
+    MPIJobs, the Jobs a run's steps put on accelerated nodes (data, directory and image steps:
+    workloads.manifests.objects.queued_labels) and the serving Deployments are managed (Kueue
+    0.19.2's `deployment` integration turns on `pod` itself, ImplicitlyEnabledFrameworkNames), each
+    only when it names a queue (`manageJobsWithoutQueueName: false`); TensorBoard and the shell
+    tolerate no accelerator taint, so they stay on the system nodes, unmanaged.
     `waitForPodsReady` makes admission all-or-nothing: a run whose pods are not all ready in
     time is evicted and requeued with backoff, so it never holds half a placement group.
     """
@@ -279,7 +280,7 @@ def kueue_manager_config(q: QueueingConfig) -> str:
         f"    backoffLimitCount: {q.requeue_limit}\n"
         "    backoffBaseSeconds: 60\n"
         "    backoffMaxSeconds: 3600\n"
-        "integrations:\n  frameworks:\n  - kubeflow.org/mpijob\n  - deployment\n"
+        "integrations:\n  frameworks:\n  - batch/job\n  - kubeflow.org/mpijob\n  - deployment\n"
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from facts import amis
 from facts.names import NODE_GROUP_LABEL, PROJECT, component_type
 from infra.ci_runner import runner_label
+from tools.plan_run import checkpoint_facts, startup_facts
 from tools.plan_view import PlanView, Reads
 from tools.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
 
@@ -213,7 +214,8 @@ def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
             )
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
-    return facts + _checkpoint_facts(i.get("checkpoints")) + _throughput_facts(i.get("throughput"))
+    facts += startup_facts(i.get("startup"))
+    return facts + checkpoint_facts(i.get("checkpoints")) + _throughput_facts(i.get("throughput"))
 
 
 def _throughput_facts(t: dict[str, Any] | None) -> list[str]:
@@ -233,26 +235,6 @@ def _throughput_facts(t: dict[str, Any] | None) -> list[str]:
         f" loading weights; a restart reads the latest checkpoint in ~{first['resumeLoadSeconds']:,} s"
     )
     return lines
-
-
-def _checkpoint_facts(c: dict[str, Any] | None) -> list[str]:
-    """Checkpoint size, write time at the file system's throughput, share of training time
-    (at the configured interval and the estimated step time), and how many are kept."""
-    if not c:
-        return []
-    line = f"checkpoints: {c['sizeGB']:,} GB each, {c['kept']} kept, ~{c['writeSeconds']:,} s to write"
-    if c.get("writes") is not None:
-        line += f", {c['writes']} written"
-    if c.get("writeShare") is not None:
-        line += (
-            f"; every {c['everySteps']} steps x {c['stepSeconds']:g} s: {c['writeShare']:.1%} of training time writing"
-        )
-    elif c.get("everySteps") is None:
-        minutes = c["writeSeconds"] / 0.02 / 60
-        line += f"; written per dataset shard group: 2% or less of training time if a group trains {minutes:.0f}+ min"
-    else:
-        line += f"; every {c['everySteps']} steps (share unknown: set stepSeconds)"
-    return [line]
 
 
 def _images_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:

@@ -19,7 +19,14 @@ from config.checks.groups import Groups, GroupView, groups_of
 from config.checks.network import flavors_fit, network_problems
 from config.checks.runs import checkpoint_share, checkpoints_fit, images_exist, run_names, runs_problems
 from config.checks.serving import serving_problems
-from config.checks.teams import default_queue_decided, run_teams, system_name_reserved, team_problems, unowned_nodes
+from config.checks.teams import (
+    default_queue_decided,
+    pods_ready_covers_launcher_pull,
+    run_teams,
+    system_name_reserved,
+    team_problems,
+    unowned_nodes,
+)
 from config.layers import layer_problems
 from config.names import node_group_azs_in_vpc, node_group_names_unique, team_name, vpc_azs_in_region
 from config.placement import RULES as PLACEMENT_RULES
@@ -76,6 +83,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *system_name_reserved(cfg),
             *efa_plugin_counts_devices(cfg),
             *release_problems(cfg),
+            *pods_ready_covers_launcher_pull(cfg),
         ]
     return [*local, *system_name_reserved(cfg), *(release_problems(cfg) if cfg.layer == "aws" else [])]
 

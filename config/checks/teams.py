@@ -8,6 +8,7 @@ from config.base import did_you_mean
 from config.checks.groups import Groups, GroupView
 from config.checks.runs import known_node_group
 from config.stack import StackConfig
+from config.startup import PULL_GB, PULL_SECONDS, minimum_timeout_minutes
 from config.teams import TeamConfig
 from config.workloads import RunConfig, WorkloadConfig
 from facts.names import SYSTEM_NODE_GROUP
@@ -143,4 +144,23 @@ def system_name_reserved(cfg: StackConfig) -> list[str]:
         f"nodeGroups[{i}].name: {SYSTEM_NODE_GROUP!r} is the system node group's name; choose another"
         for i, ng in enumerate(cfg.node_groups)
         if ng.name == SYSTEM_NODE_GROUP
+    ]
+
+
+def pods_ready_covers_launcher_pull(cfg: StackConfig) -> list[str]:
+    """Kueue's pods-ready timeout covers what it counts once a run is admitted: the workers
+    start from an image the image check already pulled onto every node of their group, and the
+    launcher, created once they are ready, pulls the image onto a system node. The largest image
+    a system node can hold is its root volume; a timeout shorter than that pull evicts and
+    requeues the run before its launcher ever starts (config.startup: the measured pull rate)."""
+    system = cfg.system_node_group
+    need = minimum_timeout_minutes(system.root_volume_size_gib, system.instance)
+    have = cfg.queueing.pods_ready_timeout_minutes
+    if have >= need:
+        return []
+    return [
+        f"queueing.podsReadyTimeoutMinutes: {have} min does not cover the launcher's pull of an image as large as a"
+        f" system node's {system.root_volume_size_gib} GiB root volume (~{need} min at the measured"
+        f" {PULL_GB} GB per {PULL_SECONDS} s); use {need} or more, or a smaller"
+        " systemNodeGroup.rootVolumeSizeGiB"
     ]

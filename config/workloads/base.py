@@ -11,6 +11,7 @@ from pydantic.alias_generators import to_camel
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
 from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan
 from config.run_env import ProcessEnv
+from config.startup import CompileTime
 from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
@@ -46,6 +47,8 @@ class RunConfig(ProcessEnv):
     NEMO_MEGATRON: ClassVar[bool] = False
     """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
     PUBLIC_IMAGES: ClassVar[bool] = False
+    SERVES: ClassVar[bool] = False
+    """A server, not a training run: no first training step (its start is modeled in its cost line)."""
     """The recipe runs a pinned public image per accelerator (facts.serving) unless `image` is set."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
@@ -55,6 +58,8 @@ class RunConfig(ProcessEnv):
     CHECKPOINTS: ClassVar[CheckpointModel]
     """How big its checkpoints are (bytes per parameter and its source), or why they are not sized."""
     STEP_TIME: ClassVar[StepTime]
+    COMPILE: ClassVar[CompileTime]
+    """The graph compile before the first step (config.startup)."""
     """The published measurement its step time is estimated from, or why there is none."""
     DOCS: ClassVar[RecipeDocs]
     """Its row of the recipe table: what it follows upstream, its image, its steps."""
@@ -250,6 +255,11 @@ class RunConfig(ProcessEnv):
         """Parameters a checkpoint holds (None: unknown, e.g. bring-your-own code)."""
         return None
 
+    @property
+    def checkpoint_assumes(self) -> str:
+        """What the checkpoint size assumes beyond the config ("": nothing)."""
+        return ""
+
     def checkpoint_plan(self, storage: StorageConfig, step_seconds: float | None = None) -> CheckpointPlan | None:
         """The run's checkpoints against the shared file system (None: the recipe does not size them)."""
         parameters, kept, interval = self.checkpoint_parameters, self.checkpoints_kept, self.checkpoint_interval
@@ -257,7 +267,9 @@ class RunConfig(ProcessEnv):
         # (Bridge also saves at the last step, so an interval longer than the run still writes once).
         writes = self.checkpoint_writes
         total = None if writes is None else self.optimizer_steps
-        return plan(self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total)
+        return plan(
+            self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total, self.checkpoint_assumes
+        )
 
     def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
         """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
@@ -269,7 +281,7 @@ class RunConfig(ProcessEnv):
         return None if seconds is None else (seconds, source.basis)
 
 
-RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION")
+RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "COMPILE", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION")
 """What every recipe states itself (a test names the recipe and the one it lacks)."""
 
 

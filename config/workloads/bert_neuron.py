@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from config.checkpoints import CheckpointModel, CheckpointSize
+from config.startup import CompileTime
 from config.training import BertDataConfig, BertTrainingConfig
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
@@ -36,6 +37,9 @@ class BertNeuronWorkload(RunConfig):
     CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
         10, "the model in bf16 (model.to(torch.bfloat16)) and AdamW_FP32OptimParams's two fp32 moments: 2 + 8"
     )
+    # aws-neuron/aws-neuron-sdk 81ce03ae archive/nxd-training/bert.rst: "~13 minutes to compile the
+    # BERT-Large model training step using the pre-compilation script".
+    COMPILE: ClassVar[CompileTime] = CompileTime(13, "Neuron SDK BERT-Large tutorial, one trn1.32xlarge")
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "no published measurement of phase 1 on trn1 is recorded in the project; set stepSeconds from a measured step"
     )

@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from config.checkpoints import CheckpointModel, NotSized
+from config.startup import CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
@@ -30,6 +31,7 @@ class CustomWorkload(RunConfig):
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized(
         "your code decides what it saves to $CHECKPOINT_DIR; size the file system for it yourself"
     )
+    COMPILE: ClassVar[CompileTime] = CompileTime(None, "your code's compile (if any) is yours to measure", hit="yours")
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime("your code's step time is yours to measure (stepSeconds)")
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows="your code",

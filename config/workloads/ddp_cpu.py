@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from config.base import KeyProblem
 from config.checkpoints import CheckpointModel, NotSized
+from config.startup import NO_COMPILE, CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
@@ -34,6 +35,7 @@ class DdpCpuWorkload(RunConfig):
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized(
         "a model of a few thousand parameters (workloads/manifests/ddp_cpu_train.py): kilobytes per checkpoint"
     )
+    COMPILE: ClassVar[CompileTime] = NO_COMPILE
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "it runs on the system nodes, billed with the stack: its length adds no cost of its own"
     )

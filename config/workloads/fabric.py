@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 
 from config.base import KeyProblem
 from config.checkpoints import CheckpointModel, NotSized
+from config.startup import NO_COMPILE, CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.recipe import Converter, NoConversion, StepTime, UnknownStepTime
 from facts import instances
@@ -21,6 +22,7 @@ class FabricAcceptanceRun(RunConfig):
 
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized("it trains nothing and writes no checkpoint")
     CONVERSION: ClassVar[Converter] = NoConversion("an acceptance run measures the fabric and trains no model")
+    COMPILE: ClassVar[CompileTime] = NO_COMPILE
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "it trains nothing: it runs for minutes (bounded by the acceptance job's timeout), billed as the nodes' time"
     )

@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from config.checkpoints import CheckpointModel, CheckpointSize
+from config.startup import CompileTime
 from config.training import Llama2DataConfig
 from config.workloads.base import MegatronRun
 from config.workloads.recipe import (
@@ -59,6 +60,9 @@ class Llama2NeuronWorkload(MegatronRun):
         "neuronx-nemo-megatron's bf16SR mode (XLA_USE_BF16=1, optimizer adamw; train_setup.sh) keeps tensors"
         " float32 on the host side, so weights, exp_avg and exp_avg_sq are saved in fp32",
     )
+    # awslabs/ai-on-eks 41a979ee website/docs/ai/training/Neuron/Llama2.md (this recipe's tutorial):
+    # "Pre-compilation will take ~10 minutes when using 4 trn1.32xlarge nodes".
+    COMPILE: ClassVar[CompileTime] = CompileTime(10, "ai-on-eks Llama2 tutorial, 4 x trn1.32xlarge")
     STEP_TIME: ClassVar[StepTime] = PublishedStepTime(
         source="aws-neuron-sdk trn1_trn1n_nlp_data.csv, Neuron 2.13.1: Llama2-7B, TP=8, global batch 256, 16"
         " trn1.32xlarge nodes: 49.75 sequences/s (7b on trn1/trn1n only, scaled linearly per node)",

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, CheckpointSize
+from config.startup import NO_COMPILE, CompileTime
 from config.storage import StorageConfig
 from config.workloads.base import RunConfig
 from config.workloads.bridge_throughput import STEP_TIME
@@ -146,6 +147,7 @@ class MegatronBridgeWorkload(RunConfig):
         " and the distributed optimizer's fp32 main parameter, exp_avg and exp_avg_sq (12 bytes)",
     )
     STEP_TIME: ClassVar[StepTime] = STEP_TIME
+    COMPILE: ClassVar[CompileTime] = NO_COMPILE
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows=f"NVIDIA Megatron Bridge {bridge.BRIDGE_VERSION} (Megatron Core {bridge.MCORE_VERSION}):"
         " `scripts/training/run_recipe.py` with the `llama31_8b` / `llama31_70b` pretrain and SFT library recipes,"

@@ -7,7 +7,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from config.checkpoints import CheckpointModel, CheckpointSize
+from config.checkpoints import LLAMA2_VOCAB, CheckpointModel, CheckpointSize, llama_parameters, padded_vocab
+from config.startup import NO_COMPILE, CompileTime
 from config.training import NemoTokenizerConfig
 from config.workloads.base import MegatronRun
 from config.workloads.recipe import (
@@ -22,6 +23,11 @@ from config.workloads.recipe import (
 )
 from facts import instances, needs
 
+GPT2_VOCAB = 50257
+"""GPT-2's BPE vocabulary (transformers' GPT2Config vocab_size)."""
+MAKE_VOCAB_DIVISIBLE_BY = 128
+"""NeMo's llama config: model.make_vocab_size_divisible_by."""
+
 
 class NemoGpuWorkload(MegatronRun):
     """NVIDIA NeMo pretraining on GPU nodes (p4de, p5)."""
@@ -34,7 +40,13 @@ class NemoGpuWorkload(MegatronRun):
         12,
         "NeMo's llama config trains bf16-mixed without megatron_amp_O2, so the weights are fp32 and"
         " fused_adam's two moments fp32",
+        # save_last=True beside save_top_k (monitor step, mode max): Lightning 2.3's ModelCheckpoint
+        # saves the new top-k checkpoint, then a full `last` copy (not a link): two writes per
+        # interval, and the last kept beside the top k.
+        written_per_interval=2,
+        kept_beyond=1,
     )
+    COMPILE: ClassVar[CompileTime] = NO_COMPILE
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "no published measurement of this configuration (NeMo 2.0.0rc1's Llama config on p4de or p5 over EFA)"
         " is recorded in the project; set stepSeconds from a measured step"
@@ -79,6 +91,26 @@ class NemoGpuWorkload(MegatronRun):
     repo_dir: str = Field("/opt/NeMo", description="The NeMo checkout in the image (examples/ is under it).")
     overrides: dict[str, str] = Field(default_factory=dict, description="Extra Hydra overrides (key: value).")
     tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
+
+    @property
+    def checkpoint_parameters(self) -> int:
+        return llama_parameters(self.model, self._vocabulary()[0])
+
+    @property
+    def checkpoint_assumes(self) -> str:
+        return self._vocabulary()[1]
+
+    def _vocabulary(self) -> tuple[int, str]:
+        """The padded vocabulary the model is built with, and how the plan names it. GPT-2's BPE
+        (the default tokenizer) has 50257 tokens; another tokenizer's size is not known here, so
+        Llama 2's 32000 is assumed and said."""
+        tp = self.model.tensor_parallel
+        if self.tokenizer.library == "megatron" and self.tokenizer.effective_type == "GPT2BPETokenizer":
+            vocab, name = GPT2_VOCAB, "GPT-2 BPE"
+        else:
+            vocab, name = LLAMA2_VOCAB, "Llama 2's (the tokenizer's own size is not known to the plan)"
+        padded = padded_vocab(vocab, MAKE_VOCAB_DIVISIBLE_BY, tp)
+        return padded, f"vocabulary {name} {vocab} padded to {padded} (x {MAKE_VOCAB_DIVISIBLE_BY} x TP {tp})"
 
     @property
     def hub_repos(self) -> tuple[needs.HubRepo, ...]:

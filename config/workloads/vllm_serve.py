@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, NotSized
+from config.startup import CompileTime
 from config.workloads.base import RunConfig
 from config.workloads.recipe import (
     Arguments,
@@ -126,6 +127,7 @@ class VllmServeWorkload(RunConfig):
 
     RECIPE: ClassVar[str] = "vllm-serve"
     PUBLIC_IMAGES: ClassVar[bool] = True
+    SERVES: ClassVar[bool] = True
     STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "model", "serve", "service", "clients")
     UNUSED_KEYS: ClassVar[tuple[str, ...]] = ("health_check", "step_seconds", "max_retries", "image_tag")
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized("a server writes no checkpoints")
@@ -155,6 +157,11 @@ class VllmServeWorkload(RunConfig):
         " upstream (its `hf_converter`)",
     )
     CONVERSION: ClassVar[Converter] = NoConversion("a server produces no checkpoint")
+    COMPILE: ClassVar[CompileTime] = CompileTime(
+        None,
+        "a server has no first training step: its start, a Neuron compile included, is its cost line's",
+        hit="none",
+    )
 
     recipe: Literal["vllm-serve"] = Field(description="vllm-serve")
     nodes: int = Field(

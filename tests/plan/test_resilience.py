@@ -99,7 +99,7 @@ def test_multi_node_nccom_test_runs_on_the_first_worker_with_its_root_comm_id() 
     # over ssh with the ssh options of mpirun: the image's ssh_config (host-key checking, with a
     # read-only .ssh) is not relied on, as the mpi-operator base image does (kubeflow/mpi-operator#580)
     assert line.startswith(f'ssh {SSH_OPTIONS} "$first" "')
-    assert "NEURON_RT_ROOT_COMM_ID=$root:45654 /opt/aws/neuron/bin/nccom-test" in line
+    assert "NEURON_RT_ROOT_COMM_ID=$root:29400 /opt/aws/neuron/bin/nccom-test" in line
     assert 'first=$(head -n 1 /etc/mpi/hostfile | cut -d" " -f1)' in script
     assert "root=${ips%% *}" in script and "--hosts $ips" in line
 

@@ -10,6 +10,7 @@ from config import checkpoints
 from config.storage import StorageConfig
 from config.training import ModelConfig
 from config.workloads import CustomWorkload, Llama2NeuronWorkload, NemoGpuWorkload
+from tests import upstream
 from tests.conftest import stack_plan, stack_values
 
 
@@ -75,3 +76,28 @@ def test_example_stacks_spend_at_most_two_percent_writing_checkpoints(stack: str
             assert c["writeShare"] <= checkpoints.MAX_WRITE_SHARE, run["name"]
         elif c.get("everySteps") is None:  # BERT: per dataset shard; ~11 s a checkpoint
             assert c["writeSeconds"] <= 30, run["name"]
+
+
+NEMO_COUNTS = upstream.facts("nemo-checkpoint-counts")
+
+
+def test_nemo_counts_checkpoints_as_lightning_and_nemo_do() -> None:
+    """nemo-gpu renders save_top_k=k with save_last=True (monitor step, mode max): Lightning 2.3's
+    ModelCheckpoint writes the top-k checkpoint and a full `last` copy each interval and keeps
+    k + 1; the model's embedding and output layers are sized with GPT-2's vocabulary padded as
+    NeMo pads it (tests/upstream/nemo-checkpoint-counts.yaml)."""
+    values = config.from_stack_values(stack_values("p4de-nemo"))
+    cfg = config.parse(values)
+    (run,) = [r for r in cfg.workloads.values() if isinstance(r, NemoGpuWorkload)]
+    lightning, nemo = NEMO_COUNTS["lightning"], NEMO_COUNTS["nemo"]
+    p = run.checkpoint_plan(cfg.storage)
+    assert p is not None
+    k = run.training.checkpoints_to_keep
+    assert lightning["kept_with_save_last"] == "save_top_k + 1" and p.kept == k + 1
+    assert p.per_interval == lightning["writes_per_interval_with_save_last"]
+    multiple = nemo["make_vocab_size_divisible_by"] * run.model.tensor_parallel
+    padded = -(-NEMO_COUNTS["gpt2_vocab_size"] // multiple) * multiple
+    assert run.checkpoint_parameters == checkpoints.llama_parameters(run.model, padded)
+    assert f"{NEMO_COUNTS['gpt2_vocab_size']} padded to {padded}" in p.assumes
+    size_one = run.checkpoint_parameters * run.CHECKPOINTS.bytes_per_parameter
+    assert p.write_seconds == pytest.approx(2 * size_one / (checkpoints.write_mb_per_second(cfg.storage) * 1e6))

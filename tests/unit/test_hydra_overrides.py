@@ -72,7 +72,10 @@ def test_grouped_query_attention_reaches_the_model(recipe: str, kv_key: str, pp:
     """The 70b shape's 8 KV heads are passed under the framework's own key (a config that merely
     composes would otherwise train 64 KV heads)."""
     extra = {"model": {"preset": "70b", "pipelineParallel": pp}, "nodes": 4, "training": {"checkpointsToKeep": 1}}
-    found = [launch for text in launcher_scripts(s.obj for s in built_with(recipe, extra)) for launch in launches(text)]
+    # NeMo keeps a `last` copy beside the one checkpoint: two 70B checkpoints need 2400 GiB.
+    stack = {"storage": {"storageCapacityGib": 2400}}
+    steps = built_with(recipe, extra, stack)
+    found = [launch for text in launcher_scripts(s.obj for s in steps) for launch in launches(text)]
     assert found
     for launch in found:
         assert f"{kv_key}=8" in launch.overrides, launch.config_name

@@ -44,14 +44,14 @@ def parsed(stack: str) -> config.StackConfig:
 # --------------------------------------------------------------------------- the plan of every stack
 
 
-def test_kueue_is_pinned_with_mpijob_integration_and_all_or_nothing_admission(example_stack: str) -> None:
+def test_kueue_is_pinned_with_job_integrations_and_all_or_nothing_admission(example_stack: str) -> None:
     (kueue,) = [r["inputs"] for r in resources(stack_plan(example_stack), RELEASE) if r["inputs"]["name"] == "kueue"]
     assert kueue["chart"] == "oci://registry.k8s.io/kueue/charts/kueue"
     assert kueue["version"].startswith("0.19.")
     assert kueue["namespace"] == "kueue-system"
     manager = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert manager["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
-    assert manager["integrations"]["frameworks"] == ["kubeflow.org/mpijob", "deployment"]
+    assert manager["integrations"]["frameworks"] == ["batch/job", "kubeflow.org/mpijob", "deployment"]
     ready = manager["waitForPodsReady"]
     queueing = parsed(example_stack).queueing
     assert ready["timeout"] == f"{queueing.pods_ready_timeout_minutes}m" and ready["recoveryTimeout"] == "15m"

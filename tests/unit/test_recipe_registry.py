@@ -12,6 +12,7 @@ import pytest
 from pydantic import Field
 
 from config.checkpoints import CheckpointSize, NotSized
+from config.startup import CompileTime
 from config.workloads import RECIPE_FACTS, RECIPES, BertNeuronWorkload, RunConfig
 from config.workloads.recipe import (
     Conversion,
@@ -34,6 +35,7 @@ from workloads import manifests
 KINDS = {
     "CHECKPOINTS": (CheckpointSize, NotSized),
     "STEP_TIME": (PublishedStepTime, UnknownStepTime),
+    "COMPILE": (CompileTime,),
     "DOCS": (RecipeDocs,),
     "EXAMPLE_STACKS": (tuple, NoExampleStack),
     "ARGUMENTS": (HeldAgainst, NotHeld),
@@ -158,7 +160,7 @@ class BertCopy(BertNeuronWorkload):
 
 def test_a_copy_of_a_recipe_is_told_each_fact_it_lacks() -> None:
     problems = lacks(BertCopy)
-    for fact in ("CHECKPOINTS", "STEP_TIME", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION"):
+    for fact in ("CHECKPOINTS", "STEP_TIME", "COMPILE", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION"):
         assert f"recipe bert-copy: {fact} inherited from recipe bert-neuron: state its own" in problems
     assert any("no builder" in p for p in problems)
 

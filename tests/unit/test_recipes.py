@@ -32,7 +32,9 @@ FULL: dict[str, dict[str, Any]] = {
 }
 
 
-def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config.StackConfig, RunConfig]:
+def parsed_run(
+    recipe: str, extra: dict[str, Any] | None = None, stack: dict[str, Any] | None = None
+) -> tuple[config.StackConfig, RunConfig]:
     model = RECIPES[recipe]
     ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
     group = SYSTEM_NODE_GROUP if model.RUNS_ON_CPU else ng["name"]
@@ -47,6 +49,7 @@ def parsed_run(recipe: str, extra: dict[str, Any] | None = None) -> tuple[config
         # Above a Neuron server's first start (its compile): config.serving holds it to Kueue's timeout.
         "queueing": {"podsReadyTimeoutMinutes": 120},
         "workloads": {"w": run},
+        **(stack or {}),
     }
     cfg = config.parse(values)
     return cfg, cfg.workloads["w"]
@@ -56,10 +59,10 @@ def built(recipe: str) -> list[Step]:
     return built_with(recipe, {})
 
 
-def built_with(recipe: str, extra: dict[str, Any]) -> list[Step]:
+def built_with(recipe: str, extra: dict[str, Any], stack: dict[str, Any] | None = None) -> list[Step]:
     """The steps of a two-node run of `recipe` (with `extra` run keys) on its accelerator (or
     on the system node group's CPUs)."""
-    cfg, run = parsed_run(recipe, extra)
+    cfg, run = parsed_run(recipe, extra, stack)
     ng = cfg.node_groups[0]
 
     class _Platform:

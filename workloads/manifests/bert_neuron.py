@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 
 from config.workloads import BertNeuronWorkload
+from workloads.manifests.companions import extras
 from workloads.manifests.healthcheck import training
 from workloads.manifests.hub import cache_dir as hub_cache_dir
 from workloads.manifests.hub import offline_env
@@ -18,7 +19,6 @@ from workloads.manifests.objects import (
     Step,
     checkpoint_dir,
     data_dir,
-    extras,
     image_check,
     job,
     labels,
@@ -26,6 +26,7 @@ from workloads.manifests.objects import (
     shared_dirs,
     short_hash,
 )
+from workloads.manifests.resume import bert_guard
 
 SCRIPT = "dp_bert_large_hf_pretrain_hdf5.py"
 EXAMPLE = "torch-neuronx/training/dp_bert_hf_pretrain"
@@ -98,15 +99,15 @@ def launch(workload_name: str, run: BertNeuronWorkload, ctx: Context, data: str)
         f"--metrics_file={rdir}/results.json",
     ]
     marker = f"{rdir}/precompile/.done-{short_hash(compile_args)}"
-    resume = f'mkdir -p {ckpt}; r=; if compgen -G "{ckpt}/ckpt_*.pt" >/dev/null; then r=--resume_ckpt; fi; '
-    train = _torchrun(run, train_args, setup=resume, tail=" $r")
+    resume_flag = f'mkdir -p {ckpt}; r=; if compgen -G "{ckpt}/ckpt_*.pt" >/dev/null; then r=--resume_ckpt; fi; '
+    train = _torchrun(run, train_args, setup=resume_flag, tail=" $r")
     return (
         'echo "== precompile"\n'
         f"if [ -f {marker} ]; then echo 'this shape is compiled (cache on /shared)'; else\n"
         f"{_torchrun(run, compile_args, prefix='neuron_parallel_compile ')}\n"
         f"mkdir -p {rdir}/precompile && touch {marker}\nfi\n"
         'echo "== training"\n'
-        f"{train}\n"
+        f"{bert_guard(ckpt, rdir, t.checkpoints_to_keep)}{train}\n"
     )
 
 
@@ -135,5 +136,5 @@ def steps(workload_name: str, run: BertNeuronWorkload, ctx: Context) -> list[Ste
         model,
         dataset,
         *training(workload_name, run, ctx, phases, env=env, after=(model.name, dataset.name)),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]

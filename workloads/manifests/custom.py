@@ -6,8 +6,9 @@ from __future__ import annotations
 import shlex
 
 from config.workloads import CustomWorkload
+from workloads.manifests.companions import extras
 from workloads.manifests.healthcheck import training
-from workloads.manifests.objects import Context, Step, extras, image_check
+from workloads.manifests.objects import Context, Step, image_check
 
 MODEL = CustomWorkload
 """The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
@@ -26,5 +27,5 @@ def steps(workload_name: str, run: CustomWorkload, ctx: Context) -> list[Step]:
     return [
         image,
         *training(workload_name, run, ctx, phases, after=(image.name,), processes_per_node=run.processes_per_node),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+from config.training import size_bytes
 from config.workloads import RunConfig
 from facts import drivers
 from facts.fabric import FLOORS
@@ -31,8 +32,10 @@ from workloads.manifests.objects import SECRET_ENV, Context, Step, labels, secre
 
 NCCOM_TEST = "/opt/aws/neuron/bin/nccom-test"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
-NEURON_ROOT_COMM_PORT = 45654
-"""Port of NEURON_RT_ROOT_COMM_ID for the multi-node nccom-test (any free port; the Neuron docs' example)."""
+RUN_AS_ROOT = ("OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+NEURON_ROOT_COMM_PORT = 29400
+"""Port of NEURON_RT_ROOT_COMM_ID for the multi-node nccom-test (any free port): outside Linux's
+ephemeral range (see mpijob.MASTER_PORT); the Neuron docs' example uses 45654, inside it."""
 # What NCCL (init.cc, "Using network %s") logs when aws-ofi-nccl (network name "Libfabric")
 # carries the traffic; without the plugin it says "Socket" (tests/upstream/aws-ofi-nccl-v1.13.2-aws.yaml).
 NCCL_EFA_EVIDENCE = "Using network Libfabric"
@@ -147,9 +150,12 @@ def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[
     total = run.nodes * ng.instance.ranks_per_node
     exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k.startswith(("FI_", "CCOM_")))
     # One double-quoted string: $PATH, $LD_LIBRARY_PATH, $root and $ips expand on the launcher.
+    # nccom-test runs Open MPI's mpirun itself, as root over ssh: mpirun refuses root unless both
+    # variables are set (orterun(1) "Running as root"); our own mpirun passes --allow-run-as-root.
     remote = (
-        f"PATH=$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH {exported} NEURON_RT_ROOT_COMM_ID=$root:{NEURON_ROOT_COMM_PORT}"
-        f" {NCCOM_TEST} -r {total} -N {run.nodes} -b {size} -e {size} -d fp32 allr --hosts $ips"
+        f"PATH=$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH {exported} {' '.join(RUN_AS_ROOT)}"
+        f" NEURON_RT_ROOT_COMM_ID=$root:{NEURON_ROOT_COMM_PORT}"
+        f" {NCCOM_TEST} -r {total} -N {run.nodes} -b {size_bytes(size)} -e {size_bytes(size)} -d fp32 allr --hosts $ips"
     )
     return (
         f'first=$(head -n 1 {HOSTFILE} | cut -d" " -f1)\n'
@@ -196,6 +202,9 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
     default = FLOORS[ng.instance.name]
     size = run.health_check.message_size or default.message_size
     floor = run.health_check.min_bus_bandwidth_gb_per_second or default.min_bus_bandwidth_gb_per_second
+    basis = (
+        "healthCheck.minBusBandwidthGBPerSecond" if run.health_check.min_bus_bandwidth_gb_per_second else default.basis
+    )
     collective = (
         _neuron_collective(run, ng, size, env) if ng.accelerator == "neuron" else _nvidia_collective(run, ctx, size)
     )
@@ -210,7 +219,7 @@ def health_gate(run: RunConfig, ctx: Context, env: dict[str, str]) -> str:
         'echo "== health check: every node"\n'
         f"$MPIRUN bash -c {shlex.quote(per_node)}\n"
         'echo "== health check: all-reduce across the nodes"\n'
-        f"{collective}\n{gate}\n"
+        f"{collective}\necho {shlex.quote(f'floor {floor:g} GB/s: {basis}')}\n{gate}\n"
     )
 
 

@@ -9,6 +9,7 @@ import shlex
 from dataclasses import dataclass
 
 from config.workloads import Llama2NeuronWorkload
+from workloads.manifests.companions import extras
 from workloads.manifests.convert import WEIGHTS, copy_files, llama_config
 from workloads.manifests.healthcheck import training
 from workloads.manifests.hub import hugging_face_token_file
@@ -21,7 +22,6 @@ from workloads.manifests.objects import (
     Step,
     checkpoint_dir,
     data_dir,
-    extras,
     image_check,
     job,
     labels,
@@ -30,6 +30,7 @@ from workloads.manifests.objects import (
     shared_dirs,
     short_hash,
 )
+from workloads.manifests.resume import mark_saved, neuronx_guard
 
 # train_setup.sh of neuronx-nemo-megatron 0.8.0, for MPI runs on EKS with bf16 + stochastic
 # rounding (its default, "bf16SR"); the compile cache on FSx as the Data on EKS blueprint has it.
@@ -164,6 +165,7 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
     code = f"{run.repo_dir}/nemo/{EXAMPLES}"
     script = f"{SCRIPT} --config-path=conf --config-name={neuronx_config(run.model)}"
     rdir = run_dir(ctx, workload_name, run.run_id)
+    ckpt = checkpoint_dir(ctx, workload_name, run.run_id)
 
     def args(steps: int, log_dir: str, checkpoints: bool) -> list[str]:
         return neuronx_overrides(
@@ -188,7 +190,8 @@ def launch(workload_name: str, run: Llama2NeuronWorkload, ctx: Context, paths: _
         f"{torchrun(code, script, compile_args, prefix='neuron_parallel_compile ', setup=setup)}\n"
         f"mkdir -p {rdir}/precompile && touch {marker}\nfi\n"
         f'echo "== training"\n'
-        f"{torchrun(code, script, train_args, setup=setup)}\n"
+        f"{neuronx_guard(ckpt, rdir)}"
+        f"{torchrun(code, script, train_args, setup=setup)} 2>&1 | {mark_saved(ckpt)}\n"
     )
 
 
@@ -232,5 +235,5 @@ def steps(workload_name: str, run: Llama2NeuronWorkload, ctx: Context) -> list[S
         *training(
             workload_name, run, ctx, launch(workload_name, run, ctx, paths), env=env, after=(paths.tokenize_step,)
         ),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=run.shell),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=run.shell),
     ]

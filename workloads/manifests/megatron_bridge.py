@@ -21,6 +21,7 @@ import shlex
 from config.workloads import MegatronBridgeWorkload
 from facts import megatron_bridge as bridge
 from facts import needs
+from workloads.manifests.companions import extras
 from workloads.manifests.healthcheck import training
 from workloads.manifests.hub import cache_dir, offline_env
 from workloads.manifests.megatron import torchrun
@@ -31,7 +32,6 @@ from workloads.manifests.objects import (
     Step,
     checkpoint_dir,
     data_dir,
-    extras,
     image_check,
     job,
     labels,
@@ -203,5 +203,5 @@ def steps(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> list
             workload_name, run, ctx, launch(workload_name, run, ctx), env=offline_env(ctx),
             after=(chain[-1].name,),
         ),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]  # fmt: skip

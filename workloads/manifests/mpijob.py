@@ -32,7 +32,11 @@ from workloads.manifests.security import (
 
 MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
 HOSTFILE = "/etc/mpi/hostfile"  # where mpi-operator v2 mounts the hostfile in the launcher
-MASTER_PORT = 41000
+# The rendezvous port torchrun binds on the first worker: PyTorch's default, below Linux's ephemeral
+# range (32768-60999, the kernel's default in every pod's network namespace; the AMI leaves it). The
+# upstream scripts' 41000 is inside it: they reserve it with net.ipv4.ip_local_reserved_ports on
+# the host, which an unprivileged pod cannot, so an outgoing connection could hold it first.
+MASTER_PORT = 29500
 # How long a launcher waits for every worker to answer over SSH before it gives up: long
 # enough for a lost node to be replaced (EKS node auto repair, then image pull) and its
 # worker pod recreated.

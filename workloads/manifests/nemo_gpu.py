@@ -5,6 +5,7 @@ the nodes and the EFA fabric with that same image, then trains."""
 from __future__ import annotations
 
 from config.workloads import NemoGpuWorkload
+from workloads.manifests.companions import extras
 from workloads.manifests.convert import WEIGHTS, llama_config
 from workloads.manifests.healthcheck import training
 from workloads.manifests.hub import cache_dir as hub_cache_dir
@@ -16,7 +17,6 @@ from workloads.manifests.objects import (
     Source,
     Step,
     checkpoint_dir,
-    extras,
     image_check,
     run_dir,
     shared_dirs,
@@ -83,5 +83,5 @@ def steps(workload_name: str, run: NemoGpuWorkload, ctx: Context) -> list[Step]:
         image,
         *staged,
         *training(workload_name, run, ctx, phases, env=env, after=(last.name,)),
-        *extras(workload_name, ctx, tensorboard_on=run.tensorboard, shell_on=False),
+        *extras(workload_name, ctx, run.run_id, tensorboard_on=run.tensorboard, shell_on=False),
     ]

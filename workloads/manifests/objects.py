@@ -17,7 +17,7 @@ from typing import Any
 
 from config.workloads import RunConfig
 from facts.images import PULL_SECONDS, Runtime
-from facts.names import EGRESS_INTERNET, EGRESS_LABEL, RUN_ID_LABEL, app_labels
+from facts.names import EGRESS_INTERNET, EGRESS_LABEL, PRIORITY_LABEL, QUEUE_LABEL, RUN_ID_LABEL, app_labels
 from infra.platform import NodeGroupFacts
 from workloads.manifests.security import (
     DIRS_CAPABILITIES,
@@ -32,8 +32,11 @@ from workloads.manifests.security import (
 
 Obj = dict[str, Any]
 TENSORBOARD_PORT = 6006
+TIMEOUT = "pulumi.com/timeoutSeconds"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Data Jobs run on an accelerated node before its training starts (CPU only, no devices): 32
-# CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with.
+# CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with. Through the run's Kueue
+# queue (queued_labels), so they never compete unaccounted with the runs Kueue admits there.
 DATA_JOB_CPUS = 32
 SMALL_POD = {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}}
 """TensorBoard, the shell pod, the image check and the directory step: every pod has CPU and
@@ -109,6 +112,20 @@ def labels(workload_name: str, component: str, run_id: str | None = None, *, int
         out[RUN_ID_LABEL] = run_id
     if internet:
         out[EGRESS_LABEL] = EGRESS_INTERNET
+    return out
+
+
+def queued_labels(ctx: Context, object_labels: dict[str, str]) -> dict[str, str]:
+    """A Job's labels, with the run's Kueue queue and priority on an accelerated group: Kueue hands
+    such nodes whole to admitted runs, so a pod there outside its accounting takes CPU an admitted
+    worker counted on (which waits until waitForPodsReady evicts it) and never reclaims a team's
+    borrowed nodes. Queued, the Job waits for quota like a run (Kueue's webhook suspends it) and
+    reclaims borrowed quota by preemption. The system group's quota is the launchers' room."""
+    if not (ctx.queue and ctx.node_group.accelerated):
+        return object_labels
+    out = {**object_labels, QUEUE_LABEL: ctx.queue}
+    if ctx.priority_class:
+        out[PRIORITY_LABEL] = ctx.priority_class
     return out
 
 
@@ -224,7 +241,7 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": meta(name, ctx, job_labels, {"pulumi.com/timeoutSeconds": str(timeout), **(annotations or {})}),
+        "metadata": meta(name, ctx, queued_labels(ctx, job_labels), {TIMEOUT: str(timeout), **(annotations or {})}),
         "spec": {
             "backoffLimit": 2,
             "template": {
@@ -272,96 +289,14 @@ def shared_dirs(workload_name: str, ctx: Context, after: tuple[str, ...] = (), a
     return Step(name, "dirs", obj, after=after)
 
 
-def tensorboard(workload_name: str, ctx: Context) -> list[Obj]:
-    """A TensorBoard Deployment and ClusterIP Service over every run of the workload."""
-    name = f"{workload_name}-tensorboard"
-    tb_labels = labels(workload_name, "tensorboard")
-    tmp, tmp_mount = scratch()
-    container = {
-        "name": "tensorboard",
-        "image": ctx.image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": [
-            "tensorboard",
-            "--logdir",
-            f"{ctx.shared_mount}/{workload_name}",
-            "--bind_all",
-            "--port",
-            str(TENSORBOARD_PORT),
-        ],
-        "env": non_root_env(),
-        "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
-        "readinessProbe": {"tcpSocket": {"port": TENSORBOARD_PORT}, "periodSeconds": 10},
-        "livenessProbe": {"tcpSocket": {"port": TENSORBOARD_PORT}, "initialDelaySeconds": 60, "periodSeconds": 30},
-        "resources": SMALL_POD,
-        "securityContext": container_security(read_only_root=True),
-        "volumeMounts": [shared_mount(ctx, read_only=True), tmp_mount],
-    }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(name, ctx, tb_labels),
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": tb_labels},
-            "template": {
-                "metadata": {"labels": tb_labels},
-                "spec": {
-                    **pod_security(non_root=True),
-                    "containers": [container],
-                    "volumes": [shared_volume(ctx), tmp],
-                },
-            },
-        },
-    }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta(name, ctx, tb_labels),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": tb_labels,
-            "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": "http"}],
-        },
-    }
-    return [deployment, service]
-
-
-def shell(workload_name: str, ctx: Context) -> Obj:
-    """A pod to look at /shared (and edit what the data steps wrote), as the non-root user:
-    `kubectl exec -it deploy/<workload>-shell -- bash`. A Deployment rather than a bare Pod:
-    the VPC CNI applies NetworkPolicies only to pods with an owner (EKS user guide,
-    cni-network-policy considerations), and the shell must stay inside its namespace's."""
-    shell_labels = labels(workload_name, "shell")
-    container = {
-        "name": "shell",
-        "image": ctx.image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["sleep", "infinity"],
-        "env": non_root_env(),
-        "resources": SMALL_POD,
-        "securityContext": container_security(),
-        "volumeMounts": [shared_mount(ctx)],
-    }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(f"{workload_name}-shell", ctx, shell_labels),
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": shell_labels},
-            "template": {
-                "metadata": {"labels": shell_labels},
-                "spec": {**pod_security(non_root=True), "containers": [container], "volumes": [shared_volume(ctx)]},
-            },
-        },
-    }
-
-
 def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
-    """A Job that runs the run's image once on its node group. `pulumi up` waits for it, so the
-    steps after it neither race the stack's image build (infra/images.py, AWS CodeBuild: the
-    pods pull once the build has pushed) nor spend their own time limits on a multi-GB pull.
+    """A Job that runs the run's image once on every node of its node group (one pod per node:
+    required anti-affinity on the host name), so the image is on every node before the run.
+    `pulumi up` waits for it, so the steps after it neither race the stack's image build
+    (infra/images.py, AWS CodeBuild: the pods pull once the build has pushed) nor spend their
+    own time limits on a multi-GB pull; and Kueue's pods-ready timeout, which counts from the
+    MPIJob's admission until every pod is ready, never waits on a worker's pull (the workers may
+    land on any nodes of the group, so all of them are warmed).
     Named by the image tag (or a digest of an explicit image): a new image is a new check. It
     needs nothing but the image: non-root, read-only, no /shared. A build that failed or never
     ran is reported at once by `python -m tools.images check`, which the deploy runs first."""
@@ -382,18 +317,11 @@ def image_check(workload_name: str, ctx: Context, run: RunConfig) -> Step:
     # and the pull; an image named in full or by imageTag is only pulled.
     built = run.built_image if run.image_tag is None else None
     timeout = built.ready_within_seconds if built else PULL_SECONDS
-    return Step(
-        name, "image", _job(name, ctx, labels(workload_name, "image"), timeout, container, [tmp], non_root=True)
-    )
-
-
-def extras(workload_name: str, ctx: Context, *, tensorboard_on: bool, shell_on: bool) -> list[Step]:
-    """TensorBoard and the shell pod, where the run asks for them."""
-    out: list[Step] = []
-    if tensorboard_on:
-        deployment, service = tensorboard(workload_name, ctx)
-        out.append(Step(f"{workload_name}-tensorboard", "tensorboard", deployment))
-        out.append(Step(f"{workload_name}-tensorboard-svc", "tensorboard", service))
-    if shell_on:
-        out.append(Step(f"{workload_name}-shell", "shell", shell(workload_name, ctx)))
-    return out
+    check_labels = labels(workload_name, "image")
+    obj = _job(name, ctx, check_labels, timeout, container, [tmp], non_root=True)
+    obj["spec"].update(parallelism=max(ctx.node_group.nodes, 1), completions=max(ctx.node_group.nodes, 1))
+    one_per_node = [{"labelSelector": {"matchLabels": check_labels}, "topologyKey": HOSTNAME_LABEL}]
+    obj["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": one_per_node}
+    }
+    return Step(name, "image", obj)
