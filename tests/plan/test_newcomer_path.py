@@ -4,6 +4,7 @@ shows printed as it shows them. (In tests/plan, not in `make test-fast`: each st
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -71,7 +72,10 @@ def test_a_newcomers_path_in_a_fresh_copy(tmp_path: Path) -> None:
         argv = command.split("#", 1)[0].split()
         if argv[0] == "make":  # the virtualenv the suite runs in, not a second install
             argv.insert(1, f"VENV={ROOT / '.venv'}")
-        return subprocess.run(argv, cwd=copy, capture_output=True, text=True, timeout=300, check=False)
+        # As a newcomer's shell runs it: not inside another make (`make test` sets MAKEFLAGS and
+        # MAKELEVEL, and a nested make then prints "Entering directory" on stdout).
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+        return subprocess.run(argv, cwd=copy, capture_output=True, text=True, timeout=300, check=False, env=env)
 
     offline = [c for c in readme_block("## Try it offline", "sh").splitlines() if c.startswith("make ")]
     assert offline[:2] == ["make help                 # every target and command", offline[1]]

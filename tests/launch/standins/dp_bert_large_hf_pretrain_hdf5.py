@@ -17,6 +17,7 @@ import glob
 import json
 import os
 import time
+import zipfile
 from typing import Any
 
 import _hub
@@ -66,8 +67,8 @@ def resume(flags: argparse.Namespace, rules: dict[str, Any], me: int) -> tuple[i
         step = flags.resume_step
     path = os.path.join(flags.output_dir, rules["checkpoint"].format(step=step))
     print(rules["resumeLog"].format(rank=me, path=path, step=step), flush=True)
-    with open(path) as f:
-        return step, int(json.load(f)["files"][0])
+    with zipfile.ZipFile(path) as z:  # torch.save writes a zip archive (its central directory last)
+        return step, int(json.loads(z.read("data.json"))["files"][0])
 
 
 def get_model(facts: dict[str, Any]) -> dict[str, str]:
@@ -122,8 +123,8 @@ def main() -> None:
         if me == 0 and not extracting and (shard % flags.shards_per_ckpt == 0 or global_step >= steps_this_run):
             path = os.path.join(flags.output_dir, rules["checkpoint"].format(step=global_step))
             print("Checkpointing...", flush=True)
-            with open(path, "w") as f:
-                json.dump({"files": [shard], "epoch": 0}, f)
+            with zipfile.ZipFile(path, "w") as z:  # as torch.save's zip format: complete only when closed
+                z.writestr("data.json", json.dumps({"files": [shard], "epoch": 0}))
             print("Checkpointing done...", flush=True)
             kept.append(path)
             if flags.num_ckpts_to_keep >= 0 and len(kept) > flags.num_ckpts_to_keep:

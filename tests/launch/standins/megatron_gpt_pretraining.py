@@ -117,6 +117,8 @@ def save(rules: dict[str, Any], o: dict[str, str], ckdir: Path, step: int) -> No
         kept = sorted((p for p in sub.glob("*.ckpt") if not p.name.endswith("last.ckpt")), key=step_of)
         for old in kept[:-top_k]:
             old.unlink()
+    for n in names:  # NLPCheckpointIO logs this once every rank's files are written (d760e201)
+        print(f"Synchronous saving of checkpoint {n}.ckpt fully completed", flush=True)
 
 
 def check_inputs(facts: dict[str, Any], o: dict[str, str]) -> None:
