@@ -106,10 +106,15 @@ def _tokens(script: str) -> list[str]:
     return list(lex)
 
 
+_QUOTED_HEREDOC = re.compile(r"(?<=<<)-?\s*'(\w+)'\n.*?\n\1(?=\n|$)", re.S)
+
+
 def scan(script: str) -> Uses:
     """Programs, absolute paths and variables of one script; the scripts it starts are listed
     in `nested`, for the caller to scan in their own environment."""
     uses = Uses()
+    # A quoted here-document (`<<'EOF'`) is another program's input, not expanded by the shell.
+    script = _QUOTED_HEREDOC.sub("", script)
     # Variables outside single quotes (a single-quoted `bash -c` script is scanned on its own;
     # awk programs are single-quoted and their $NF is awk's).
     # `${NAME:-default}` has a value whether or not NAME is set: not a need.

@@ -185,10 +185,19 @@ def _addons_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     return facts
 
 
+def _is_run(urn: str) -> bool:
+    """A URN of a step of another run (a TrainingRun's child)."""
+    return "workloads:TrainingRun$" in urn
+
+
 def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     i = comp["inputs"]
     facts = [f"recipe {i.get('recipe')}, run {i.get('runId')}, steps in order:"]
     kids = {r["urn"]: r for r in view.children(comp["urn"])}
+    outside = {d for r in kids.values() for d in r["dependencies"] if d not in kids and _is_run(d)}
+    gates = sorted(d.split("::")[-1] for d in outside)
+    if gates:
+        facts.insert(0, f"created once {', '.join(gates)} passed (the acceptance run of its node group)")
     depth: dict[str, int] = {}
 
     def _depth(urn: str) -> int:

@@ -52,6 +52,9 @@ class RunConfig(ProcessEnv):
     """The recipe runs a pinned public image per accelerator (facts.serving) unless `image` is set."""
     SERVES: ClassVar[bool] = False
     """A server, not a training run: no first training step (its start is modeled in its cost line)."""
+    GATES_NODE_GROUP: ClassVar[bool] = False
+    """An acceptance run: the stack's other runs on its node group are created only once it passed
+    (workloads.deploy), so none competes with it for the group's quota while `pulumi up` waits."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
     CHECKPOINTS: ClassVar[CheckpointModel]

@@ -20,6 +20,7 @@ from facts import instances
 class FabricAcceptanceRun(RunConfig):
     """A fabric acceptance run: not a recipe itself; `fabric-gpu` and `fabric-neuron` are."""
 
+    GATES_NODE_GROUP: ClassVar[bool] = True
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized("it trains nothing and writes no checkpoint")
     CONVERSION: ClassVar[Converter] = NoConversion("an acceptance run measures the fabric and trains no model")
     COMPILE: ClassVar[CompileTime] = NO_COMPILE

@@ -66,7 +66,7 @@ GLOBAL_BATCH = {
     "bert-neuron": ("training", 49152),
     "megatron-bridge": ("training", 192),
     "llama3-nxd": ("model", 192),  # DP = nodes (TP 32)
-    "torchtitan-neuron": ("model", 96),  # DP = 16 x nodes (TP 4 of 64 ranks a node)
+    "torchtitan-neuron": ("model", 192),  # DP = 16 x nodes (TP 4 of 64 ranks a node): 2, 3 or 4 (trn2u)
 }
 BERT_STEPS_PER_SHARD = 4
 SERVING_RECIPES = {VllmServeWorkload.RECIPE}
