@@ -153,10 +153,16 @@ class ServingRun(WorkloadRun):
                 return False
         return True
 
-    def serve(self, scale: float = PROBE_SCALE) -> dict[str, str]:
-        """Start the Deployment's replicas, probe them, publish the Service's name."""
+    def start_server(self) -> list[Pod]:
+        """Start the Deployment's replicas (not probed, not in the Service)."""
         self.deployment = Deployment(self.cluster, self.server, self.facts(self.server), {}, self.policies, self.node())
         self.pods = self.deployment.start()
+        return self.pods
+
+    def serve(self, scale: float = PROBE_SCALE) -> dict[str, str]:
+        """Start the Deployment's replicas, probe them, publish the Service's name."""
+        self.start_server()
+        assert self.deployment is not None
         for service in self.plan["services"]:
             selector = service["spec"]["selector"]
             members = [

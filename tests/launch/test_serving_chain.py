@@ -112,3 +112,23 @@ def test_staging_without_egress_fails(serve: Any, stack: str, workload: str) -> 
     assert not run.run_jobs()
     log = run.results[-1].log()
     assert run.results[-1].name == job["metadata"]["name"] and "cannot be reached" in log, log
+
+
+@pytest.mark.parametrize(
+    ("extra", "error"),
+    [
+        (["--no-such-option", "1"], "unrecognized arguments: --no-such-option"),
+        (["--port", "http"], "argument --port: invalid int value: 'http'"),
+        (["--dtype", "bf16"], "argument --dtype: invalid choice: 'bf16'"),
+    ],
+)
+def test_the_server_refuses_options_its_vllm_does_not_take(serve: Any, extra: list[str], error: str) -> None:
+    """The rendered command with one bad option more: the stand-in's parser (the pinned vLLM's
+    options) exits 2 naming it, as vLLM's argparse does, before anything is loaded."""
+    stack, workload = FROM_HUB[0]
+    run = serve(stack, workload)
+    run.server["spec"]["replicas"] = 1
+    run.server["spec"]["template"]["spec"]["containers"][0]["command"] += extra
+    (pod,) = run.start_server()
+    assert pod.wait(timeout=30) == 2 and error in pod.output(), pod.output()
+    assert not run.records(run.server["metadata"]["name"], "vllm")
