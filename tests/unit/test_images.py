@@ -25,7 +25,7 @@ from tests.unit.test_recipes import built_with
 # bash, hostname, libc-bin) are in every Ubuntu base image the Dockerfiles start from.
 BASE_PROGRAMS = {
     "awk", "bash", "cat", "chown", "cp", "cut", "date", "env", "find", "getent", "grep", "head", "hostname", "ls",
-    "mkdir", "mv", "rm", "sed", "sh", "sleep", "sort", "tail", "tar", "tee", "touch", "tr", "wc", "xargs",
+    "mkdir", "mv", "rm", "sed", "seq", "sh", "sleep", "sort", "tail", "tar", "tee", "touch", "tr", "wc", "xargs",
 }  # fmt: skip
 # Programs the platform puts into the container at run time: the NVIDIA container toolkit mounts
 # nvidia-smi from the host driver; dcgmi and nv-hostengine are used only behind `command -v dcgmi`.
@@ -106,7 +106,8 @@ def image_problems(objs: list[dict[str, Any]]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "stack", ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared", "p5en", "p6-b200", "p6-b300", "trn2"]
+    "stack",
+    ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared", "p5en", "p6-b200", "p6-b300", "trn2", "p5-train-serve"],
 )
 def test_example_stack_commands_use_only_what_their_image_has(stack: str) -> None:
     objs = [r["inputs"] for r in stack_plan(stack)["resources"] if r["type"].startswith("kubernetes:")]
