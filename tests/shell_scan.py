@@ -122,7 +122,9 @@ def scan(script: str) -> Uses:
     # awk programs are single-quoted and their $NF is awk's).
     # `${NAME:-default}` has a value whether or not NAME is set: not a need.
     uses.variables |= set(_VAR.findall(_DEFAULTED.sub("", _outside_single_quotes(script))))
-    uses.paths |= {p for p in _PATH.findall(paths_from) if "\\" not in p and p.strip("/").count("/") >= 1 and "$" not in p}
+    uses.paths |= {
+        p for p in _PATH.findall(paths_from) if "\\" not in p and p.strip("/").count("/") >= 1 and "$" not in p
+    }
     uses.programs |= set(re.findall(r"\$\(\s*([A-Za-z0-9_./-]+)", script)) - BUILTINS - KEYWORDS
     _scan_words(_tokens(script), uses)
     uses.nested = [
