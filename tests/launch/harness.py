@@ -37,7 +37,8 @@ RESUME_LOG = {
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
 BRIDGE = upstream.facts("megatron-bridge-0.6.0")
 TRANSFORMERS = upstream.facts("transformers-4.44.0")
-GPT2_BPE = upstream.facts("nemo-r2.0.0rc1")["tokenizer"]["megatron_gpt2_bpe"]
+NEMO = upstream.facts("nemo-r2.0.0rc1")
+GPT2_BPE = NEMO["tokenizer"]["megatron_gpt2_bpe"]
 RUNTIME_DRIVER = upstream.facts("aws-neuron-sdk-runtime-driver")
 CUDA = upstream.facts("nvidia-cuda-compatibility")
 DRIVER_FILES = {"neuron": "/sys/module/neuron/version", "nvidia": "/sys/module/nvidia/version"}
@@ -72,6 +73,9 @@ STANDIN_FACTS = {
     "autoTokenizer": TRANSFORMERS["auto_tokenizer"],
     "nxd": upstream.facts("neuronx-distributed-v2.28.0"),
     "torchtitan": upstream.facts("torchtitan-config-cli"),
+    "nemoHfConverter": NEMO["hf_converter"],
+    "nemoExpManagerName": NEMO["hf_converter"]["exp_manager_name"],
+    "vllmLoader": upstream.facts("vllm-default-loader"),
 }
 
 

@@ -92,6 +92,11 @@ def content() -> dict:
         "model-00002-of-00002.safetensors",
         "original/consolidated.00.pth",
     )
+    # Its weights too, for the server that serves it (trn2-serve): safetensors shards with their
+    # index, as the Hub lists such a model (names not read from the Hub here).
+    qwen3_repo = {f: _json({"model_type": "qwen3"}) for f in qwen3_files}
+    qwen3_repo["model.safetensors.index.json"] = "{}"
+    qwen3_repo.update({f"model-0000{i}-of-00005.safetensors": "w" for i in range(1, 6)})
     return {
         "models": {
             llama31: _repo(llama31, {f: _json({"model_type": "llama"}) for f in llama31_files}, gated=True),
@@ -99,7 +104,7 @@ def content() -> dict:
             gpt2: _repo(gpt2, gpt2_files),
             llama: _repo(llama, {f: _json({"tokenizer_class": "LlamaTokenizer"}) for f in llama_files}, gated=True),
             llama3: _repo(llama3, {f: _json({"model_type": "llama"}) for f in llama3_files}, gated=True),
-            qwen3: _repo(qwen3, {f: _json({"model_type": "qwen3"}) for f in qwen3_files}),
+            qwen3: _repo(qwen3, qwen3_repo),
         },
         "datasets": {
             "togethercomputer/RedPajama-Data-1T-Sample": _repo(
