@@ -209,9 +209,10 @@ def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
                 f"{k}: {v}" for k, v in requests
             )
             queue = obj.get("metadata", {}).get("labels", {}).get("kueue.x-k8s.io/queue-name")
-            awaited = (
-                "awaited" if "pulumi.com/waitFor" in obj.get("metadata", {}).get("annotations", {}) else "not awaited"
-            )
+            notes = obj.get("metadata", {}).get("annotations", {})
+            awaited = "awaited" if "pulumi.com/waitFor" in notes else "not awaited"
+            if "pulumi.com/timeoutSeconds" in notes:
+                awaited += f" at most {int(notes['pulumi.com/timeoutSeconds']):,} s"
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
     facts += startup_facts(i.get("startup"))
@@ -229,11 +230,14 @@ def _throughput_facts(t: dict[str, Any] | None) -> list[str]:
         if t.get("mfu") is not None:
             line += f", MFU {t['mfu']:.1%}; published: {t['published']}"
         lines.append(line)
-    first = t["firstStep"]
-    lines.append(
-        f"first step: after the image pull (up to {first['pullSecondsAtMost']:,} s) and {first['loadSeconds']:,} s"
-        f" loading weights; a restart reads the latest checkpoint in ~{first['resumeLoadSeconds']:,} s"
-    )
+    if t.get("acceptance"):
+        lines.append(f"acceptance: ~{t['acceptance']['seconds']:,} s ({t['acceptance']['basis']})")
+    first = t.get("firstStep")
+    if first:
+        lines.append(
+            f"first step: after the image pull (up to {first['pullSecondsAtMost']:,} s) and {first['loadSeconds']:,} s"
+            f" loading weights; a restart reads the latest checkpoint in ~{first['resumeLoadSeconds']:,} s"
+        )
     return lines
 
 
@@ -352,6 +356,11 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
             lines.append(
                 f"    training run {run['name']}: {run['nodes']} workers on the system nodes"
                 f" ({run['instanceType']}, counted above): no cost of its own"
+            )
+        elif run.get("modeledSeconds") is not None:
+            lines.append(
+                f"    acceptance run {run['name']}: {run['nodes']} x {run['instanceType']} for"
+                f" ~{run['modeledSeconds']:,.0f} s = ${run['total']:,.2f} ({run['stepTimeBasis']})"
             )
         elif run.get("total") is not None:
             lines.append(
