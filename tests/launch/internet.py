@@ -29,6 +29,7 @@ PORT = 443
 HUB = upstream.facts("huggingface-hub-0.24.5")
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
 NEMO = upstream.facts("nemo-r2.0.0rc1")
+BRIDGE = upstream.facts("megatron-bridge-0.6.0")
 HOSTS = (str(urlsplit(HUB["endpoint"]).hostname), "s3.amazonaws.com")
 """The public names the stand-ins contact (the Hub's endpoint; S3, which the VPC's gateway
 endpoint serves at S3's public addresses)."""
@@ -39,8 +40,8 @@ def _json(doc: dict) -> str:
     return json.dumps(doc)
 
 
-def _repo(name: str, files: dict[str, str], gated: bool = False) -> dict:
-    return {"sha": hashlib.sha1(name.encode()).hexdigest(), "gated": gated, "files": files}
+def _repo(name: str, files: dict[str, str], gated: bool = False, sha: str | None = None) -> dict:
+    return {"sha": sha or hashlib.sha1(name.encode()).hexdigest(), "gated": gated, "files": files}
 
 
 def content() -> dict:
@@ -80,9 +81,13 @@ def content() -> dict:
         "model-00002-of-00002.safetensors",
         "original/consolidated.00.pth",
     )
+    # Qwen3 8B, public, at the commit Megatron Bridge's Qwen3 recipes pin (its only revision here).
+    qwen3, qwen3_files = BRIDGE["recipes"]["qwen3_8b_sft_config"]["hf_repo"], llama31_files[:-1]
+    qwen3_sha = BRIDGE["recipes"]["qwen3_8b_sft_config"]["hf_revision"]
     return {
         "models": {
             llama31: _repo(llama31, {f: _json({"model_type": "llama"}) for f in llama31_files}, gated=True),
+            qwen3: _repo(qwen3, {f: _json({"model_type": "qwen3"}) for f in qwen3_files}, sha=qwen3_sha),
             bert: _repo(bert, {f: _json({"model_type": "bert"}) for f in bert_files}),
             gpt2: _repo(gpt2, gpt2_files),
             llama: _repo(llama, {f: _json({"tokenizer_class": "LlamaTokenizer"}) for f in llama_files}, gated=True),
