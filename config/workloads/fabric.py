@@ -86,10 +86,14 @@ class FabricAcceptanceRun(RunConfig):
         return float(seconds.seconds), seconds.basis
 
     def throughput_plan(
-        self, instance_type: str, step_seconds: float | None, storage: StorageConfig
-    ) -> dict[str, object] | None:
-        """No throughput: the acceptance run's modeled length, for the plan's TrainingRun lines."""
-        return {"acceptance": self.length_on(instances.get(instance_type)).as_dict()}
+        self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
+    ) -> dict[str, object]:
+        """No throughput: the acceptance run's modeled length (and its support status), for the
+        plan's TrainingRun lines."""
+        out = super().throughput_plan(instance_type, None, "it trains nothing", storage)
+        if instance_type in fabric.FLOORS:
+            out["acceptance"] = self.length_on(instances.get(instance_type)).as_dict()
+        return out
 
     @property
     def checkpoint_interval(self) -> None:
