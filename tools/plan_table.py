@@ -219,9 +219,10 @@ def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
                 f"{k}: {v}" for k, v in requests
             )
             queue = obj.get("metadata", {}).get("labels", {}).get("kueue.x-k8s.io/queue-name")
-            awaited = (
-                "awaited" if "pulumi.com/waitFor" in obj.get("metadata", {}).get("annotations", {}) else "not awaited"
-            )
+            notes = obj.get("metadata", {}).get("annotations", {})
+            awaited = "awaited" if "pulumi.com/waitFor" in notes else "not awaited"
+            if "pulumi.com/timeoutSeconds" in notes:
+                awaited += f" at most {int(notes['pulumi.com/timeoutSeconds']):,} s"
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
     facts += startup_facts(i.get("startup"))
@@ -343,6 +344,11 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
             lines.append(
                 f"    training run {run['name']}: {run['nodes']} workers on the system nodes"
                 f" ({run['instanceType']}, counted above): no cost of its own"
+            )
+        elif run.get("modeledSeconds") is not None:
+            lines.append(
+                f"    acceptance run {run['name']}: {run['nodes']} x {run['instanceType']} for"
+                f" ~{run['modeledSeconds']:,.0f} s = ${run['total']:,.2f} ({run['stepTimeBasis']})"
             )
         elif run.get("total") is not None:
             lines.append(

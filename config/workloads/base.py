@@ -209,6 +209,11 @@ class RunConfig(ProcessEnv):
         length); `mb_per_second`: the shared file system's throughput, `workloads`: the stack's runs."""
         return None
 
+    def modeled_seconds(self, instance: instances.InstanceType) -> tuple[float, str] | None:
+        """Seconds the whole run lasts and how the plan names the model, for a run that has no
+        optimizer steps but a modeled length (an acceptance run); None otherwise."""
+        return None
+
     @property
     def sdk(self) -> tuple[str | None, str]:
         """The Neuron SDK of the run's image and the key that says so."""

@@ -57,7 +57,15 @@ STANDIN_FACTS = {
     },
     "hf": upstream.facts("huggingface-hub-1.24.0")["download"],
     "bridge": {
-        "recipes": {name: r["hf_repo"] for name, r in BRIDGE["recipes"].items()},
+        # Each library recipe's repository, the revision it reads it at, and its tokenizer's revision.
+        "recipes": {
+            name: {
+                "repo": r["hf_repo"],
+                "revision": r.get("hf_revision", "main"),
+                "tokenizerRevision": (r["sets"].get("tokenizer.hf_tokenizer_kwargs") or {}).get("revision", "main"),
+            }
+            for name, r in BRIDGE["recipes"].items()
+        },
         "runRecipeOptions": BRIDGE["run_recipe"]["options"],
         "conversion": BRIDGE["conversion_worker"],
         "iterationDir": BRIDGE["checkpoint"]["iteration_dir"],

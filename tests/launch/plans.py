@@ -75,11 +75,13 @@ BERT_STEPS_PER_SHARD = 4
 SERVING_RECIPES = {VllmServeWorkload.RECIPE}
 """Recipes with a server and no training MPIJob: not in the training scenarios."""
 # What a stack says its user puts on /shared before a run (the harness writes it there first).
+BRIDGE_SFT_DATA = {
+    "data/sft/training.jsonl": '{"input": "Q: 2+2?", "output": "4"}\n',
+    "data/sft/validation.jsonl": '{"input": "Q: 3+3?", "output": "6"}\n',
+}
 SEEDED: dict[tuple[str, str], dict[str, str]] = {
-    ("p5en-megatron-bridge", "sft"): {
-        "data/sft/training.jsonl": '{"input": "Q: 2+2?", "output": "4"}\n',
-        "data/sft/validation.jsonl": '{"input": "Q: 3+3?", "output": "6"}\n',
-    },
+    ("p5en-megatron-bridge", "sft"): BRIDGE_SFT_DATA,
+    ("p5en-megatron-bridge", "qwen3-sft"): BRIDGE_SFT_DATA,
 }
 
 
