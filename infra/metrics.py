@@ -21,6 +21,7 @@ from typing import Any
 
 from facts import serving
 from facts.names import CLOUDWATCH_NAMESPACE, COMPONENT_LABEL, PART_OF_LABEL, PROJECT
+from infra.charts import SYSTEM_NODE_SELECTOR
 
 CHART_AGENTS: tuple[dict[str, Any], ...] = (
     {"name": "cloudwatch-agent"},
@@ -132,13 +133,17 @@ def agent_config(cluster: str, region: str) -> dict[str, Any]:
 
 
 def scraper_agent(cluster: str, region: str, namespaces: Sequence[str]) -> dict[str, Any]:
-    """The `agents` entry of the scraper: one replica on the pod network, with the chart's
-    service account (its ClusterRole lists and watches pods; its Pod Identity role writes logs)."""
+    """The `agents` entry of the scraper: one replica on the pod network, on the system node group
+    (the chart's agent tolerates every taint; an accelerated node's CPU is its admitted runs'),
+    with the chart's service account (its ClusterRole lists and watches pods; its Pod Identity role
+    writes logs)."""
     return {
         "name": SCRAPER,
         "mode": "deployment",
         "replicas": 1,
         "hostNetwork": False,
+        # Merged into the chart's default selector (kubernetes.io/os: linux).
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
         "config": agent_config(cluster, region),
         "prometheus": {"config": scrape_config(namespaces)},
     }

@@ -23,7 +23,7 @@ import pytest
 import config
 from facts import serving
 from facts.names import CLOUDWATCH_NAMESPACE
-from infra import metrics
+from infra import charts, metrics
 from tests import upstream
 from tests.conftest import MINIMAL, plan_exit, resources, run_plan, stack_plan, stack_values
 from tests.plan.test_observability import cw_addon, insights_groups
@@ -67,6 +67,8 @@ def test_the_scraper_is_one_more_agent_of_the_chart_on_the_pod_network(stack: st
     assert set(agent) <= rendered, set(agent) - rendered
     assert chart["agent_defaults"]["hostNetwork"] is True and agent["hostNetwork"] is False
     assert agent["mode"] == "deployment" and agent["replicas"] == 1
+    assert chart["maps_merged_by"] == "mergeOverwrite", "the node selector adds to the chart's (Linux)"
+    assert agent["nodeSelector"] == charts.SYSTEM_NODE_SELECTOR
     assert "serviceAccount" not in agent and chart["agent_defaults"]["serviceAccount.name"] is None
     assert chart["agent_service_account_default"] == docs_addon["service_account"]
     (association,) = cw_addon(plan)["inputs"]["podIdentityAssociations"]
