@@ -24,7 +24,7 @@ from facts.names import (
     app_labels,
     component_type,
 )
-from infra import charts, tenancy
+from infra import charts, metrics, tenancy
 from infra.charts import HelmChart
 from infra.cluster import Cluster
 from infra.context import StackContext
@@ -85,11 +85,15 @@ class ClusterAddons(pulumi.ComponentResource):
         addons: AddonsConfig,
         ctx: StackContext,
         opts: pulumi.ResourceOptions | None = None,
+        scrape: Sequence[str] | None = None,
     ):
+        """`scrape`: the serving namespaces the add-on's serving scraper reads (empty: every
+        namespace), None: no scraper (infra.metrics)."""
         super().__init__(component_type("infra", "ClusterAddons"), name, None, opts)
         self._name = name
         self._ctx = ctx
         self._config = addons
+        self._scrape = scrape
         self.eks_addons = {}
         self.releases = {}
         self.role_arns = {}
@@ -113,7 +117,7 @@ class ClusterAddons(pulumi.ComponentResource):
                 tags=ctx.owned_tags,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for kind in obs.log_groups
+            for kind in obs.log_groups(scrapes=self._scrape is not None)
         ]
         return self.log_groups
 
@@ -273,7 +277,12 @@ class ClusterAddons(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[self._cluster.system_node_group, pod_identity, *cw_policies, *self.log_groups],
             ),
-            configuration_values=charts.cloudwatch_observability_configuration(addons.observability.container_logs),
+            configuration_values=charts.cloudwatch_observability_configuration(
+                addons.observability.container_logs,
+                None
+                if self._scrape is None
+                else metrics.agents(self._ctx.cluster_name, self._ctx.region, self._scrape),
+            ),
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=cw_role.arn, service_account=CLOUDWATCH_AGENT_SA)
             ],
