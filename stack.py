@@ -201,11 +201,12 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         provider,
         list(inputs.node_groups.values()),
         inputs.role_arns,
-        kueue_manager_config(cfg.queueing),
+        kueue_manager_config(cfg.queueing, cfg.leader_worker_set),
         tenants,
         inputs.kubernetes_version or cfg.cluster.kubernetes_version,
         nodes_ready=inputs.nodes_ready,
         role_ready=inputs.role_ready,
+        leader_worker_set=cfg.leader_worker_set,
     )
     addons.finish()
     # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and

@@ -143,3 +143,11 @@ class StackConfig(Model):
         lives in one subnet for good; node groups in other AZs still mount it, across AZs, with
         more latency and cross-AZ data charges."""
         return self.storage.availability_zone or self.availability_zones[0]
+
+    @property
+    def leader_worker_set(self) -> bool:
+        """Whether the cluster gets the LeaderWorkerSet controller (and Kueue its integration):
+        `addons.leaderWorkerSet`, or, unset, when a serving run of this stack spans nodes."""
+        if self.addons.leader_worker_set is not None:
+            return self.addons.leader_worker_set
+        return any(getattr(run, "spans_nodes", False) for run in self.workloads.values())

@@ -57,11 +57,12 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
         )
     memory = serving.device_memory_gib(ng.instance)
     weights = (parameters or 0) * serving.BYTES_PER_PARAMETER / 2**30
-    room = run.devices(ng.instance) * (memory or 0) * serving.MEMORY_SHARE
+    room = run.devices(ng.instance) * run.nodes * (memory or 0) * serving.MEMORY_SHARE
     if run.parameters is None and memory and weights > room:
         problems.append(
             f"workloads.{name}.tensorParallel: {run.model.workload!r}'s {weights:,.0f} GiB of bf16 weights do not fit"
-            f" {run.devices(ng.instance)} x {memory} GiB at {serving.MEMORY_SHARE:.0%}; raise tensorParallel"
+            f" {run.devices(ng.instance) * run.nodes} x {memory} GiB at {serving.MEMORY_SHARE:.0%};"
+            " raise tensorParallel"
         )
     startup = run.startup_seconds(ng.instance, write_mb_per_second(cfg.storage), parameters)
     limit = cfg.queueing.pods_ready_timeout_minutes * 60
@@ -75,9 +76,21 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
     return problems
 
 
+def serving_needs_leader_worker_set(cfg: StackConfig) -> list[str]:
+    """A serving run larger than one node is a LeaderWorkerSet: its controller must be installed
+    (without it the object is refused by the API server: no such kind)."""
+    if cfg.addons.leader_worker_set is not False:
+        return []
+    spanning = [n for n, r in cfg.workloads.items() if isinstance(r, VllmServeWorkload) and r.spans_nodes]
+    if not spanning:
+        return []
+    runs = ", ".join(f"workloads.{n}" for n in spanning)
+    return [f"addons.leaderWorkerSet: false, but {runs} spans nodes (a LeaderWorkerSet); set it true or leave it unset"]
+
+
 def serving_problems(cfg: StackConfig, groups: Groups) -> list[str]:
     """Every serving run against its source and its node group."""
-    out = []
+    out = serving_needs_leader_worker_set(cfg)
     for name, run in cfg.workloads.items():
         if isinstance(run, VllmServeWorkload):
             out += serving_source(name, run, cfg.workloads) or serving_fits(name, run, cfg, groups)
