@@ -141,6 +141,6 @@ def device_memory_gib(instance: InstanceType) -> int | None:
 MULTI_NODE_EXECUTOR = "mp"
 """The executor of a replica across nodes without Ray: ParallelConfig's master_addr, master_port,
 node_rank and nnodes are "for multi-node distributed inference when distributed_executor_backend
-is mp", which CUDA picks by itself when nnodes > 1 (vLLM 0.24.0 config/parallel.py)."""
+is mp", which CUDA picks by itself when nnodes > 1 (vLLM 0.24.0, vllm.config.parallel)."""
 MASTER_PORT = 29501
 """ParallelConfig.master_port's default: the torch.distributed rendezvous on a group's leader."""

@@ -17,11 +17,13 @@ from config.workloads import VllmServeWorkload
 from facts import leaderworkerset, needs, serving
 from facts.names import PRIORITY_LABEL, QUEUE_LABEL
 from infra.tenancy import NETWORK_POLICY_API_VERSION
-from workloads.manifests import lws
 from workloads.manifests.convert import Converter, conversion, model_dir
 from workloads.manifests.hub import cache_dir as hub_cache_dir
 from workloads.manifests.hub import offline_env
 from workloads.manifests.hub import stage as stage_hub
+from workloads.manifests.lws import LEADER, group_peers, leader_service, worker_template
+from workloads.manifests.lws import disruption_budget as group_budget
+from workloads.manifests.lws import group_set as leader_worker_set
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     Context,
@@ -63,7 +65,7 @@ def served_name(workload_name: str) -> str:
     return workload_name
 
 
-def arguments(workload_name: str, run: VllmServeWorkload, ctx: Context, rank: str = lws.LEADER) -> list[str]:
+def arguments(workload_name: str, run: VllmServeWorkload, ctx: Context, rank: str = LEADER) -> list[str]:
     """`vllm serve` and its options (held against the pinned vLLM's parser); of a replica larger
     than one node, those of node `rank` of its group (group_options)."""
     hub = run.model.hub
@@ -109,7 +111,7 @@ def group_options(run: VllmServeWorkload, rank: str) -> list[str]:
         "--master-port",
         str(serving.MASTER_PORT),
     ]
-    return options if rank == lws.LEADER else [*options, "--headless"]
+    return options if rank == LEADER else [*options, "--headless"]
 
 
 def _source(ctx: Context) -> Source:
@@ -177,9 +179,9 @@ def group_set(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
     leader = pod_template(workload_name, run, ctx)
     # Workers serve no client: their own component, outside the Service and the clients' policy.
     worker_labels = labels(workload_name, "serve-worker", run.run_id)
-    worker = lws.worker_template(leader, arguments(workload_name, run, ctx, rank=_WORKER_RANK), worker_labels)
+    worker = worker_template(leader, arguments(workload_name, run, ctx, rank=_WORKER_RANK), worker_labels)
     object_labels = labels(workload_name, "serve", run.run_id)
-    return lws.group_set(f"{workload_name}-serve", ctx, object_labels, leader, worker, run.nodes, run.replicas)
+    return leader_worker_set(f"{workload_name}-serve", ctx, object_labels, leader, worker, run.nodes, run.replicas)
 
 
 _WORKER_RANK = leaderworkerset.env_ref(leaderworkerset.WORKER_INDEX_ENV)
@@ -341,10 +343,10 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
     if run.spans_nodes:
         serve = [
             Step(name, "serve", group_set(workload_name, run, ctx), after=(model[-1].name,), awaited=False),
-            Step(f"{name}-pdb", "serve", lws.disruption_budget(name, ctx, labels(workload_name, "serve")), after=after),
-            Step(f"{name}-peers", "serve", lws.group_peers(name, ctx), after=after),
+            Step(f"{name}-pdb", "serve", group_budget(name, ctx, labels(workload_name, "serve")), after=after),
+            Step(f"{name}-peers", "serve", group_peers(name, ctx), after=after),
         ]
-        svc = lws.leader_service(workload_name, name, ctx, labels(workload_name, "serve"), serving.PORT)
+        svc = leader_service(workload_name, name, ctx, labels(workload_name, "serve"), serving.PORT)
     else:
         serve = [
             Step(name, "serve", server(workload_name, run, ctx), after=(model[-1].name,), awaited=False),
