@@ -297,9 +297,11 @@ class VllmServeWorkload(RunConfig):
         memory = serving.device_memory_gib(instance)
         weights = self.weights_gib
         if memory and weights is not None and weights > devices * memory * serving.MEMORY_SHARE:
+            which, fix = ("nodes", "raise nodes and pipelineParallel") if self.spans_nodes else ("tensorParallel", "")
             problems.append(
-                f"{key}.tensorParallel: the model's {weights:,.0f} GiB of bf16 weights do not fit {devices} x"
-                f" {memory} GiB ({instance.accelerator_name}) at {serving.MEMORY_SHARE:.0%}; raise tensorParallel"
+                f"{key}.{which}: the model's {weights:,.0f} GiB of bf16 weights do not fit {devices} x"
+                f" {memory} GiB ({instance.accelerator_name}) at {serving.MEMORY_SHARE:.0%};"
+                f" {fix or 'raise tensorParallel'}"
             )
         return problems
 

@@ -161,6 +161,13 @@ REFUSED = [
     ),
     # The controller turned off while a run needs it.
     (STACK, lambda v: v.update({NS + "addons": {"leaderWorkerSet": False}}), "addons.leaderWorkerSet", "llama405"),
+    # Weights larger than the group's GPUs.
+    (
+        STACK,
+        lambda v: _serve(v)["model"].update(parametersBillions=900),
+        "workloads.llama405.nodes",
+        "do not fit 16 x 80",
+    ),
     # More groups than the node group holds.
     (STACK, lambda v: _serve(v).update(replicas=2), "workloads.llama405.replicas", "4 nodes"),
     # Neuron: one process per replica, no groups and no pipeline stages.
