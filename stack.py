@@ -203,11 +203,12 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         provider,
         list(inputs.node_groups.values()),
         inputs.role_arns,
-        kueue_manager_config(cfg.queueing),
+        kueue_manager_config(cfg.queueing, cfg.leader_worker_set),
         tenants,
         inputs.kubernetes_version or cfg.cluster.kubernetes_version,
         nodes_ready=inputs.nodes_ready,
         role_ready=inputs.role_ready,
+        leader_worker_set=cfg.leader_worker_set,
     )
     addons.finish()
     # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
@@ -226,6 +227,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     )
     platform = Platform(
         provider=provider,
+        leader_worker_set=cfg.leader_worker_set,
         namespaces={key: t.namespace for key, t in tenants.items()},
         shared_sub_paths={key: t.sub_path for key, t in tenants.items()},
         storage_claim=STORAGE_CLAIM,
@@ -378,6 +380,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *amis.layered_run_problems(
             cfg.workloads, {name: (g.instance, g.release_version) for name, g in platform.node_groups.items()}
         ),
+        *checks.layered_serving(cfg.workloads, platform.leader_worker_set, cfg.lower_stack),
     ]
     if problems:
         raise ConfigError(problems)
@@ -392,7 +395,6 @@ def runs_stack(cfg: StackConfig) -> Outputs:
 
 
 def build_layer(cfg: StackConfig) -> Outputs:
-    """Declare what the stack's `layer` holds. Raises ConfigError when the lower stack's
-    outputs do not fit this stack's config (before anything of this layer is declared)."""
+    """Declare what the stack's `layer` holds; ConfigError when the lower stack's outputs do not fit."""
     builders = {"all": build, "aws": aws_stack, "cluster": cluster_stack, "runs": runs_stack}
     return builders[cfg.layer](cfg)

@@ -189,6 +189,17 @@ class AddonsConfig(Model):
         "0.19.2",
         description="`oci://registry.k8s.io/kueue/charts/kueue` version (v0.19.x, API `kueue.x-k8s.io/v1beta2`).",
     )
+    # kubernetes-sigs/lws tag v0.9.0 (f056f611, 2026-06-17): the LWS module Kueue 0.19.2 builds
+    # against; its chart is pushed to oci://registry.k8s.io/lws/charts/lws (installation guide).
+    lws_chart: str = Field(
+        "0.9.0", description="`oci://registry.k8s.io/lws/charts/lws` version (LeaderWorkerSet controller)."
+    )
+    leader_worker_set: bool | None = Field(
+        None,
+        description="Install the LeaderWorkerSet controller (a serving replica larger than one node runs as a"
+        " LeaderWorkerSet); a cluster-layer stack whose runs serve across nodes sets true.",
+        json_schema_extra={"x-default": "when a serving run of the stack spans nodes (`nodes` above 1)"},
+    )
     neuron_scheduler: bool = Field(
         False,
         description="Install the Neuron scheduler extension (Neuron stacks): a second kube-scheduler (EKS Distro, the"
@@ -208,6 +219,7 @@ class AddonsConfig(Model):
         "neuron_chart",
         "fsx_csi_driver_chart",
         "kueue_chart",
+        "lws_chart",
     )
     @classmethod
     def _chart(cls, v: str) -> str:

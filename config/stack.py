@@ -159,3 +159,11 @@ class StackConfig(Model):
         by default: a workload of this stack serves)."""
         asked = self.addons.observability.serving_metrics
         return bool(self.serving_namespaces) if asked is None else asked
+
+    @property
+    def leader_worker_set(self) -> bool:
+        """Whether the cluster gets the LeaderWorkerSet controller (and Kueue its integration):
+        `addons.leaderWorkerSet`, or, unset, when a serving run of this stack spans nodes."""
+        if self.addons.leader_worker_set is not None:
+            return self.addons.leader_worker_set
+        return any(getattr(run, "spans_nodes", False) for run in self.workloads.values())

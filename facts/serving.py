@@ -151,3 +151,11 @@ def device_memory_gib(instance: InstanceType) -> int | None:
     if instance.accelerator == "nvidia":
         return instance.gpu_memory_mib // 1024 if instance.gpu_memory_mib else None
     return NEURON_DEVICE_MEMORY_GIB.get(instance.accelerator_name or "")
+
+
+MULTI_NODE_EXECUTOR = "mp"
+"""The executor of a replica across nodes without Ray: ParallelConfig's master_addr, master_port,
+node_rank and nnodes are "for multi-node distributed inference when distributed_executor_backend
+is mp", which CUDA picks by itself when nnodes > 1 (vLLM 0.24.0, vllm.config.parallel)."""
+MASTER_PORT = 29501
+"""ParallelConfig.master_port's default: the torch.distributed rendezvous on a group's leader."""

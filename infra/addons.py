@@ -154,6 +154,7 @@ class ClusterAddons(pulumi.ComponentResource):
         kubernetes_version: str,
         nodes_ready: Sequence[pulumi.Resource] = (),
         role_ready: Sequence[pulumi.Resource] = (),
+        leader_worker_set: bool = False,
     ) -> None:
         """The cluster-layer half: the tenants' namespaces, device plugins, Kueue, FSx CSI
         driver, MPI operator.
@@ -161,7 +162,8 @@ class ClusterAddons(pulumi.ComponentResource):
         `nodes_ready` (the system node group) and `role_ready` (the roles' policies) are
         waited for when one stack declares both halves; a cluster-layer stack finds them built.
         `kubernetes_version`: the control plane's minor (the Neuron scheduler extension runs its
-        kube-scheduler).
+        kube-scheduler). `leader_worker_set`: install the LeaderWorkerSet controller (serving
+        replicas larger than one node).
         """
         addons = self._config
         self._provider = provider
@@ -174,6 +176,10 @@ class ClusterAddons(pulumi.ComponentResource):
         # Queues: the Kueue controller and webhook (MPIJob integration). Its CRDs come with the
         # chart, so the queue objects (infra.queues) are created after it is ready.
         self.kueue = self._release(charts.KUEUE, addons.kueue_chart, charts.kueue_values(kueue_config), KUEUE_NAMESPACE)
+        if leader_worker_set:
+            # Its CRD comes with the chart; Kueue sets up its LeaderWorkerSet integration once the
+            # API is served, whichever starts first (jobframework.WaitForAPI in 0.19.2).
+            self._release(charts.LWS, addons.lws_chart, charts.lws_values(addons.lws_chart), charts.LWS_NAMESPACE)
         self._release(
             charts.FSX_CSI_DRIVER,
             addons.fsx_csi_driver_chart,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from facts import eks_addons, instances
+from facts import eks_addons, instances, leaderworkerset
 from facts.names import ACCELERATOR_LABEL, EFA_LABEL, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
 
@@ -51,6 +51,8 @@ FSX_CSI_DRIVER = HelmChart(
     "aws-fsx-csi-driver", "aws-fsx-csi-driver", "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
 )
 KUEUE = HelmChart("kueue", "oci://registry.k8s.io/kueue/charts/kueue")
+LWS = HelmChart("lws", leaderworkerset.CHART)
+LWS_NAMESPACE = leaderworkerset.NAMESPACE
 
 
 def mpi_operator_manifest_url(version: str) -> str:
@@ -142,6 +144,24 @@ def kueue_values(manager_config: str) -> dict[str, Any]:
             "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
         },
         "managerConfig": {"controllerManagerConfigYaml": manager_config},
+    }
+
+
+def lws_values(chart_version: str) -> dict[str, Any]:
+    """The LeaderWorkerSet controller on system nodes. Its webhooks fail closed (failurePolicy:
+    Fail; a group's pods are created through them) and it elects a leader: two replicas. Its image
+    is pinned to the chart's release (the released chart sets that tag; the repository's values
+    say `main`, pulled Always), so a chart bump moves the controller and nothing else does."""
+    return {
+        "replicaCount": 2,
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+        "image": {
+            "manager": {
+                "repository": f"{leaderworkerset.IMAGE_REPOSITORY}",
+                "tag": f"v{chart_version.removeprefix('v')}",
+                "pullPolicy": "IfNotPresent",
+            }
+        },
     }
 
 

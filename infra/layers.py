@@ -271,6 +271,7 @@ def platform_output(p: Platform) -> dict[str, Any]:
         "priorityClasses": dict(p.priority_classes),
         "teams": {name: t.model_dump(by_alias=True) for name, t in p.teams.items()},
         "storage": storage_output(p.storage),
+        "leaderWorkerSet": p.leader_worker_set,
     }
 
 
@@ -296,6 +297,7 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
         priority_classes=r.strings("priorityClasses"),
         teams=teams,
         storage=r.storage("storage"),
+        leader_worker_set=bool(r.get("leaderWorkerSet", bool)),
     )
     for queue in sorted(set(platform.queues) - set(platform.namespaces)):
         r.problem(f"namespaces.{queue}", "missing (the queue's team has no namespace); deploy that stack again")

@@ -147,6 +147,9 @@ class Platform:
     """The teams behind the queues (their node group and quota), for checking runs against them."""
     storage: StorageConfig = field(default_factory=StorageConfig)
     """The shared file system's size, throughput and kind, for checking runs' checkpoints against it."""
+    leader_worker_set: bool = False
+    """Whether the cluster runs the LeaderWorkerSet controller (and Kueue's integration for it):
+    a serving run across nodes needs it."""
 
     def namespace_for(self, team: str | None) -> str:
         """The namespace a run of `team` lives in (the default one without a team)."""

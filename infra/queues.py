@@ -252,7 +252,7 @@ def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -
     return objs
 
 
-def kueue_manager_config(q: QueueingConfig) -> str:
+def kueue_manager_config(q: QueueingConfig, leader_worker_set: bool = False) -> str:
     """Kueue's controller configuration (chart value `managerConfig.controllerManagerConfigYaml`).
 
     MPIJobs, the Jobs a run's steps put on accelerated nodes (data, directory and image steps:
@@ -262,7 +262,10 @@ def kueue_manager_config(q: QueueingConfig) -> str:
     tolerate no accelerator taint, so they stay on the system nodes, unmanaged.
     `waitForPodsReady` makes admission all-or-nothing: a run whose pods are not all ready in
     time is evicted and requeued with backoff, so it never holds half a placement group.
+    With `leader_worker_set` (its controller installed), LeaderWorkerSets too: each group of a
+    serving replica larger than one node is one workload, admitted whole.
     """
+    lws = "  - leaderworkerset.x-k8s.io/leaderworkerset\n" if leader_worker_set else ""
     return (
         "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
         "kind: Configuration\n"
@@ -281,6 +284,7 @@ def kueue_manager_config(q: QueueingConfig) -> str:
         "    backoffBaseSeconds: 60\n"
         "    backoffMaxSeconds: 3600\n"
         "integrations:\n  frameworks:\n  - batch/job\n  - kubeflow.org/mpijob\n  - deployment\n"
+        f"{lws}"
     )
 
 

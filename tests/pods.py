@@ -1,6 +1,7 @@
 """Every pod an example stack's objects make, as Kubernetes will run it: the pod templates of
-Jobs and Deployments, and the launcher and worker pods mpi-operator v0.8.0 creates from an
-MPIJob's replica templates (with the labels it adds, tests/upstream/mpi-operator-v0.8.0-pods.yaml).
+Jobs and Deployments, the launcher and worker pods mpi-operator v0.8.0 creates from an MPIJob's
+replica templates (with the labels it adds, tests/upstream/mpi-operator-v0.8.0-pods.yaml), and the
+leader and a worker of a LeaderWorkerSet's group (with the labels LWS v0.9.0 adds, lws-v0.9.0.yaml).
 Shared by the pod-security, network and checkov tests."""
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ROLES = {
     "worker": "MPI worker",
     "convert": "conversion step",
     "serve": "vLLM server",
+    "serve-worker": "vLLM group worker",
 }
 """What a pod is, by its component label (or its MPI replica role): the names the README's
 pod security table uses."""
@@ -67,6 +69,24 @@ def operator_labels(job: str, role: str) -> dict[str, str]:
     return {k: v.format(job=job, role=role) for k, v in labels.items()}
 
 
+def group_labels(lws: str, group: int, worker: int) -> dict[str, str]:
+    """The labels LWS v0.9.0 puts on pod `worker` of group `group` of set `lws` (0: its leader)."""
+    labels = upstream.facts("lws-v0.9.0")["labels"]
+    return {labels["name"]: lws, labels["group_index"]: str(group), labels["worker_index"]: str(worker)}
+
+
+def _group_pods(obj: dict[str, Any]) -> list[Pod]:
+    """The leader and the first worker of a LeaderWorkerSet's first group."""
+    meta, template = obj["metadata"], obj["spec"]["leaderWorkerTemplate"]
+    out = []
+    for worker, key, role in ((0, "leaderTemplate", "serve"), (1, "workerTemplate", "serve-worker")):
+        t = copy.deepcopy(template[key])
+        labels = {**t["metadata"]["labels"], **group_labels(meta["name"], 0, worker)}
+        name = f"{meta['name']}-0" + (f"-{worker}" if worker else "")
+        out.append(Pod(ROLES[role], obj, {"name": name, "namespace": meta["namespace"], "labels": labels}, t["spec"]))
+    return out
+
+
 def pods(plan: dict[str, Any]) -> list[Pod]:
     out = []
     for obj in plan_mod.kubernetes_objects(plan):
@@ -83,6 +103,8 @@ def pods(plan: dict[str, Any]) -> list[Pod]:
             labels = template["metadata"]["labels"]
             pod_meta = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
             out.append(Pod(ROLES[labels[COMPONENT_LABEL]], obj, pod_meta, template["spec"]))
+        elif obj["kind"] == "LeaderWorkerSet":
+            out += _group_pods(obj)
         else:
             assert obj["kind"] != "Pod", f"{meta['name']}: a standalone pod (no owner, no NetworkPolicy on EKS)"
     return out

@@ -168,6 +168,11 @@ def _apply(
         return k8s.apiextensions.CustomResource(
             step.name, api_version=obj["apiVersion"], kind=kind, metadata=meta, spec=spec, opts=opts
         )
+    if kind == "LeaderWorkerSet":
+        # Updated in place: the LWS controller rolls its groups over to a changed template.
+        return k8s.apiextensions.CustomResource(
+            step.name, api_version=obj["apiVersion"], kind=kind, metadata=meta, spec=spec, opts=opts
+        )
     if kind == "Secret":
         return k8s.core.v1.Secret(
             step.name,

@@ -18,7 +18,7 @@ from config.checks.capacity import capacity_problems
 from config.checks.groups import Groups, GroupView, groups_of
 from config.checks.network import flavors_fit, network_problems
 from config.checks.runs import checkpoint_share, checkpoints_fit, images_exist, run_names, runs_problems
-from config.checks.serving import serving_problems
+from config.checks.serving import layered_serving, serving_problems
 from config.checks.teams import (
     default_queue_decided,
     pods_ready_covers_launcher_pull,
@@ -42,6 +42,7 @@ __all__ = [
     "flavors_fit",
     "groups_of",
     "images_exist",
+    "layered_serving",
     "run_teams",
     "runs_problems",
     "serving_problems",

@@ -63,11 +63,12 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
         )
     memory = serving.device_memory_gib(ng.instance)
     weights = (parameters or 0) * serving.BYTES_PER_PARAMETER / 2**30
-    room = run.devices(ng.instance) * (memory or 0) * serving.MEMORY_SHARE
+    room = run.devices(ng.instance) * run.nodes * (memory or 0) * serving.MEMORY_SHARE
     if run.parameters is None and memory and weights > room:
         problems.append(
             f"workloads.{name}.tensorParallel: {run.model.workload!r}'s {weights:,.0f} GiB of bf16 weights do not fit"
-            f" {run.devices(ng.instance)} x {memory} GiB at {serving.MEMORY_SHARE:.0%}; raise tensorParallel"
+            f" {run.devices(ng.instance) * run.nodes} x {memory} GiB at {serving.MEMORY_SHARE:.0%};"
+            " raise tensorParallel"
         )
     startup = run.startup_seconds(ng.instance, write_mb_per_second(cfg.storage), parameters)
     limit = cfg.queueing.pods_ready_timeout_minutes * 60
@@ -81,10 +82,33 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
     return problems
 
 
+def serving_needs_leader_worker_set(cfg: StackConfig) -> list[str]:
+    """A serving run larger than one node is a LeaderWorkerSet: its controller must be installed
+    (without it the object is refused by the API server: no such kind)."""
+    if cfg.addons.leader_worker_set is not False:
+        return []
+    spanning = [n for n, r in cfg.workloads.items() if isinstance(r, VllmServeWorkload) and r.spans_nodes]
+    if not spanning:
+        return []
+    runs = ", ".join(f"workloads.{n}" for n in spanning)
+    return [f"addons.leaderWorkerSet: false, but {runs} spans nodes (a LeaderWorkerSet); set it true or leave it unset"]
+
+
 def serving_problems(cfg: StackConfig, groups: Groups) -> list[str]:
     """Every serving run against its source and its node group."""
-    out = []
+    out = serving_needs_leader_worker_set(cfg)
     for name, run in cfg.workloads.items():
         if isinstance(run, VllmServeWorkload):
             out += serving_source(name, run, cfg.workloads) or serving_fits(name, run, cfg, groups)
     return out
+
+
+def layered_serving(workloads: Mapping[str, WorkloadConfig], leader_worker_set: bool, lower_stack: str) -> list[str]:
+    """A runs-layer serving run across nodes needs the LeaderWorkerSet controller, which the
+    cluster layer installs only when asked (it does not see the runs)."""
+    return [
+        f"workloads.{name}.nodes: {run.nodes} nodes a replica make a LeaderWorkerSet, but the cluster layer"
+        f" ({lower_stack}) runs no LeaderWorkerSet controller: set addons.leaderWorkerSet: true there and deploy it"
+        for name, run in sorted(workloads.items())
+        if isinstance(run, VllmServeWorkload) and run.spans_nodes and not leader_worker_set
+    ]

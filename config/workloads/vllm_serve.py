@@ -28,7 +28,7 @@ from config.workloads.recipe import (
     Support,
     UnknownStepTime,
 )
-from facts import images, instances, needs, serving
+from facts import images, instances, leaderworkerset, needs, serving
 
 HUB_REPO_RE = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?"
 HUB_MODEL_PATTERNS = ("*.json", "*.safetensors", "tokenizer.model", "*.tiktoken")
@@ -124,7 +124,8 @@ class ServeClientsConfig(Model):
 
 
 class VllmServeWorkload(RunConfig):
-    """A model served with vLLM: a Deployment of replicas behind a Service, fed from /shared."""
+    """A model served with vLLM: a Deployment of replicas (or, for a replica larger than one node,
+    a LeaderWorkerSet of groups) behind a Service, fed from /shared."""
 
     RECIPE: ClassVar[str] = "vllm-serve"
     PUBLIC_IMAGES: ClassVar[bool] = True
@@ -145,8 +146,9 @@ class VllmServeWorkload(RunConfig):
             "dirs": "directory Job",
             "model": "a Hub model: Secret (HF token) and Hub Job (the repository onto `/shared/hf-hub`); a training"
             " run: conversion Job (its checkpoint to a Hugging Face folder, in the run's image)",
-            "serve": "Deployment (vLLM, offline, admitted by Kueue) and its PodDisruptionBudget",
-            "service": "Service (ClusterIP)",
+            "serve": "Deployment (vLLM, offline, admitted by Kueue) and its PodDisruptionBudget; a replica of"
+            " `nodes` above 1: a LeaderWorkerSet (one group per replica) and the NetworkPolicy between its pods",
+            "service": "Service (ClusterIP; of a LeaderWorkerSet, its leaders only)",
             "clients": "NetworkPolicy (the server, reached by the clients the config names)",
         },
         support=Support(
@@ -157,7 +159,7 @@ class VllmServeWorkload(RunConfig):
             " on NxD Inference, no newer vLLM there: facts/serving.py)",
         ),
     )
-    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5-train-serve", "trn2-serve")
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5-train-serve", "trn2-serve", "p5-serve-405b")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("vllm-v0.24.0",),
         "the options of `vllm serve` against the parser of the vLLM of each pinned image (vllm-v0.24.0, and"
@@ -175,8 +177,9 @@ class VllmServeWorkload(RunConfig):
     nodes: int = Field(
         1,
         ge=1,
-        le=1,
-        description="Nodes per replica: 1 (a model larger than one node, a LeaderWorkerSet, is not supported yet).",
+        le=leaderworkerset.MAX_GROUP_SIZE,
+        description="Nodes per replica: 1, a Deployment; more, a LeaderWorkerSet group of that many whole nodes"
+        " (GPUs only), tensorParallel within a node and pipelineParallel stages across them.",
     )
     model: ServeModelConfig = Field(description="What to serve: a Hub model or a training run of this stack.")
     replicas: int = Field(1, ge=1, le=64, description="Server replicas (pods), each with its own accelerators.")
@@ -185,6 +188,13 @@ class VllmServeWorkload(RunConfig):
         ge=1,
         description="Tensor-parallel degree of a replica: its GPUs, or its logical NeuronCores (2 per trn1 device, 4"
         " per trn2 device at LNC=2).",
+    )
+    pipeline_parallel: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Pipeline-parallel degree of a replica: its layers in that many stages; across nodes, vLLM's"
+        " multi-node layout is tensorParallel = a node's GPUs and pipelineParallel = nodes.",
     )
     max_model_len: int = Field(4096, ge=128, le=1_048_576, description="Longest context a request may use, tokens.")
     max_num_seqs: int = Field(64, ge=1, le=4096, description="Sequences a replica batches at once.")
@@ -217,9 +227,16 @@ class VllmServeWorkload(RunConfig):
         pinned = serving.image_for(instance) if self.image is None else None
         return pinned.runtime if pinned else None
 
+    @property
+    def spans_nodes(self) -> bool:
+        """A replica larger than one node: a LeaderWorkerSet group of `nodes` pods."""
+        return self.nodes > 1
+
     def devices(self, instance: instances.InstanceType) -> int:
-        """Accelerators one replica takes."""
-        return serving.devices_for(instance, self.tensor_parallel)
+        """Accelerators one pod of a replica takes (of a group: every one of its node)."""
+        if self.spans_nodes:
+            return instance.accelerator_count
+        return serving.devices_for(instance, self.tensor_parallel) * self.pipeline_parallel
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """The image, the tensor-parallel degree and the replicas against the node group's instance."""
@@ -233,20 +250,46 @@ class VllmServeWorkload(RunConfig):
                 f"{key}.image: {self.image} serves on {', '.join(other.families)}, not {instance.name}; use"
                 f" {pinned.image}"
             ]
+        if instance.accelerator == "neuron" and (self.spans_nodes or self.pipeline_parallel > 1):
+            which = "nodes" if self.spans_nodes else "pipelineParallel"
+            return [
+                f"{key}.{which}: vLLM Neuron serves a replica within one node, one process driving its"
+                f" NeuronCores (its platform sets the `uni` executor), so no pipeline stages and no node"
+                f" groups; use nodes 1, pipelineParallel 1, and tensorParallel up to {instance.ranks_per_node}"
+            ]
         per_node = instance.ranks_per_node
         if self.tensor_parallel > per_node:
             unit = "NeuronCores" if instance.accelerator == "neuron" else "GPUs"
             return [
                 f"{key}.tensorParallel: {self.tensor_parallel} is more than the {per_node} {unit} of one"
-                f" {instance.name} (a replica runs on one node)"
+                f" {instance.name} (tensor parallelism stays within a node; across nodes, nodes and pipelineParallel)"
             ]
-        return self._fits(key, instance)
+        return self._spans(key, instance) or self._fits(key, instance)
+
+    def _spans(self, key: str, instance: instances.InstanceType) -> list[str]:
+        """A replica's ranks against its nodes: one node holds at most its GPUs; a group of nodes
+        fills every GPU of each (vLLM's multi-node executor splits the ranks evenly over nodes)."""
+        per_node, ranks = instance.ranks_per_node, self.tensor_parallel * self.pipeline_parallel
+        if not self.spans_nodes and ranks > per_node:
+            need = -(-ranks // per_node)
+            return [
+                f"{key}.nodes: tensorParallel x pipelineParallel = {ranks} GPUs is more than the {per_node} of one"
+                f" {instance.name}; set nodes: {need} (a LeaderWorkerSet) with pipelineParallel"
+                f" {ranks // self.tensor_parallel}"
+            ]
+        if self.spans_nodes and ranks != self.nodes * per_node:
+            return [
+                f"{key}.pipelineParallel: a replica of {self.nodes} nodes takes their {self.nodes * per_node} GPUs, so"
+                f" tensorParallel x pipelineParallel must be {self.nodes * per_node}, not {ranks} (vLLM's"
+                f" multi-node layout: tensorParallel {per_node}, pipelineParallel {self.nodes})"
+            ]
+        return []
 
     def _fits(self, key: str, instance: instances.InstanceType) -> list[str]:
         """Replicas packed on the node group's nodes, and the weights in a replica's memory."""
         problems = []
-        devices = self.devices(instance)
-        if instance.accelerator_count % devices:
+        devices = self.devices(instance) * self.nodes
+        if not self.spans_nodes and instance.accelerator_count % devices:
             problems.append(
                 f"{key}.tensorParallel: a replica of {devices} devices does not divide the {instance.accelerator_count}"
                 f" of a {instance.name}; use a power of two"
@@ -254,9 +297,11 @@ class VllmServeWorkload(RunConfig):
         memory = serving.device_memory_gib(instance)
         weights = self.weights_gib
         if memory and weights is not None and weights > devices * memory * serving.MEMORY_SHARE:
+            which, fix = ("nodes", "raise nodes and pipelineParallel") if self.spans_nodes else ("tensorParallel", "")
             problems.append(
-                f"{key}.tensorParallel: the model's {weights:,.0f} GiB of bf16 weights do not fit {devices} x"
-                f" {memory} GiB ({instance.accelerator_name}) at {serving.MEMORY_SHARE:.0%}; raise tensorParallel"
+                f"{key}.{which}: the model's {weights:,.0f} GiB of bf16 weights do not fit {devices} x"
+                f" {memory} GiB ({instance.accelerator_name}) at {serving.MEMORY_SHARE:.0%};"
+                f" {fix or 'raise tensorParallel'}"
             )
         return problems
 
@@ -281,7 +326,7 @@ class VllmServeWorkload(RunConfig):
         return int(-(-seconds // 10) * 10)
 
     def node_share(self, instance: instances.InstanceType) -> float:
-        return self.replicas * self.devices(instance) / max(instance.accelerator_count, 1)
+        return self.replicas * self.nodes * self.devices(instance) / max(instance.accelerator_count, 1)
 
     def served_parameters(self, workloads: Mapping[str, RunConfig]) -> float | None:
         """Parameters of the model served: the Hub model's as configured, or the training run's shape."""
@@ -294,8 +339,9 @@ class VllmServeWorkload(RunConfig):
         parameters = self.served_parameters(workloads) or 0
         start = self.startup_seconds(instance, mb_per_second, parameters)
         compile_ = ", the Neuron compile" if instance.accelerator == "neuron" else ""
+        group = f" {self.nodes} nodes x" if self.spans_nodes else ""
         return (
-            f"serving, per hour while it stands: {self.replicas} replica(s) x {self.devices(instance)} of the"
+            f"serving, per hour while it stands: {self.replicas} replica(s) x{group} {self.devices(instance)} of the"
             f" {instance.accelerator_count} accelerators of a node; a replica starts in up to {start // 60} min"
             f" ({parameters * serving.BYTES_PER_PARAMETER / 1e9:,.0f} GB of bf16 weights from /shared at"
             f" {mb_per_second:,.0f} MB/s, the engine{compile_}); tokens/s not modeled (no published figure)"
@@ -305,5 +351,7 @@ class VllmServeWorkload(RunConfig):
         return max(instance.accelerator_count // self.devices(instance), 1)
 
     def nodes_needed(self, instance: instances.InstanceType) -> int:
-        """Nodes the replicas fill, packed."""
+        """Nodes the replicas fill, packed (a group's nodes are its own)."""
+        if self.spans_nodes:
+            return self.replicas * self.nodes
         return -(-self.replicas // self.replicas_per_node(instance))

@@ -75,6 +75,7 @@ def test_every_pinned_chart_has_facts() -> None:
         (charts.NEURON, a.neuron_chart),
         (charts.FSX_CSI_DRIVER, a.fsx_csi_driver_chart),
         (charts.KUEUE, a.kueue_chart),
+        (charts.LWS, a.lws_chart),
     ]:
         assert chart_facts({"chart": chart.chart, "version": version})["version"] == version
 

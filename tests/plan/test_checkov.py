@@ -43,14 +43,16 @@ def readme_exceptions() -> dict[str, set[str]]:
 
 
 def rendered(tmp: Path) -> dict[str, str]:
-    """Write every object (and every MPIJob's pods as Pods) to `tmp`, one per file; return
+    """Write every object (and every MPIJob's and LeaderWorkerSet's pods as Pods) to `tmp`, one per file; return
     file name -> what it is (a pod's role, or the object's kind)."""
     what: dict[str, str] = {}
     for stack in [*EXAMPLE_STACKS, VARIANT]:
         plan = plan_of(stack)
-        by_owner = {(p.namespace, p.owner["metadata"]["name"]): p for p in pods(plan) if p.owner["kind"] != "MPIJob"}
-        objects = [(o, None) for o in plan_mod.kubernetes_objects(plan) if o["kind"] != "MPIJob"]
-        objects += [(p.as_object(), p.role) for p in pods(plan) if p.owner["kind"] == "MPIJob"]
+        # An MPIJob's and a LeaderWorkerSet's pods are checked as the Pods their controllers make.
+        made = ("MPIJob", "LeaderWorkerSet")
+        by_owner = {(p.namespace, p.owner["metadata"]["name"]): p for p in pods(plan) if p.owner["kind"] not in made}
+        objects = [(o, None) for o in plan_mod.kubernetes_objects(plan) if o["kind"] not in made]
+        objects += [(p.as_object(), p.role) for p in pods(plan) if p.owner["kind"] in made]
         for obj, role in objects:
             meta = obj["metadata"]
             name = f"{stack}--{obj['kind'].lower()}--{meta.get('namespace', 'cluster')}--{meta['name']}.yaml"

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from config import parse_stack_values
+from config.checks import layered_serving
 from config.stackfile import SECRET
 from facts.names import PROJECT, component_type
 from infra import layers
@@ -325,3 +327,22 @@ def test_a_lower_stack_of_the_wrong_layer_is_refused(tmp_path: Path) -> None:
     d = _layered_files(tmp_path, {"cluster": wrong})
     code, _, err = _plan_file(d / f"Pulumi.{LAYERED['cluster']}.yaml")
     assert code == 2 and "is a stack of layer 'runs'; the cluster layer reads a stack of layer 'aws'" in err, err
+
+
+def test_a_serving_run_across_nodes_needs_the_cluster_layers_leaderworkerset(tmp_path: Path) -> None:
+    """The cluster layer installs the LeaderWorkerSet controller only when asked (it does not see
+    the runs): its platform output says whether it did, and the runs layer refuses a serving run
+    across nodes without it, naming the run's key and the cluster layer's."""
+    assert stack_plan(LAYERED["cluster"])["outputs"][layers.PLATFORM_OUTPUT]["leaderWorkerSet"] is False
+    workloads = parse_stack_values(stack_values("p5-serve-405b")).workloads
+    (problem,) = layered_serving(workloads, False, "env-cluster")
+    assert problem.startswith("workloads.llama405.nodes: 2 nodes a replica make a LeaderWorkerSet")
+    assert "(env-cluster)" in problem and "addons.leaderWorkerSet: true" in problem
+    assert layered_serving(workloads, True, "env-cluster") == []
+    # A cluster stack deployed before the output existed: the contract says so (exit 2).
+    outputs = copy.deepcopy(stack_plan(LAYERED["cluster"])["outputs"])
+    del outputs[layers.PLATFORM_OUTPUT]["leaderWorkerSet"]
+    recorded = tmp_path / "cluster-outputs.json"
+    recorded.write_text(json.dumps(outputs))
+    code, _, err = _plan_file(EXAMPLES / f"Pulumi.{LAYERED['runs']}.yaml", "--lower-outputs", str(recorded))
+    assert code == 2 and "platform.leaderWorkerSet: missing" in err, err

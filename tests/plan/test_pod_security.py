@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from facts import serving
+from facts.leaderworkerset import NAME_LABEL as LWS_NAME_LABEL
 from facts.names import (
     EGRESS_INTERNET,
     EGRESS_LABEL,
@@ -31,7 +32,7 @@ from tests.pods import ROLES, VARIANT, Pod, plan_of, pods, rendered_stacks
 from tools import plan as plan_mod
 from workloads.manifests import security
 
-NON_ROOT = {"image check", "data step", "TensorBoard", "shell", "conversion step", "vLLM server"}
+NON_ROOT = {"image check", "data step", "TensorBoard", "shell", "conversion step", "vLLM server", "vLLM group worker"}
 ADDED = {"MPI worker": set(security.WORKER_CAPABILITIES), "directory step": set(security.DIRS_CAPABILITIES)}
 STACKS_WITH_PODS = rendered_stacks()
 
@@ -124,7 +125,8 @@ def test_read_only_root_file_systems_where_the_process_is_known() -> None:
     emptyDir on /tmp where they write); docs/security.md lists the others and why."""
     for _, pod in all_pods():
         read_only = all(c["securityContext"]["readOnlyRootFilesystem"] for c in pod.spec["containers"])
-        assert read_only == (pod.role in {"image check", "TensorBoard", "directory step", "vLLM server"}), pod.name
+        read_only_roles = {"image check", "TensorBoard", "directory step", "vLLM server", "vLLM group worker"}
+        assert read_only == (pod.role in read_only_roles), pod.name
         mounts = {m["mountPath"] for c in pod.spec["containers"] for m in c["volumeMounts"]}
         if read_only and pod.role != "directory step":
             assert "/tmp" in mounts, pod.name
@@ -170,9 +172,15 @@ def test_every_pod_is_isolated_and_reaches_only_what_it_needs(stack: str) -> Non
         if server:  # reached by the clients its config names and the metrics scraper, on its port
             name = pod.owner["metadata"]["name"].removesuffix("-serve")
             expected |= {f"{name}-clients", f"{name}-metrics"}
+        group = pod.labels.get(LWS_NAME_LABEL)
+        if group:  # a group's pods reach each other (the leader's rendezvous, NCCL), and only them
+            expected.add(f"{group}-peers")
         assert names == expected, (pod.name, names)
         for p in mine:
             for rule in p["spec"].get("ingress", []):
+                if group and p["metadata"]["name"] == f"{group}-peers":
+                    assert rule["from"] == [{"podSelector": {"matchLabels": {LWS_NAME_LABEL: group}}}], rule
+                    continue
                 if server:
                     assert rule["ports"] == [{"protocol": "TCP", "port": serving.PORT}], (pod.name, rule)
                     continue
@@ -229,12 +237,13 @@ def test_kubelet_probes_and_port_forward_need_no_ingress_rule() -> None:
 
 def test_every_pod_has_an_owner_so_the_vpc_cni_applies_its_policies() -> None:
     """EKS user guide: standalone pods (no ownerReferences) can't have network policies applied.
-    Every pod here is made by a Job, a Deployment or the MPI operator (workers: owned by the
-    MPIJob; launcher: by its Job)."""
+    Every pod here is made by a Job, a Deployment, the MPI operator (workers: owned by the
+    MPIJob; launcher: by its Job) or the LWS controller (a StatefulSet's)."""
     assert any("standalone pods" in c for c in upstream.facts("aws-eks-network-policy-2024-12")["considerations"])
     facts = upstream.facts("mpi-operator-v0.8.0-pods")
     assert (facts["workerOwner"], facts["launcherOwner"]) == ("MPIJob", "Job")
-    assert {pod.owner["kind"] for _, pod in all_pods()} == {"Job", "Deployment", "MPIJob"}
+    assert upstream.facts("lws-v0.9.0")["pod_owner"] == "StatefulSet"  # a group's pods, LeaderWorkerSet's
+    assert {pod.owner["kind"] for _, pod in all_pods()} == {"Job", "Deployment", "MPIJob", "LeaderWorkerSet"}
 
 
 def test_the_vpc_cni_enforces_network_policies() -> None:

@@ -5,6 +5,7 @@ outgoing connection of the pod can be handed the port before the program binds i
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -29,6 +30,10 @@ def _bound_ports(stack: str) -> list[tuple[str, int]]:
                 for p in ROOT_COMM.findall(" ".join(c.get("command", [])))
             ]
             out += [(f"{pod.name} containerPort", p["containerPort"]) for p in c.get("ports", [])]
+            words = c.get("command", [])
+            # vLLM's rendezvous on a group's leader (its default when not given: 29501).
+            pairs = itertools.pairwise(words)
+            out += [(f"{pod.name} --master-port", int(v)) for k, v in pairs if k == "--master-port"]
     return out
 
 
@@ -42,3 +47,4 @@ def test_bound_ports_are_outside_the_ephemeral_range(stack: str) -> None:
 def test_the_rule_sees_the_ports() -> None:
     assert any("MASTER_PORT" in what for what, _ in _bound_ports("trn1-llama2"))
     assert any("NEURON_RT_ROOT_COMM_ID" in what for what, _ in _bound_ports("trn1-llama2"))
+    assert any("--master-port" in what for what, _ in _bound_ports("p5-serve-405b"))

@@ -33,8 +33,8 @@ WORKLOAD_STACKS = [
     "p6-b300",
     "trn2",
 ]
-GOLDEN_STACKS = [*WORKLOAD_STACKS, "p5-train-serve", "trn2-serve"]
-"""The training stacks, and the serving ones (tests/plan/test_serving.py holds their objects)."""
+GOLDEN_STACKS = [*WORKLOAD_STACKS, "p5-train-serve", "trn2-serve", "p5-serve-405b"]
+"""The training stacks, and the serving ones (tests/plan/test_serving.py and test_serving_lws.py hold their objects)."""
 MPIJOB_SCHEMA = json.loads((ROOT / "tests" / "schemas" / "mpijob-v2beta1.schema.json").read_text())
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 

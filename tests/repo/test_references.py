@@ -35,6 +35,7 @@ NOT_PROJECT_FILES = {
     ("tests/repo/test_delivery.py", "tests/unit/test_x.py"),
     ("tests/repo/test_delivery.py", "images/README.md"),
     ("workloads/manifests/vllm_serve.py", "policy/v1"),
+    ("workloads/manifests/lws.py", "policy/v1"),
 }
 """Made-up changed files a test routes (they need not exist), and a Kubernetes API version that
 reads like a path (PodDisruptionBudget's `policy/v1`)."""

@@ -295,14 +295,59 @@ CONVERTER_FACTS = ("nemo-r2.0.0rc1", "neuronx-nemo-megatron-2.21")
 """The training recipes' upstream facts that record their converter to Hugging Face (`hf_converter`)."""
 
 
-def _servers(objs: Objects) -> list[dict[str, Any]]:
+def _templates(obj: dict[str, Any], worker: bool = False) -> list[dict[str, Any]]:
+    """A Deployment's pod template, or a LeaderWorkerSet's leader (or worker) template."""
+    if obj.get("kind") == "Deployment" and not worker:
+        return [obj["spec"]["template"]]
+    if obj.get("kind") == "LeaderWorkerSet":
+        return [obj["spec"]["leaderWorkerTemplate"]["workerTemplate" if worker else "leaderTemplate"]]
+    return []
+
+
+def _servers(objs: Objects, worker: bool = False) -> list[dict[str, Any]]:
     return [
         c
         for obj in objs
-        if obj.get("kind") == "Deployment"
-        for c in obj["spec"]["template"]["spec"]["containers"]
+        for t in _templates(obj, worker)
+        for c in t["spec"]["containers"]
         if c["command"][:2] == ["vllm", "serve"]
     ]
+
+
+def _group_workers(objs: Objects) -> int:
+    """Every headless worker of a group passes the leader's options, its own rank (the variable
+    LWS injects) and --headless, and names only variables LWS injects; the group's ranks divide
+    over its nodes (vLLM 0.24.0 create_engine_config)."""
+    from facts import serving
+
+    lws = upstream.facts("lws-v0.9.0")
+    checked = 0
+    objs = list(objs)
+    for obj in objs:
+        if obj.get("kind") != "LeaderWorkerSet":
+            continue
+        size = obj["spec"]["leaderWorkerTemplate"]["size"]
+        (leader,) = _servers([obj])
+        (worker,) = _servers([obj], worker=True)
+        pinned = serving.image_for_name(worker["image"])
+        assert pinned is not None
+        multi = upstream.facts(pinned.facts)["multi_node"]
+        words = worker["command"][2:]
+        flags = [w for w in words if w in multi["flags"]]
+        assert flags == ["--headless"], words
+        values = dict(zip(words[1::2], words[2::2], strict=False))
+        lead = dict(zip(leader["command"][3::2], leader["command"][4::2], strict=False))
+        assert {k: v for k, v in values.items() if k != "--node-rank"} == {
+            k: v for k, v in lead.items() if k != "--node-rank"
+        }
+        assert lead["--node-rank"] == "0" and values["--node-rank"] == "$(LWS_WORKER_INDEX)"
+        refs = set(re.findall(r"\$\((\w+)\)", " ".join(leader["command"] + worker["command"])))
+        assert refs <= set(lws["injected_env"]), refs
+        assert values["--distributed-executor-backend"] == multi["backend"] and int(values["--nnodes"]) == size
+        world = int(values["--tensor-parallel-size"]) * int(values.get("--pipeline-parallel-size", "1"))
+        assert world % size == 0, (world, size)
+        checked += 1
+    return checked
 
 
 def vllm_serve(objs: Objects) -> int:
@@ -312,7 +357,8 @@ def vllm_serve(objs: Objects) -> int:
     converter with the options upstream's argparse defines, the required ones included."""
     from facts import serving
 
-    checked = 0
+    objs = list(objs)
+    checked = _group_workers(objs)
     for c in _servers(objs):
         pinned = serving.image_for_name(c["image"])
         assert pinned is not None, f"{c['image']}: not a pinned vLLM image (facts/serving.py)"

@@ -14,7 +14,7 @@ import dataclasses
 import shlex
 
 from config.workloads import VllmServeWorkload
-from facts import needs, serving
+from facts import leaderworkerset, needs, serving
 from facts.names import CLOUDWATCH_NAMESPACE, PRIORITY_LABEL, QUEUE_LABEL
 from infra import metrics
 from infra.tenancy import NETWORK_POLICY_API_VERSION
@@ -22,6 +22,9 @@ from workloads.manifests.convert import Converter, conversion, model_dir
 from workloads.manifests.hub import cache_dir as hub_cache_dir
 from workloads.manifests.hub import offline_env
 from workloads.manifests.hub import stage as stage_hub
+from workloads.manifests.lws import LEADER, group_peers, leader_service, worker_template
+from workloads.manifests.lws import disruption_budget as group_budget
+from workloads.manifests.lws import group_set as leader_worker_set
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     Context,
@@ -63,8 +66,9 @@ def served_name(workload_name: str) -> str:
     return workload_name
 
 
-def arguments(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[str]:
-    """`vllm serve` and its options (held against the pinned vLLM's parser)."""
+def arguments(workload_name: str, run: VllmServeWorkload, ctx: Context, rank: str = LEADER) -> list[str]:
+    """`vllm serve` and its options (held against the pinned vLLM's parser); of a replica larger
+    than one node, those of node `rank` of its group (group_options)."""
     hub = run.model.hub
     model = hub if hub else model_dir(ctx, workload_name, _source(ctx))
     args = ["vllm", "serve", model]
@@ -86,7 +90,29 @@ def arguments(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[
         str(run.max_num_seqs),
         "--dtype",
         "bfloat16",
+        *(["--pipeline-parallel-size", str(run.pipeline_parallel)] if run.pipeline_parallel > 1 else []),
+        *(group_options(run, rank) if run.spans_nodes else []),
     ]
+
+
+def group_options(run: VllmServeWorkload, rank: str) -> list[str]:
+    """vLLM 0.24.0's multi-node launch without Ray: every node runs `vllm serve` with the group's
+    size, its rank and the leader's address (torch.distributed's rendezvous, --master-port on the
+    leader); the leader serves HTTP, the others run headless. The rank and address are the
+    variables LWS injects into every container, expanded by Kubernetes in the arguments."""
+    options = [
+        "--distributed-executor-backend",
+        serving.MULTI_NODE_EXECUTOR,
+        "--nnodes",
+        str(run.nodes),
+        "--node-rank",
+        rank,
+        "--master-addr",
+        leaderworkerset.env_ref(leaderworkerset.LEADER_ADDRESS_ENV),
+        "--master-port",
+        str(serving.MASTER_PORT),
+    ]
+    return options if rank == LEADER else [*options, "--headless"]
 
 
 def _source(ctx: Context) -> Source:
@@ -96,7 +122,12 @@ def _source(ctx: Context) -> Source:
 
 def resources(run: VllmServeWorkload, ctx: Context) -> Obj:
     """A replica's accelerators and its share of the node's CPU and memory (requests = limits, so
-    a server is the last pod evicted); no EFA: a replica is one node, its collectives stay inside it."""
+    a server is the last pod evicted); no EFA: a replica is one node, its collectives stay inside it.
+    A pod of a group larger than one node takes its whole node, EFA devices included, as a
+    training worker does."""
+    if run.spans_nodes:
+        whole = dict(ctx.node_group.worker_requests())
+        return {"requests": dict(whole), "limits": dict(whole)}
     it = ctx.node_group.instance
     devices = run.devices(it)
     share = devices / it.accelerator_count
@@ -118,15 +149,8 @@ def environment(workload_name: str, run: VllmServeWorkload, ctx: Context) -> dic
     return {**env, **run.env}
 
 
-def server(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
-    """The Deployment: replicas replaced one at a time and never surged (a surge would need
-    accelerators the queue may not have), labelled for Kueue."""
-    pod_labels = labels(workload_name, "serve", run.run_id)
-    object_labels = dict(pod_labels)
-    if ctx.queue:
-        object_labels[QUEUE_LABEL] = ctx.queue
-    if ctx.priority_class:
-        object_labels[PRIORITY_LABEL] = ctx.priority_class
+def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
+    """A server pod: the node group's placement, non-root, /shared, /dev/shm in memory, /tmp."""
     container = _container(workload_name, run, ctx)
     devices = run.devices(ctx.node_group.instance)
     shm = max(ctx.node_group.shm_gib * devices // ctx.node_group.instance.accelerator_count, 1)
@@ -136,6 +160,44 @@ def server(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
         "prometheus.io/path": serving.METRICS_PATH,
     }
     return {
+        "metadata": {"labels": labels(workload_name, "serve", run.run_id), "annotations": annotations},
+        "spec": {
+            **on_node_group(ctx),
+            **pod_security(non_root=True),
+            "terminationGracePeriodSeconds": 60,
+            "containers": [container],
+            "volumes": [
+                shared_volume(ctx),
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}},
+                {"name": "tmp", "emptyDir": {"sizeLimit": f"{SCRATCH_GIB}Gi"}},
+            ],
+        },
+    }
+
+
+def group_set(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
+    """A replica larger than one node: a LeaderWorkerSet group of `nodes` pods (workloads.manifests.lws)."""
+    leader = pod_template(workload_name, run, ctx)
+    # Workers serve no client: their own component, outside the Service and the clients' policy.
+    worker_labels = labels(workload_name, "serve-worker", run.run_id)
+    worker = worker_template(leader, arguments(workload_name, run, ctx, rank=_WORKER_RANK), worker_labels)
+    object_labels = labels(workload_name, "serve", run.run_id)
+    return leader_worker_set(f"{workload_name}-serve", ctx, object_labels, leader, worker, run.nodes, run.replicas)
+
+
+_WORKER_RANK = leaderworkerset.env_ref(leaderworkerset.WORKER_INDEX_ENV)
+
+
+def server(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
+    """The Deployment: replicas replaced one at a time and never surged (a surge would need
+    accelerators the queue may not have), labelled for Kueue."""
+    pod_labels = labels(workload_name, "serve", run.run_id)
+    object_labels = dict(pod_labels)
+    if ctx.queue:
+        object_labels[QUEUE_LABEL] = ctx.queue
+    if ctx.priority_class:
+        object_labels[PRIORITY_LABEL] = ctx.priority_class
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         # `pulumi up` returns once it is created: Kueue admits each replica when the quota allows.
@@ -144,20 +206,7 @@ def server(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
             "replicas": run.replicas,
             "selector": {"matchLabels": labels(workload_name, "serve")},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
-            "template": {
-                "metadata": {"labels": pod_labels, "annotations": annotations},
-                "spec": {
-                    **on_node_group(ctx),
-                    **pod_security(non_root=True),
-                    "terminationGracePeriodSeconds": 60,
-                    "containers": [container],
-                    "volumes": [
-                        shared_volume(ctx),
-                        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}},
-                        {"name": "tmp", "emptyDir": {"sizeLimit": f"{SCRATCH_GIB}Gi"}},
-                    ],
-                },
-            },
+            "template": pod_template(workload_name, run, ctx),
         },
     }
 
@@ -311,15 +360,26 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
     dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=also)
     model = _model_steps(workload_name, run, ctx, dirs.name)
     name = f"{workload_name}-serve"
-    deployment = server(workload_name, run, ctx)
     after = (name,)
+    if run.spans_nodes:
+        serve = [
+            Step(name, "serve", group_set(workload_name, run, ctx), after=(model[-1].name,), awaited=False),
+            Step(f"{name}-pdb", "serve", group_budget(name, ctx, labels(workload_name, "serve")), after=after),
+            Step(f"{name}-peers", "serve", group_peers(name, ctx), after=after),
+        ]
+        svc = leader_service(workload_name, name, ctx, labels(workload_name, "serve"), serving.PORT)
+    else:
+        serve = [
+            Step(name, "serve", server(workload_name, run, ctx), after=(model[-1].name,), awaited=False),
+            Step(f"{name}-pdb", "serve", disruption_budget(workload_name, ctx), after=after),
+        ]
+        svc = service(workload_name, ctx)
     return [
         image,
         dirs,
         *model,
-        Step(name, "serve", deployment, after=(model[-1].name,), awaited=False),
-        Step(f"{name}-pdb", "serve", disruption_budget(workload_name, ctx), after=after),
-        Step(f"{workload_name}-svc", "service", service(workload_name, ctx), after=after),
+        *serve,
+        Step(f"{workload_name}-svc", "service", svc, after=after),
         Step(f"{workload_name}-clients", "clients", clients_policy(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-clients-egress", "clients", client_egress(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-metrics", "clients", metrics_policy(workload_name, ctx), after=after),
