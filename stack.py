@@ -37,7 +37,7 @@ from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
 from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
-from infra.network import Network
+from infra.network import Network, internal_load_balancing
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import NodeGroupFacts, Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
@@ -153,6 +153,8 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         registry_urls=dict(registry.urls),
         role_arns=dict(addons.role_arns),
         kubernetes_version=cfg.cluster.kubernetes_version,
+        vpc_id=network.vpc_id,
+        load_balancing=internal_load_balancing(cfg.network, ctx.cluster_name, cfg.availability_zones, cfg.addons),
         provider=cluster.provider,
         nodes_ready=[cluster.system_node_group],
         role_ready=list(addons.role_policies),
@@ -206,6 +208,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         inputs.kubernetes_version or cfg.cluster.kubernetes_version,
         nodes_ready=inputs.nodes_ready,
         role_ready=inputs.role_ready,
+        cluster_and_vpc=(inputs.cluster_name, inputs.vpc_id),
     )
     addons.finish()
     # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
@@ -245,6 +248,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         priority_classes=queues.priority_classes,
         teams=dict(cfg.teams),
         storage=inputs.storage,
+        load_balancing=inputs.load_balancing,
     )
     return ClusterLayer(addons, queues, volume, platform)
 
@@ -365,7 +369,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
-        *checks.serving_problems(cfg, groups),
+        *checks.serving_problems(cfg, groups, None if platform.load_balancing else layers.NO_BALANCER),
         *checks.checkpoint_share(cfg.workloads, groups, platform.storage),
         *checks.run_teams(
             cfg.workloads,

@@ -180,6 +180,17 @@ class AddonsConfig(Model):
         "0.19.2",
         description="`oci://registry.k8s.io/kueue/charts/kueue` version (v0.19.x, API `kueue.x-k8s.io/v1beta2`).",
     )
+    load_balancer_controller: bool = Field(
+        False,
+        description="Install the AWS Load Balancer Controller (aws layer: its IAM role; cluster layer: the chart),"
+        " so a serving run can be reached through an internal Network Load Balancer (`endpoint:"
+        " internalLoadBalancer`). Its Service webhook stays off: it takes no Service it is not asked to.",
+    )
+    # kubernetes-sigs/aws-load-balancer-controller v3.5.0 (11eb202c): helm/aws-load-balancer-controller
+    # Chart.yaml 3.5.0 (appVersion v3.5.0), published to https://aws.github.io/eks-charts.
+    load_balancer_controller_chart: str = Field(
+        "3.5.0", description="`aws-load-balancer-controller` chart version (eks-charts; 3.5.0 runs controller v3.5.0)."
+    )
     neuron_scheduler: bool = Field(
         False,
         description="Install the Neuron scheduler extension (Neuron stacks): a second kube-scheduler (EKS Distro, the"
@@ -199,6 +210,7 @@ class AddonsConfig(Model):
         "neuron_chart",
         "fsx_csi_driver_chart",
         "kueue_chart",
+        "load_balancer_controller_chart",
     )
     @classmethod
     def _chart(cls, v: str) -> str:

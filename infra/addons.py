@@ -16,6 +16,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from config.addons import AddonsConfig
+from facts import load_balancer_controller
 from facts.names import (
     CLOUDWATCH_NAMESPACE,
     DEFAULT_QUEUE,
@@ -43,6 +44,8 @@ CLOUDWATCH_POLICIES = {
 # The service accounts whose IAM roles the aws layer makes and the cluster layer names.
 FSX_CSI_ROLE = "fsx-csi"
 NEURON_HEALTH_ROLE = "neuron-health"
+LOAD_BALANCER_CONTROLLER_ROLE = "load-balancer-controller"
+"""Present only where `addons.loadBalancerController` is on: the cluster layer installs the chart then."""
 # NetworkPolicy enforcement by the VPC CNI's network policy agent (EKS user guide,
 # cni-network-policy-configure: the add-on's configuration value, a string; VPC CNI >= 1.14,
 # kernel >= 5.10; tests/upstream/aws-eks-network-policy-2024-12.yaml). Without it the
@@ -139,6 +142,15 @@ class ClusterAddons(pulumi.ComponentResource):
                 "Neuron health",
                 neuron_health_policy(),
             )
+        if self._config.load_balancer_controller:
+            policy = load_balancer_controller.iam_policy(self._ctx.cluster_name)
+            self._role(
+                LOAD_BALANCER_CONTROLLER_ROLE,
+                SYSTEM_NAMESPACE,
+                load_balancer_controller.SERVICE_ACCOUNT,
+                "AWS Load Balancer Controller",
+                json.dumps(policy),
+            )
 
     def declare_kubernetes(
         self,
@@ -150,9 +162,11 @@ class ClusterAddons(pulumi.ComponentResource):
         kubernetes_version: str,
         nodes_ready: Sequence[pulumi.Resource] = (),
         role_ready: Sequence[pulumi.Resource] = (),
+        cluster_and_vpc: tuple[pulumi.Input[str], pulumi.Input[str]] = ("", ""),
     ) -> None:
         """The cluster-layer half: the tenants' namespaces, device plugins, Kueue, FSx CSI
-        driver, MPI operator.
+        driver, MPI operator, and the Load Balancer Controller where the aws layer made its role
+        (`cluster_and_vpc`: the cluster's name and VPC id it is told).
 
         `nodes_ready` (the system node group) and `role_ready` (the roles' policies) are
         waited for when one stack declares both halves; a cluster-layer stack finds them built.
@@ -178,6 +192,8 @@ class ClusterAddons(pulumi.ComponentResource):
             ),
             depends_on=role_ready,
         )
+        if LOAD_BALANCER_CONTROLLER_ROLE in role_arns:
+            self._load_balancer_controller(role_arns[LOAD_BALANCER_CONTROLLER_ROLE], cluster_and_vpc, role_ready)
         # MPI operator: the upstream release manifest, applied server-side (the MPIJob CRD is
         # over 256 KB, too big for client-side apply's annotation; the provider has
         # enable_server_side_apply). yaml/v2 orders the CRD first and awaits every object, so a
@@ -192,6 +208,15 @@ class ClusterAddons(pulumi.ComponentResource):
                 pulumi.ResourceOptions(transforms=[charts.mpi_operator_image_transform(image)] if image else None),
             ),
         )
+
+    def _load_balancer_controller(
+        self, role_arn: pulumi.Input[str], cluster_and_vpc: tuple[Any, Any], role_ready: Sequence[pulumi.Resource]
+    ) -> None:
+        values = pulumi.Output.all(role_arn, *cluster_and_vpc).apply(
+            lambda a: charts.load_balancer_controller_values(a[1], self._ctx.region, a[2], a[0])
+        )
+        chart = self._config.load_balancer_controller_chart
+        self._release(charts.AWS_LOAD_BALANCER_CONTROLLER, chart, values, depends_on=role_ready)
 
     def _tenant(self, tenant: Tenant) -> None:
         """A tenant's namespace and its NetworkPolicies (infra.tenancy). The namespace of a stack

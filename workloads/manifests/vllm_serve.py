@@ -39,6 +39,7 @@ from workloads.manifests.objects import (
     shared_volume,
 )
 from workloads.manifests.security import container_security, non_root_env, pod_security
+from workloads.manifests.serve_endpoint import balanced, load_balancer_ingress, load_balancer_service
 
 MODEL = VllmServeWorkload
 """The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
@@ -301,6 +302,25 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
         Step(f"{workload_name}-svc", "service", service(workload_name, ctx), after=after),
         Step(f"{workload_name}-clients", "clients", clients_policy(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-clients-egress", "clients", client_egress(workload_name, run, ctx), after=after),
+        *_load_balancer_steps(workload_name, run, ctx, after),
+    ]
+
+
+def _load_balancer_steps(
+    workload_name: str, run: VllmServeWorkload, ctx: Context, after: tuple[str, ...]
+) -> list[Step]:
+    """With `endpoint: internalLoadBalancer`: the NLB's Service and the policy that admits its traffic
+    (workloads.manifests.serve_endpoint)."""
+    if not balanced(run):
+        return []
+    return [
+        Step(f"{workload_name}-lb", "service", load_balancer_service(workload_name, run, ctx), after=after),
+        Step(
+            f"{workload_name}-lb-ingress",
+            "service",
+            load_balancer_ingress(workload_name, ctx),
+            after=after,
+        ),
     ]
 
 
