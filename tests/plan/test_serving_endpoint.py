@@ -16,12 +16,15 @@ import pytest
 
 import config
 from config.addons import AddonsConfig
+from config.workloads import VllmServeWorkload
 from facts import load_balancer_controller as lbc
 from facts import serving
 from infra import charts, layers
 from infra.platform import InternalLoadBalancing, Platform
 from tests import upstream
 from tests.conftest import plan_exit, resources, stack_plan, stack_values
+from workloads import deploy
+from workloads.manifests import serve_endpoint
 
 NS = "llm-training-eks:"
 STACK = "trn2-serve"
@@ -290,3 +293,66 @@ def test_the_placement_crosses_both_layer_boundaries() -> None:
         ).load_balancing
         is None
     )
+
+
+def _serve_on_trn1(c: dict[str, Any]) -> None:
+    c[NS + "workloads"]["qwen"] = {
+        "recipe": "vllm-serve",
+        "nodeGroup": "trn1",
+        "runId": "v1",
+        "model": {"hub": "Qwen/Qwen3-8B", "parametersBillions": 8.19},
+        "tensorParallel": 8,
+        "endpoint": "internalLoadBalancer",
+    }
+
+
+def _patient_queue(c: dict[str, Any]) -> None:
+    c.setdefault(NS + "queueing", {})["podsReadyTimeoutMinutes"] = 120
+
+
+def test_the_layered_stacks_hand_the_controller_and_its_subnets_up(tmp_path: Path) -> None:
+    """The aws layer makes the role and exports where internal balancers go; the cluster layer
+    installs the chart on the aws layer's role and VPC and passes the placement on; the runs
+    layer's Service and policy use it. Without the aws layer's switch the runs layer refuses."""
+    from tests.plan.test_layers import LAYERED, _layered_files, _plan_file
+
+    def on(c: dict[str, Any]) -> None:
+        c.setdefault(NS + "addons", {})["loadBalancerController"] = True
+
+    d = _layered_files(tmp_path, {"aws": on, "cluster": _patient_queue, "runs": _serve_on_trn1})
+    plans = {}
+    for layer in ("aws", "cluster"):
+        code, plans[layer], err = _plan_file(d / f"Pulumi.{LAYERED[layer]}.yaml")
+        assert code == 0, f"{layer}: {err}"
+    aws = plans["aws"]["outputs"][layers.AWS_LAYER_OUTPUT]
+    assert "load-balancer-controller" in aws["serviceAccountRoleArns"]
+    (release,) = [
+        r["inputs"] for r in plans["cluster"]["resources"] if r["name"] == "addons-aws-load-balancer-controller"
+    ]
+    assert release["values"]["vpcId"] == aws["vpcId"]
+    assert (
+        release["values"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
+        == (aws["serviceAccountRoleArns"]["load-balancer-controller"])
+    )
+    outputs = plans["cluster"]["outputs"]
+    assert outputs[layers.PLATFORM_OUTPUT]["internalLoadBalancing"] == aws["internalLoadBalancing"]
+    platform = layers.parse_platform(outputs, None, LAYERED["cluster"])
+    workloads: dict[str, Any] = {NS + "workloads": {}}
+    _serve_on_trn1(workloads)
+    run = VllmServeWorkload.model_validate(workloads[NS + "workloads"]["qwen"])
+    svc = serve_endpoint.load_balancer_service("qwen", run, deploy.context(platform, run, "image:1"))
+    assert svc["metadata"]["annotations"][lbc.LB_SUBNETS] == ", ".join(aws["internalLoadBalancing"]["subnets"])
+    # The runs layer refuses nothing of the endpoint with the switch on. (A Neuron server in a runs
+    # layer is refused by the readiness timeout whatever the endpoint: the runs stack cannot set
+    # queueing, and its check reads the runs stack's own default, not the cluster layer's.)
+    code, _, err = _plan_file(d / f"Pulumi.{LAYERED['runs']}.yaml")
+    assert "workloads.qwen.endpoint" not in err, err
+
+    (tmp_path / "off").mkdir()
+    d = _layered_files(tmp_path / "off", {"cluster": _patient_queue, "runs": _serve_on_trn1})
+    for layer in ("aws", "cluster"):
+        code, _, err = _plan_file(d / f"Pulumi.{LAYERED[layer]}.yaml")
+        assert code == 0, err
+    code, _, err = _plan_file(d / f"Pulumi.{LAYERED['runs']}.yaml")
+    assert code == 2, err
+    assert "workloads.qwen.endpoint: internalLoadBalancer needs the AWS Load Balancer Controller" in err, err
