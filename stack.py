@@ -96,11 +96,12 @@ def built_repositories(cfg: StackConfig) -> list[str]:
     """The repositories whose image the stack builds (in AWS CodeBuild, from images/). An
     all-in-one stack builds those of its runs that name neither an image nor a tag: nothing is
     built that no run uses. An aws-layer stack does not know the runs: it builds the image of
-    every repository of its registry that has a Dockerfile in images/ and whose recipe's
-    accelerator one of its node groups has (no NeMo image for a Trainium-only environment)."""
+    every repository of its registry that has a Dockerfile in images/ and whose recipe can train
+    with it on one of its node groups (no NeMo image for a Trainium-only environment, no
+    TorchNeuron image for a trn1 one)."""
     if cfg.layer == "aws":
-        accelerators = {ng.instance.accelerator for ng in cfg.node_groups}
-        usable = {r.REPOSITORY for r in RECIPES.values() if r.REPOSITORY and r.ACCELERATOR in accelerators}
+        instances = [ng.instance for ng in cfg.node_groups]
+        usable = {r.REPOSITORY for r in RECIPES.values() if any(r.built_image_trains_on(i) for i in instances)}
         return sorted(r for r in cfg.registry.repositories if r in usable)
     return sorted(
         {r.REPOSITORY for r in cfg.workloads.values() if r.REPOSITORY and r.image is None and r.image_tag is None}
@@ -256,18 +257,19 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
 def run_plans(
     workloads: Mapping[str, Run], storage: StorageConfig, cfg: StackConfig, node_types: Mapping[str, str]
 ) -> dict[str, dict[str, dict[str, object]]]:
-    """Each run's checkpoint plan (size, write time, share of training time) and, where its recipe
-    models it, its throughput (for the plan's TrainingRun inputs); `node_types` is the instance type
-    of each node group."""
+    """Each run's plans for the TrainingRun's inputs: its checkpoints (size, write time, share of
+    training time) and its throughput (step time and its basis, tokens/s, MFU, support status, time
+    to the first step); `node_types` is the instance type of each node group."""
     plans: dict[str, dict[str, dict[str, object]]] = {}
     for name, run in workloads.items():
+        if run.SERVES:  # a server trains no steps: its cost line has its start and its hourly cost
+            continue
         instance_type = node_types.get(run.node_group)
-        seconds = cost.estimated_step_seconds(cfg, name, instance_type)[0]
+        seconds, basis = cost.estimated_step_seconds(cfg, name, instance_type)
         out = plans.setdefault(name, {})
         if (plan := run.checkpoint_plan(storage, seconds)) is not None:
             out["checkpoints"] = plan.as_dict()
-        if instance_type and (throughput := run.throughput_plan(instance_type, seconds, storage)) is not None:
-            out["throughput"] = throughput
+        out["throughput"] = run.throughput_plan(instance_type or "", seconds, basis, storage)
     return plans
 
 

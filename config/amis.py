@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
-from config.workloads import RunConfig
+from config.workloads import RECIPES, RunConfig
 from facts import amis, drivers, images, instances
 from facts.amis import AmiRelease
 
@@ -60,8 +60,9 @@ class ImageOnGroup:
 
 
 def images_on_group(cfg: StackConfig, ng: NodeGroupConfig) -> list[ImageOnGroup]:
-    """The runs' images on the group, or without runs on it every image this project builds for
-    its accelerator (what a runs layer or a later run would bring)."""
+    """The runs' images on the group, or without runs on it every image this project builds that
+    trains on its instance type (what a runs layer or a later run would bring; not the TorchNeuron
+    image on trn1, nor the SDK 2.22 ones on trn2 where their recipes do not train)."""
     found = [
         ImageOnGroup(f"workloads.{name}.{'neuronSdk' if run.neuron_sdk else 'image'}", image_runtime(run, ng.instance))
         for name, run in sorted(cfg.workloads.items())
@@ -69,10 +70,11 @@ def images_on_group(cfg: StackConfig, ng: NodeGroupConfig) -> list[ImageOnGroup]
     ]
     if found:
         return found
+    trains = {r.REPOSITORY for r in RECIPES.values() if r.built_image_trains_on(ng.instance)}
     return [
         ImageOnGroup(f"images/{repo}", image.runtime)
         for repo, image in sorted(images.IMAGES.items())
-        if ImageOnGroup("", image.runtime).driver_range(ng.instance) is not None
+        if repo in trains and ImageOnGroup("", image.runtime).driver_range(ng.instance) is not None
     ]
 
 

@@ -74,6 +74,13 @@ def llama_parameters(m: ModelConfig, vocab: int = LLAMA2_VOCAB) -> int:
     return 2 * vocab * h + m.num_layers * (attention + mlp + 2 * h) + h
 
 
+def transformer_flops_per_token(parameters: int, layers: int, hidden: int, seq_length: int) -> float:
+    """Model FLOPs of one trained token of a decoder, forward and backward: 6 per parameter plus
+    the attention's 12 x layers x hidden x sequence length (Chowdhery et al. 2022, PaLM,
+    appendix B: "model FLOPs utilization"; no recomputation counted)."""
+    return 6.0 * parameters + 12.0 * layers * hidden * seq_length
+
+
 def write_mb_per_second(storage: StorageConfig) -> float:
     """Aggregate throughput of the file system, MB/s (FSx: TiB x MB/s per TiB; SCRATCH_2's
     baseline is 200 MB/s per TiB)."""

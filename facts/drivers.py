@@ -42,6 +42,7 @@ RUNTIME_OF_SDK: dict[str, str] = {
     "2.30": "2.32.31.0",
     "2.31": "2.33",
     "2.32": "2.34.10",
+    "2.33": "2.35.30.0",
 }
 """Neuron SDK minor -> the Neuron runtime library of its release notes."""
 

@@ -73,6 +73,13 @@ NEMO_EFA = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda
 by absolute path (awsome-distributed-training: nccl-tests.yaml, the NeMo kubernetes Dockerfile's
 mpirun.real wrapper); NGC nemo:24.07 is a CUDA 12 container."""
 
+NEURON_DLC_2_28 = Runtime(OpenMpi("/usr/local", prefix_by_default=True), neuron_runtime="2.30.51.0")
+"""The pytorch-training-neuronx 2.9.0 DLC of SDK 2.28.0 (aws-neuron/deep-learning-containers 2.28.0,
+pytorch/training/2.9.0/Dockerfile.neuronx): Open MPI 4.1.5 built --enable-orterun-prefix-by-default
+into /usr/local; aws-neuronx-runtime-lib 2.30.51.0 (tests/upstream/neuron-sdk-2.28-2.33.yaml)."""
+TORCHNEURON_2_33 = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), neuron_runtime="2.35.30.0")
+"""images/torchtitan: the EFA installer's Open MPI in /opt/amazon/openmpi (started by absolute path,
+as for the NeMo image) and aws-neuronx-runtime-lib 2.35.30.0 of Neuron 2.33.0."""
 GPU_FABRIC = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False), cuda_major="13")
 """images/gpu-fabric: the EFA installer's Open MPI in /opt/amazon/openmpi (its OPAL_PREFIX, as in
 images/nemo) on NVIDIA's CUDA 13.0.2 devel image."""
@@ -187,6 +194,26 @@ IMAGES: dict[str, Image] = {
             60,
             "the Neuron training DLC plus apt packages and a git clone: nothing compiles; 128 GB of disk",
             NEURON_DLC_2_22,
+        ),
+        Image(
+            "neuronx-distributed",
+            "2.28.0",
+            "aws-neuron/neuronx-distributed v2.28.0 examples/training/llama (Llama 3 8B, TP + ZeRO-1)",
+            "BUILD_GENERAL1_MEDIUM",
+            60,
+            "the Neuron training DLC plus a git clone and pure-Python wheels (transformers, datasets): nothing"
+            " compiles; 128 GB of disk",
+            NEURON_DLC_2_28,
+        ),
+        Image(
+            "torchtitan",
+            "2.33.0",
+            "aws-neuron/torchtitan-neuron (TorchTitan Neuron 0.2.2+neuron.1) on TorchNeuron 2.14.3.0",
+            "BUILD_GENERAL1_LARGE",
+            90,
+            "Ubuntu 26.04 plus the Neuron runtime packages, the EFA installer, PyTorch 2.14 and TorchNeuron wheels"
+            " (several GB) and the fork's requirements, some built from source (8 vCPUs)",
+            TORCHNEURON_2_33,
         ),
         Image(
             "gpu-fabric",

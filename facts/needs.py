@@ -176,6 +176,17 @@ PROGRAMS: dict[str, Program] = {
         # The operator's root worker command: sshd -De on its default port (22; 2222 is the non-root variant's).
         Program("/usr/sbin/sshd", "mpi-operator-v0.8.0-pods", binds=(Port(22),)),
         Program("ddp_cpu_train.py", "horovod-cpu-0.28.1"),
+        # NxD's Llama example: the model config from the image's directory, the corpus from disk
+        # (datasets.load_from_disk); logger.py asks IMDS for the instance type, HOSTNAME without it.
+        Program("tp_zero1_llama_hf_pretrain.py", "neuronx-distributed-v2.28.0", endpoints=(IMDS,), accelerator=True),
+        # load_dataset("wikicorpus", "raw_en", trust_remote_code=True): the dataset's loading script
+        # from the Hub (and whatever hosts that script downloads from: not recorded, it is not at hand).
+        Program("get_dataset.py", "neuronx-distributed-v2.28.0", endpoints=(HUB,)),
+        # Loads the xser shards to the XLA device (torch_xla's xser: the Neuron runtime) to merge them.
+        Program("convert_checkpoints.py", "neuronx-distributed-v2.28.0", accelerator=True),
+        Program("download_hf_assets.py", "torchtitan-config-cli", endpoints=(HUB,)),
+        # `-m torchtitan.train`: the tokenizer from --hf_assets_path, the dataset from the checkout or /shared.
+        Program("torchtitan.train", "torchtitan-config-cli", accelerator=True),
         # `vllm serve <model>`: the OpenAI server on --port (FrontendArgs), the model from the Hub
         # unless a folder; it initialises the GPUs or Neuron devices of its tensor-parallel ranks.
         Program("vllm", "vllm-v0.24.0", accelerator=True, binds=(Port(8000),), model_argument=True),

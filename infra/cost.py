@@ -179,7 +179,7 @@ def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | Non
     estimate = run.estimated_step_time(instance_type) if instance_type is not None else None
     if estimate is not None:
         return estimate
-    return None, "unknown: set workloads.<name>.stepSeconds"
+    return None, f"no published step time applies: set workloads.{name}.stepSeconds from a measured step"
 
 
 def own_node_types(cfg: StackConfig) -> dict[str, str]:

@@ -2,8 +2,9 @@
 
     python -m tools.docs [--check]
 
-The configuration reference (docs/configuration.md, from config/: tools/reference.py), the recipe
-table (docs/training.md, from the recipe registry: tools/recipe_table.py) and what each example
+The configuration reference (docs/configuration.md, from config/: tools/reference.py), the recipe,
+support and Neuron version tables (docs/training.md, from the recipe registry and facts/versions.py:
+tools/recipe_table.py, tools/training_tables.py) and what each example
 stack needs (docs/deploy.md, from the stack files: tools/quotas.py). Without `--check` each page
 is rewritten where it differs; with it, nothing is written and the exit code is 1 when a page is
 stale (naming it), 0 otherwise. tests/repo/test_docs.py runs the check.
@@ -19,7 +20,7 @@ from typing import TextIO
 
 from config import parse_stack_values
 from config.stackfile import read_stack_file
-from tools import quotas, recipe_table, reference
+from tools import quotas, recipe_table, reference, training_tables
 from tools.cli import EXAMPLES_DIR, ROOT, stacks_in
 
 DEPLOY = ROOT / "docs" / "deploy.md"
@@ -42,7 +43,7 @@ def _quota_page(text: str) -> str:
 
 GENERATED: dict[Path, Callable[[str], str]] = {
     reference.PAGE: lambda text: reference.update(text, reference.render()),
-    recipe_table.DEFAULT_PAGE: recipe_table.replaced,
+    recipe_table.DEFAULT_PAGE: lambda text: training_tables.replaced(recipe_table.replaced(text)),
     DEPLOY: _quota_page,
 }
 """Each page with generated parts -> the function that gives the page as the code says it."""

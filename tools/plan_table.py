@@ -18,6 +18,7 @@ from facts import amis
 from facts.names import NODE_GROUP_LABEL, PROJECT, component_type
 from infra.ci_runner import runner_label
 from tools.plan_run import checkpoint_facts, startup_facts
+from tools.plan_throughput import throughput_facts
 from tools.plan_view import PlanView, Reads
 from tools.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
 
@@ -215,26 +216,7 @@ def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
     facts += startup_facts(i.get("startup"))
-    return facts + checkpoint_facts(i.get("checkpoints")) + _throughput_facts(i.get("throughput"))
-
-
-def _throughput_facts(t: dict[str, Any] | None) -> list[str]:
-    """Modelled tokens per second, the MFU it implies and the published run it comes from, and the
-    time to the first step (image pull, checkpoint load) and to resume."""
-    if not t:
-        return []
-    lines = []
-    if t.get("tokensPerSecond") is not None:
-        line = f"throughput: {t['tokensPerSecond']:,} tokens/s ({t['tokensPerSecondPerGpu']:,} per GPU)"
-        if t.get("mfu") is not None:
-            line += f", MFU {t['mfu']:.1%}; published: {t['published']}"
-        lines.append(line)
-    first = t["firstStep"]
-    lines.append(
-        f"first step: after the image pull (up to {first['pullSecondsAtMost']:,} s) and {first['loadSeconds']:,} s"
-        f" loading weights; a restart reads the latest checkpoint in ~{first['resumeLoadSeconds']:,} s"
-    )
-    return lines
+    return facts + throughput_facts(i.get("throughput")) + checkpoint_facts(i.get("checkpoints"))
 
 
 def _images_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:

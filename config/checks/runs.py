@@ -111,11 +111,11 @@ def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
             " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family"
         ]
     family = ng.instance.neuron_family
+    wrong_family = versions.family_problems(family, framework=run.NEURON_FRAMEWORK)
+    if wrong_family:
+        return [f"{key}.nodeGroup: {p}" for p in wrong_family]
     return [
-        f"{key}.{source}: {p}"
-        for p in versions.problems(
-            sdk, family, nemo_megatron=run.NEMO_MEGATRON, image=run.image, xla_training=run.XLA_TRAINING
-        )
+        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, framework=run.NEURON_FRAMEWORK, image=run.image)
     ]
 
 

@@ -11,7 +11,7 @@ from config.checkpoints import write_mb_per_second
 from config.checks.groups import Groups
 from config.stack import StackConfig
 from config.workloads import RECIPES, VllmServeWorkload, WorkloadConfig
-from config.workloads.recipe import Conversion, NoConversion
+from config.workloads.recipe import NoConversion, RunExport
 from facts import serving
 
 
@@ -27,10 +27,16 @@ def serving_source(name: str, run: VllmServeWorkload, workloads: Mapping[str, Wo
         known = ", ".join(runs) or "none"
         return [f"{key}: {wanted!r} is not a training run of this stack{did_you_mean(wanted, runs)}; runs: {known}"]
     if isinstance(trained.CONVERSION, NoConversion):
-        convertible = ", ".join(r for r, m in RECIPES.items() if isinstance(m.CONVERSION, Conversion))
+        convertible = ", ".join(r for r, m in RECIPES.items() if not isinstance(m.CONVERSION, NoConversion))
         return [
             f"{key}: recipe {trained.RECIPE} of {wanted!r} has no converter to a Hugging Face model"
             f" ({trained.CONVERSION.why}); servable recipes: {convertible}"
+        ]
+    export = trained.CONVERSION
+    if isinstance(export, RunExport) and not trained.model_dump(by_alias=True).get(export.key):
+        return [
+            f"workloads.{wanted}.{export.key}: must be true for {name!r} to serve {wanted!r}: its run's Hugging Face"
+            f" export ({export.follows}) is what the server loads"
         ]
     if trained.team != run.team:
         team = trained.team or "none"

@@ -26,8 +26,10 @@ from config.workloads.ddp_cpu import DdpCpuWorkload
 from config.workloads.fabric_gpu import FabricGpuRun
 from config.workloads.fabric_neuron import FabricNeuronRun
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
+from config.workloads.llama3_nxd import Llama3NxdWorkload
 from config.workloads.megatron_bridge import MegatronBridgeWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
+from config.workloads.torchtitan_neuron import TorchTitanNeuronWorkload
 from config.workloads.vllm_serve import VllmServeWorkload
 
 __all__ = [
@@ -39,11 +41,13 @@ __all__ = [
     "FabricGpuRun",
     "FabricNeuronRun",
     "Llama2NeuronWorkload",
+    "Llama3NxdWorkload",
     "MegatronBridgeWorkload",
     "MegatronRun",
     "NemoGpuWorkload",
     "Run",
     "RunConfig",
+    "TorchTitanNeuronWorkload",
     "VllmServeWorkload",
     "WorkloadConfig",
 ]
@@ -57,6 +61,8 @@ Run = (
     | MegatronBridgeWorkload
     | FabricGpuRun
     | FabricNeuronRun
+    | Llama3NxdWorkload
+    | TorchTitanNeuronWorkload
     | VllmServeWorkload
 )
 WorkloadConfig = Annotated[Run, Field(discriminator="recipe")]

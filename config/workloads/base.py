@@ -9,12 +9,13 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
-from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan
+from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan, transformer_flops_per_token
 from config.run_env import ProcessEnv
 from config.startup import CompileTime
 from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
+from config.workloads.throughput import plan as plan_throughput
 from facts import images, instances, needs, versions
 
 
@@ -44,17 +45,15 @@ class RunConfig(ProcessEnv):
     STEPS: ClassVar[tuple[str, ...]]
     HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = None
     """Why the recipe needs the stack's Hugging Face token; None: it does not."""
-    NEMO_MEGATRON: ClassVar[bool] = False
-    """The recipe runs neuronx-nemo-megatron (Neuron SDK <= 2.22, trn1/trn1n)."""
+    NEURON_FRAMEWORK: ClassVar[versions.Framework | None] = None
+    """How the recipe trains on Neuron (its SDK and instance family are checked against it,
+    facts/versions.py); None: any framework its SDK has (bring-your-own code)."""
     PUBLIC_IMAGES: ClassVar[bool] = False
+    """The recipe runs a pinned public image per accelerator (facts.serving) unless `image` is set."""
     SERVES: ClassVar[bool] = False
     """A server, not a training run: no first training step (its start is modeled in its cost line)."""
-    """The recipe runs a pinned public image per accelerator (facts.serving) unless `image` is set."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
-    XLA_TRAINING: ClassVar[bool] = True
-    """On Neuron: the recipe trains with PyTorch/XLA (torch-neuronx), which SDK 2.30 ended; False for
-    a recipe that runs no framework (the Neuron SDK need only support the instance family)."""
     CHECKPOINTS: ClassVar[CheckpointModel]
     """How big its checkpoints are (bytes per parameter and its source), or why they are not sized."""
     STEP_TIME: ClassVar[StepTime]
@@ -155,6 +154,20 @@ class RunConfig(ProcessEnv):
             raise KeyProblem("image", f"required for recipe {self.RECIPE} (there is no default repository)")
         return self
 
+    @classmethod
+    def built_image_trains_on(cls, instance: instances.InstanceType) -> bool:
+        """Whether the image the stack builds for the recipe can train on an instance type: the
+        recipe's accelerator, and on Neuron its framework and the image's SDK on the family."""
+        built = images.IMAGES.get(cls.REPOSITORY or "")
+        if built is None or instance.accelerator != cls.ACCELERATOR:
+            return False
+        if instance.accelerator != "neuron" or built.neuron_sdk is None:
+            return True
+        framework, family = cls.NEURON_FRAMEWORK, instance.neuron_family
+        return not versions.family_problems(family, framework=framework) + versions.problems(
+            built.neuron_sdk, family, framework=framework, image=None
+        )
+
     @property
     def built_image(self) -> images.Image | None:
         """The image this repository builds, when the run uses the recipe's repository."""
@@ -214,6 +227,16 @@ class RunConfig(ProcessEnv):
         return None
 
     @property
+    def tokens_per_step(self) -> int | None:
+        """Tokens an optimizer step trains on (global batch x sequence length); None: unknown."""
+        return None
+
+    @property
+    def model_flops_per_token(self) -> float | None:
+        """Model FLOPs per trained token, forward and backward (for the plan's MFU); None: unknown."""
+        return None
+
+    @property
     def checkpoint_interval(self) -> int | None:
         """Steps between checkpoints (None: not counted in steps)."""
         raise NotImplementedError
@@ -238,12 +261,23 @@ class RunConfig(ProcessEnv):
         """Checkpoints the whole run writes, counted as its framework saves (None: not counted)."""
         return None
 
-    def throughput_plan(
-        self, instance_type: str, step_seconds: float | None, storage: StorageConfig
-    ) -> dict[str, object] | None:
-        """The run's modelled throughput for the plan (tokens/s, the MFU it implies, time to first
-        step), where the recipe models it; None otherwise."""
+    @property
+    def initial_weight_bytes(self) -> int | None:
+        """Bytes of weights the run loads before its first step (0: it starts from random weights;
+        None: unknown)."""
         return None
+
+    def published_mfu(self, instance_type: str) -> tuple[float, str] | None:
+        """The MFU of the published run the step time is estimated from, and what was measured,
+        where that run states its own model FLOPs; None: the plan computes MFU from the model."""
+        return None
+
+    def throughput_plan(
+        self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
+    ) -> dict[str, object]:
+        """The run's throughput line of the plan (config/workloads/throughput.py): step time and `basis`,
+        tokens/s, MFU, support status, time to the first step and to resume."""
+        return plan_throughput(self, instance_type, step_seconds, basis, storage)
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """The recipe's own rules against the instance type of its node group."""
@@ -304,12 +338,21 @@ class MegatronRun(RunConfig):
         return self.training.checkpoint_every_steps
 
     @property
-    def checkpoints_kept(self) -> int:
-        return self.training.checkpoints_to_keep
-
-    @property
     def checkpoint_interval_key(self) -> str:
         return "training.checkpointEverySteps"
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.model.global_batch_size * self.model.seq_length
+
+    @property
+    def model_flops_per_token(self) -> float:
+        m = self.model
+        return transformer_flops_per_token(llama_parameters(m), m.num_layers, m.hidden_size, m.seq_length)
+
+    @property
+    def checkpoints_kept(self) -> int:
+        return self.training.checkpoints_to_keep
 
     @property
     def checkpoint_parameters(self) -> int:

@@ -19,9 +19,10 @@ from config.workloads.recipe import (
     NoConversion,
     RecipeDocs,
     StepTime,
+    Support,
     UnknownStepTime,
 )
-from facts import instances, needs
+from facts import instances, needs, versions
 
 BERT_LARGE_PARAMETERS = 335_000_000
 """BERT-large with its pretraining heads (Devlin et al. 2019: 340M; bert-large-uncased: 335M)."""
@@ -34,6 +35,7 @@ class BertNeuronWorkload(RunConfig):
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
     REPOSITORY: ClassVar[str | None] = "bert-neuronx"
     STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "hub", "dataset", "train", "tensorboard")
+    NEURON_FRAMEWORK: ClassVar[versions.Framework | None] = "pytorch-xla"
     CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
         10, "the model in bf16 (model.to(torch.bfloat16)) and AdamW_FP32OptimParams's two fp32 moments: 2 + 8"
     )
@@ -55,6 +57,12 @@ class BertNeuronWorkload(RunConfig):
             "tensorboard": "TensorBoard",
         },
         beside=("tensorboard",),
+        support=Support(
+            "trn1, trn1n",
+            "Neuron SDK 2.22.0, PyTorch 2.5.1 (PyTorch/XLA)",
+            "end of support",
+            "PyTorch/XLA training ended with Neuron 2.30; the seed tutorial, kept as it was",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("trn1-bert", "trn1-shared", "trn1-shared-runs")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from config.checkpoints import write_mb_per_second
-from config.storage import StorageConfig
 from config.workloads.recipe import PublishedStepTime
-from facts import images, instances
+from facts import instances
 from facts import megatron_bridge as bridge
 
 BASIS = "estimated from NVIDIA's Megatron Bridge performance tables"
@@ -70,50 +68,21 @@ def step_seconds(run: Any, instance_type: str) -> float | None:
     return tokens / (row.tokens_per_second_per_gpu * _gpus(run, instance_type))
 
 
-def throughput(run: BridgeRun, instance_type: str, seconds: float | None) -> dict[str, Any] | None:
-    """Tokens per second of the run at `seconds` per step, and, where a published row applies, its
-    model TFLOP/s per GPU against the GPU's dense BF16 peak (the MFU) and what was measured."""
-    if seconds is None:
-        return None
-    r = run.resolved()
-    tokens_per_second = int(r["gbs"]) * int(r["seq"]) / seconds
-    out: dict[str, Any] = {
-        "tokensPerSecond": round(tokens_per_second),
-        "tokensPerSecondPerGpu": round(tokens_per_second / _gpus(run, instance_type), 1),
-    }
+def published_mfu(run: BridgeRun, instance_type: str) -> tuple[float, str] | None:
+    """Where a published row applies: its model TFLOP/s per GPU against the GPU's dense BF16 peak
+    (the MFU), and what was measured (config/workloads/throughput.py shows both on the throughput line)."""
     row = published_row(run, instance_type)
-    if row is not None:
-        peak = bridge.PEAK_DENSE_BF16_TFLOPS[row.system]
-        out["mfu"] = round(row.model_tflops_per_gpu / peak, 3)
-        fp8 = ""
-        if row.precision != "bf16":
-            fp8 = f", {row.model_tflops_per_gpu / bridge.PEAK_DENSE_FP8_TFLOPS[row.system]:.1%} of its dense FP8 peak"
-        out["published"] = (
-            f"{row.system} {row.model} {row.mode} {row.precision}, NeMo {row.container}: {row.shape}:"
-            f" {row.tokens_per_second_per_gpu:g} tokens/s/GPU, {row.model_tflops_per_gpu:g} model TFLOP/s/GPU"
-            f" (MFU against the GPU's {peak:g} dense BF16 TFLOP/s{fp8})"
-        )
-    return out
-
-
-def first_step(run: BridgeRun, storage: StorageConfig) -> dict[str, int]:
-    """Time to the first step, as far as the plan can know it: the image pull (at most
-    facts.images.PULL_SECONDS) and the checkpoint read at the file system's full throughput (SFT:
-    the imported bf16 weights; pre-training starts from random weights), and what a restart reads
-    (the latest full checkpoint). The Hub download and the import run before, as their own Jobs."""
-    read = write_mb_per_second(storage) * 1e6
-    weights = run.checkpoint_parameters * bridge.WEIGHT_BYTES_PER_PARAMETER if run.mode == "sft" else 0
-    return {
-        "pullSecondsAtMost": images.PULL_SECONDS,
-        "loadSeconds": round(weights / read),
-        "resumeLoadSeconds": round(run.checkpoint_parameters * bridge.CHECKPOINT_BYTES_PER_PARAMETER / read),
-    }
-
-
-def plan(run: BridgeRun, instance_type: str, seconds: float | None, storage: StorageConfig) -> dict[str, object]:
-    """The run's throughput line of the plan: tokens/s and MFU where the step is known, and the
-    time to its first step."""
-    return {**(throughput(run, instance_type, seconds) or {}), "firstStep": first_step(run, storage)}
+    if row is None:
+        return None
+    peak = bridge.PEAK_DENSE_BF16_TFLOPS[row.system]
+    fp8 = ""
+    if row.precision != "bf16":
+        fp8 = f", {row.model_tflops_per_gpu / bridge.PEAK_DENSE_FP8_TFLOPS[row.system]:.1%} of its dense FP8 peak"
+    return row.model_tflops_per_gpu / peak, (
+        f"{row.system} {row.model} {row.mode} {row.precision}, NeMo {row.container}: {row.shape}:"
+        f" {row.tokens_per_second_per_gpu:g} tokens/s/GPU, {row.model_tflops_per_gpu:g} model TFLOP/s/GPU"
+        f" (MFU against the GPU's {peak:g} dense BF16 TFLOP/s{fp8})"
+    )
 
 
 STEP_TIME = PublishedStepTime(

@@ -18,6 +18,7 @@ from config.workloads.recipe import (
     NotHeld,
     RecipeDocs,
     StepTime,
+    Support,
     UnknownStepTime,
 )
 from facts import instances
@@ -42,6 +43,12 @@ class CustomWorkload(RunConfig):
             "tensorboard": "optional TensorBoard",
         },
         beside=("tensorboard",),
+        support=Support(
+            "any accelerated node group",
+            "your image (a Neuron image names its SDK, checked against the instance family)",
+            "current",
+            "your command runs unchanged",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = NoExampleStack(
         "an example needs a user's image: the launch harness plays every example stack's runs and has no stand-in"

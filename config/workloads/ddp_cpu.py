@@ -19,6 +19,7 @@ from config.workloads.recipe import (
     NoConversion,
     RecipeDocs,
     StepTime,
+    Support,
     UnknownStepTime,
 )
 from facts import images, instances
@@ -47,6 +48,12 @@ class DdpCpuWorkload(RunConfig):
             "train": "training MPIJob on the system nodes (health gate: each node's `/shared`; the script written to"
             " the run directory; torchrun on every node; checkpoints, one interruption and the resume)"
         },
+        support=Support(
+            "the system node group's CPUs",
+            "PyTorch 1.12.1 (gloo) in horovod-cpu 0.28.1",
+            "current",
+            "a platform check (scheduling, storage, restart and resume), not a model recipe",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("dev",)
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
@@ -98,6 +105,10 @@ class DdpCpuWorkload(RunConfig):
     @property
     def checkpoint_interval(self) -> int:
         return self.checkpoint_every_steps
+
+    @property
+    def checkpoint_interval_key(self) -> str:
+        return "checkpointEverySteps"
 
     @property
     def checkpoints_kept(self) -> int:

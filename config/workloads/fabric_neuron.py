@@ -8,8 +8,8 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from config.workloads.fabric import FabricAcceptanceRun
-from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs
-from facts import instances
+from config.workloads.recipe import Arguments, ExampleStacks, HeldAgainst, RecipeDocs, Support
+from facts import instances, versions
 
 
 class FabricNeuronRun(FabricAcceptanceRun):
@@ -20,7 +20,7 @@ class FabricNeuronRun(FabricAcceptanceRun):
     RECIPE: ClassVar[str] = "fabric-neuron"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "neuron"
     REPOSITORY: ClassVar[str | None] = "neuron-fabric"
-    XLA_TRAINING: ClassVar[bool] = False
+    NEURON_FRAMEWORK: ClassVar[versions.Framework | None] = "none"
     STEPS: ClassVar[tuple[str, ...]] = ("image", "accept")
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows="`nccom-test` of aws-neuronx-tools 2.32.28.0 (Neuron SDK 2.32.0) across the nodes in MPI mode, as the"
@@ -31,6 +31,12 @@ class FabricNeuronRun(FabricAcceptanceRun):
             "accept": "acceptance MPIJob, awaited: per-node checks (UltraServer membership on trn2u), all-reduce"
             " against the floor, sweep, report",
         },
+        support=Support(
+            "trn1, trn1n, trn2, trn2u",
+            "Neuron SDK 2.32.0 runtime, collectives and nccom-test, EFA installer 1.51.0 (no framework)",
+            "current",
+            "a fabric acceptance run on the Neuron runtime and tools, not a model recipe",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("trn2",)
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(

@@ -20,8 +20,9 @@ from config.workloads.recipe import (
     PublishedStepTime,
     RecipeDocs,
     StepTime,
+    Support,
 )
-from facts import instances
+from facts import instances, versions
 
 LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16
 """Neuron performance sample (aws-neuron-sdk trn1_trn1n_nlp_data.csv, Neuron 2.13.1): Llama2-7B,
@@ -54,7 +55,7 @@ class Llama2NeuronWorkload(MegatronRun):
         "shell",
     )
     HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = "downloads the gated Llama tokenizer"
-    NEMO_MEGATRON: ClassVar[bool] = True
+    NEURON_FRAMEWORK: ClassVar[versions.Framework | None] = "nemo-megatron"
     CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
         12,
         "neuronx-nemo-megatron's bf16SR mode (XLA_USE_BF16=1, optimizer adamw; train_setup.sh) keeps tensors"
@@ -85,6 +86,12 @@ class Llama2NeuronWorkload(MegatronRun):
             "shell": "optional shell pod",
         },
         beside=("tensorboard", "shell"),
+        support=Support(
+            "trn1, trn1n",
+            "Neuron SDK 2.22.0, PyTorch 2.5.1 (PyTorch/XLA), neuronx-nemo-megatron 0.8.0",
+            "end of support",
+            "neuronx-nemo-megatron is not supported from Neuron 2.23 on; the seed tutorial, kept as it was",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("trn1-llama2", "trn1-llama2-runs")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(

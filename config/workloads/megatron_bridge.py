@@ -13,11 +13,18 @@ from pydantic import Field, field_validator, model_validator
 from config.base import KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, CheckpointSize
 from config.startup import NO_COMPILE, CompileTime
-from config.storage import StorageConfig
 from config.workloads.base import RunConfig
-from config.workloads.bridge_throughput import STEP_TIME
-from config.workloads.bridge_throughput import plan as bridge_plan
-from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, StepTime
+from config.workloads.bridge_throughput import STEP_TIME, published_mfu
+from config.workloads.recipe import (
+    Arguments,
+    Converter,
+    ExampleStacks,
+    HeldAgainst,
+    RecipeDocs,
+    RunExport,
+    StepTime,
+    Support,
+)
 from facts import instances, needs
 from facts import megatron_bridge as bridge
 
@@ -164,11 +171,20 @@ class MegatronBridgeWorkload(RunConfig):
             "tensorboard": "TensorBoard",
         },
         beside=("tensorboard",),
+        support=Support(
+            "p5, p5e, p5en, p6-b200, p6-b300",
+            f"NeMo Framework 26.08, Megatron Bridge {bridge.BRIDGE_VERSION}, Megatron Core {bridge.MCORE_VERSION}",
+            "current",
+            "the Megatron Bridge release in the NGC nemo:26.08 image that AWS's megatron-bridge test case locks"
+            " (tests/upstream/nemo-framework-26.08.yaml)",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5en-megatron-bridge",)
-    CONVERSION: ClassVar[Converter] = NoConversion(
-        "its run exports a Hugging Face folder itself (run_conversion.py export), which a serving run does not read"
-        " yet: serve that folder's model through model.hub once published, or wait for the converter"
+    CONVERSION: ClassVar[Converter] = RunExport(
+        "Megatron Bridge 0.6.0 `run_conversion.py export` at the end of the run: safetensors, config.json and the"
+        " tokenizer (AutoBridge.save_hf_pretrained: hf_pretrained/base.py save_artifacts, ARTIFACTS ['tokenizer'])",
+        "megatron-bridge-0.6.0",
+        "export",
     )
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("megatron-bridge-0.6.0", "huggingface-hub-1.24.0"),
@@ -296,10 +312,19 @@ class MegatronBridgeWorkload(RunConfig):
     def checkpoint_parameters(self) -> int:
         return self.hf_model.shape.parameters
 
-    def throughput_plan(
-        self, instance_type: str, step_seconds: float | None, storage: StorageConfig
-    ) -> dict[str, object] | None:
-        return bridge_plan(self, instance_type, step_seconds, storage)
+    @property
+    def tokens_per_step(self) -> int:
+        r = self.resolved()
+        return int(r["gbs"]) * int(r["seq"])
+
+    @property
+    def initial_weight_bytes(self) -> int:
+        """SFT loads the imported bf16 weights; pre-training starts from random weights. (The Hub
+        download and the import run before, as their own Jobs.)"""
+        return self.checkpoint_parameters * bridge.WEIGHT_BYTES_PER_PARAMETER if self.mode == "sft" else 0
+
+    def published_mfu(self, instance_type: str) -> tuple[float, str] | None:
+        return published_mfu(self, instance_type)
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """What Megatron Core refuses at start-up (tests/upstream/megatron-lm-core_r0.19.0.yaml

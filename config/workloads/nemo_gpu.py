@@ -19,6 +19,7 @@ from config.workloads.recipe import (
     HeldAgainst,
     RecipeDocs,
     StepTime,
+    Support,
     UnknownStepTime,
 )
 from facts import instances, needs
@@ -63,6 +64,12 @@ class NemoGpuWorkload(MegatronRun):
             "tensorboard": "TensorBoard",
         },
         beside=("tensorboard",),
+        support=Support(
+            "p4de, p5, p5e, p5en",
+            "NeMo 2.0.0rc1 (NGC nemo:24.07), EFA installer 1.37.0, aws-ofi-nccl 1.13.2",
+            "seed",
+            "the NeMo 24.07 tutorial the project was seeded from, kept as it was",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p4de-nemo", "p5-train-serve")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,21 @@ class UnknownStepTime:
 StepTime = PublishedStepTime | UnknownStepTime
 
 
+Status = Literal["current", "beta", "maintenance", "end of support", "seed"]
+
+
+@dataclass(frozen=True)
+class Support:
+    """The recipe's row of the support table: the hardware it runs on, its software versions,
+    and its support status upstream (current, beta, maintenance, end of support)."""
+
+    hardware: str
+    software: str
+    status: Status
+    why: str
+    """What the status rests on (the upstream announcement or release note)."""
+
+
 @dataclass(frozen=True)
 class RecipeDocs:
     """The recipe's row of the recipe table (tools/recipe_table.py renders the table from these)."""
@@ -50,6 +65,8 @@ class RecipeDocs:
     beside: tuple[str, ...] = ()
     """Steps that run beside the others (TensorBoard, a shell pod): nothing waits for them and
     they wait for nothing; the table lists them after the chain."""
+    support: Support | None = None
+    """Its row of the support table (every recipe states one: tests/unit/test_recipe_registry.py)."""
 
 
 @dataclass(frozen=True)
@@ -96,10 +113,21 @@ class Conversion:
 
 
 @dataclass(frozen=True)
+class RunExport:
+    """A recipe whose runs write a Hugging Face folder themselves, as a step of the run (its
+    exporter's options held with the run's arguments, `facts`); the conversion Job of a serving run
+    copies the newest complete export. `key`: the run's key that turns the export on."""
+
+    follows: str
+    facts: str
+    key: str
+
+
+@dataclass(frozen=True)
 class NoConversion:
     """A recipe whose runs cannot be served (no converter to a Hugging Face model), and why."""
 
     why: str
 
 
-Converter = Conversion | NoConversion
+Converter = Conversion | RunExport | NoConversion

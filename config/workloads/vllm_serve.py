@@ -26,6 +26,7 @@ from config.workloads.recipe import (
     NoConversion,
     RecipeDocs,
     StepTime,
+    Support,
     UnknownStepTime,
 )
 from facts import images, instances, needs, serving
@@ -150,6 +151,13 @@ class VllmServeWorkload(RunConfig):
             " (an internal NLB by the AWS Load Balancer Controller) and the NetworkPolicy that admits its traffic",
             "clients": "NetworkPolicy (the server, reached by the clients the config names)",
         },
+        support=Support(
+            "NVIDIA GPU node groups; trn2 (vLLM Neuron); trn1, inf2 (maintenance image)",
+            "vLLM 0.24.0; vLLM Neuron 0.24.0.1.1.0 (Neuron SDK 2.32.0); vLLM 0.16.0 on NxD Inference (SDK 2.31.1)",
+            "current",
+            "vLLM's current release on GPUs and Trn2; trn1 and inf2 serve on the last vLLM image for them (vLLM 0.16.0"
+            " on NxD Inference, no newer vLLM there: facts/serving.py)",
+        ),
     )
     EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5-train-serve", "trn2-serve")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(

@@ -26,7 +26,7 @@ from workloads.manifests.mpijob import POLL_ENV, WAIT_ENV
 # --nproc_per_node or a wrong local rank shows; one on 3 nodes (node ranks across 3 hosts),
 # which saves a third of the torch start-ups the harness pays for.
 RANKS_PER_NODE = {2: 2, 3: 1, 4: 1}
-CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+\.pt|.*step=\d+.*|iter_\d{7})$")
+CHECKPOINT = re.compile(r"^(ckpt_\d+\.pt|step-\d+(\.pt)?|step_\d+|.*step=\d+.*|iter_\d{7})$")
 RULES = upstream.facts("training-resume-rules")
 # What a resumed run logs: the frameworks' lines (upstream), and ddp-cpu's own script's
 # (workloads/manifests/ddp_cpu_train.py, which runs here for real).
@@ -70,15 +70,18 @@ STANDIN_FACTS = {
     "bertHub": BERT["hub"],
     "megatronTokenizers": {GPT2_BPE["type"]: GPT2_BPE["hub_repo"]},
     "autoTokenizer": TRANSFORMERS["auto_tokenizer"],
+    "nxd": upstream.facts("neuronx-distributed-v2.28.0"),
+    "torchtitan": upstream.facts("torchtitan-config-cli"),
 }
 
 
 def checkpoint_step(name: str) -> int:
     """The step of a checkpoint named the way NeMo (`step=N`), the BERT script (`ckpt_N.pt`),
-    ddp-cpu's script (`step-0000000N.pt`) or Megatron Bridge (`iter_000000N`) names it."""
+    ddp-cpu's script (`step-0000000N.pt`), NxD (`step_N/`), TorchTitan (`step-N/`) or Megatron Bridge
+    (`iter_000000N`) names it."""
     m = (
         re.search(r"step=(\d+)", name)
-        or re.search(r"^(?:ckpt_|step-)(\d+)\.pt$", name)
+        or re.search(r"^(?:ckpt_|step-|step_)(\d+)(?:\.pt)?$", name)
         or re.search(r"^iter_(\d{7})$", name)
     )
     if not m:

@@ -14,9 +14,11 @@ for the public image of CPU runs from its upstream facts (tests/upstream/horovod
   (its facts). This machine's Open MPI binaries stand in, copied there: a `mpirun` found on
   PATH starts its remote `orted` through sshd's default PATH, an absolute one (Open MPI's
   implicit --prefix) from its own bin/;
-- what its base image brings that the node must fit: the DLC's Neuron runtime library, the NGC
-  container's CUDA major (tests/upstream/nvidia-cuda-compatibility.yaml); and which
-  huggingface-hub its Python has (neuronx-nemo-megatron's pin: 0.22.2; the others 0.24.5).
+- what its base image brings that the node must fit: the DLC's Neuron runtime library (SDK 2.22.0's;
+  SDK 2.28.0's from tests/upstream/neuron-sdk-2.28-2.33.yaml), or the one its Dockerfile installs
+  (`ARG NEURON_RUNTIME_VERSION`, images/torchtitan), the NGC container's CUDA major
+  (tests/upstream/nvidia-cuda-compatibility.yaml); and which huggingface-hub its Python has
+  (neuronx-nemo-megatron's pin: 0.22.2; neuronx-distributed's 0.27.1; the others 0.24.5).
 
 Only that: an image's ssh_config, sshd_config and loader cache (`/etc/ld.so.conf.d`) are not
 modelled, so the rendered commands are held to work on an image that has its ENV and files
@@ -63,6 +65,11 @@ STANDIN_FILES = {
     "preprocess_data_for_megatron.py": "preprocess_data_for_megatron.py",
     "megatron_gpt_pretraining.py": "megatron_gpt_pretraining.py",
     "dp_bert_large_hf_pretrain_hdf5.py": "dp_bert_large_hf_pretrain_hdf5.py",
+    "tp_zero1_llama_hf_pretrain.py": "tp_zero1_llama_hf_pretrain.py",
+    "get_dataset.py": "get_dataset.py",
+    "convert_checkpoints.py": "convert_checkpoints.py",
+    "download_hf_assets.py": "download_hf_assets.py",
+    "train.py": "torchtitan_train.py",  # torchtitan/train.py of the checkout: `python -m torchtitan.train`
     "hf": "hf_cli.py",
     "run_recipe.py": "run_recipe.py",
     "run_conversion.py": "run_conversion.py",
@@ -77,6 +84,8 @@ FRAMEWORKS = {
     "nemo": "nemo",
     "bert-neuronx": "bert",
     "horovod-cpu": "ddp-cpu",
+    "neuronx-distributed": "nxd",
+    "torchtitan": "torchtitan",
     "nemo-megatron-bridge": "megatron-bridge",
     "gpu-fabric": "fabric",
     "neuron-fabric": "fabric",
@@ -85,12 +94,18 @@ FRAMEWORKS = {
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
 DLC = upstream.facts("neuron-dlc-pytorch-training")
 DLC_BASES = {base: DLC[f"{sdk}_pytorch_2.5.1"] for sdk, base in DLC["images"].items() if f"{sdk}_pytorch_2.5.1" in DLC}
+_DLC_2_28 = upstream.facts("neuron-sdk-2.28-2.33")["dlc_2_28_0_training"]
+DLC_BASES[_DLC_2_28["image"]] = {  # the SDK 2.28.0 DLC of images/neuronx-distributed, in the same shape
+    "open_mpi": _DLC_2_28["open_mpi"],
+    "apt_neuron": [f"aws-neuronx-runtime-lib {_DLC_2_28['runtime_lib']}"],
+}
 NGC_CUDA_MAJOR = upstream.facts("nvidia-cuda-compatibility")["ngc_24_containers_cuda_major"]
 # This machine's Open MPI (Debian openmpi-bin), and the names an image without it must not show.
 SYSTEM_MPI = {"orterun": "/usr/bin/orterun", "orted": "/usr/bin/orted"}
 SYSTEM_MPI_NAMES = ("/usr/bin/mpirun", "/usr/bin/mpiexec", "/usr/bin/orterun", "/usr/bin/orted")
 HUB_VERSIONS = {
     "neuronx-nemo-megatron": "huggingface-hub-0.22.2",  # its requirements: <0.23
+    "neuronx-distributed": "huggingface-hub-0.27.1",  # pinned by its Dockerfile (the example's floor)
     "nemo-megatron-bridge": "huggingface-hub-1.24.0",  # what Megatron Bridge 0.6.0 locks
 }
 

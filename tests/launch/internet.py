@@ -7,8 +7,9 @@ NetworkPolicies' decision (netpolicy.reaches_internet); a pod that may not gets 
 route to it, so its connections fail at once (on EKS they time out).
 
 What it serves: the repositories the recipes read (their file names from the upstream facts of
-the programs that read them; contents are placeholders), a gated one refusing a request without
-a token, and the BERT tutorial's dataset object.
+the programs that read them; contents are placeholders), the gated ones (Llama 2's, Llama 3's)
+refusing a request without a token, the datasets (RedPajama's sample, NxD's wikicorpus) and the
+BERT tutorial's dataset object.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from config.workloads.llama3_nxd import Llama3NxdData
+from config.workloads.torchtitan_neuron import TorchTitanModel
 from tests import upstream
 
 ADDRESS = "127.20.0.1"
@@ -29,6 +32,8 @@ PORT = 443
 HUB = upstream.facts("huggingface-hub-0.24.5")
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
 NEMO = upstream.facts("nemo-r2.0.0rc1")
+NXD = upstream.facts("neuronx-distributed-v2.28.0")["data"]["get_dataset"]
+TITAN_ASSETS = upstream.facts("torchtitan-config-cli")["download_hf_assets"]["assets"]
 HOSTS = (str(urlsplit(HUB["endpoint"]).hostname), "s3.amazonaws.com")
 """The public names the stand-ins contact (the Hub's endpoint; S3, which the VPC's gateway
 endpoint serves at S3's public addresses)."""
@@ -66,6 +71,13 @@ def content() -> dict:
         "special_tokens_map.json",
         "config.json",
     )
+    # The Trainium recipes' default repositories: Llama 3's (gated; a fast tokenizer, no
+    # tokenizer.model at the top) and Qwen3's (ungated; TorchTitan's asset files it has).
+    llama3 = Llama3NxdData.model_fields["tokenizer"].default
+    llama3_files = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
+    qwen3 = TorchTitanModel.model_fields["hugging_face_repo"].default
+    qwen3_files = [f for kind in TITAN_ASSETS.values() for f in kind if f not in ("tokenizer.model", "vocab.txt")]
+    wikicorpus = NXD["dataset"][0]  # datasets' loading script of the legacy dataset id
     # A Llama 3.1 repository as Megatron Bridge's recipes name it: config, tokenizer, two weight
     # shards with their index, and the original consolidated weights no step should fetch.
     llama31 = "meta-llama/Meta-Llama-3.1-8B"
@@ -86,11 +98,14 @@ def content() -> dict:
             bert: _repo(bert, {f: _json({"model_type": "bert"}) for f in bert_files}),
             gpt2: _repo(gpt2, gpt2_files),
             llama: _repo(llama, {f: _json({"tokenizer_class": "LlamaTokenizer"}) for f in llama_files}, gated=True),
+            llama3: _repo(llama3, {f: _json({"model_type": "llama"}) for f in llama3_files}, gated=True),
+            qwen3: _repo(qwen3, {f: _json({"model_type": "qwen3"}) for f in qwen3_files}),
         },
         "datasets": {
             "togethercomputer/RedPajama-Data-1T-Sample": _repo(
                 "togethercomputer/RedPajama-Data-1T-Sample", {"part-00000.jsonl": lines, "part-00001.jsonl": lines}
-            )
+            ),
+            wikicorpus: _repo(wikicorpus, {f"{wikicorpus}.py": "# datasets loading script", "README.md": ""}),
         },
         "s3": {s3_key: 16},
     }

@@ -84,11 +84,19 @@ def workers(job: dict[str, Any], nodes: int) -> list[str]:
     return [f"{job['metadata']['name']}-worker-{i}" for i in range(nodes)]
 
 
+KINDS = {
+    "run_recipe.py": "bridge",
+    "megatron_gpt_pretraining.py": "megatron",
+    "ddp_cpu_train.py": "ddp-cpu",
+    "tp_zero1_llama_hf_pretrain.py": "nxd",
+    "torchtitan.train": "torchtitan",
+}
+"""What the training command runs -> the name its stand-in records under (else the BERT script)."""
+
+
 def training_kind(job: dict[str, Any]) -> str:
     text = plans.script(job)
-    if "run_recipe.py" in text:
-        return "bridge"
-    return "megatron" if "megatron_gpt_pretraining.py" in text else "ddp-cpu" if "ddp_cpu_train.py" in text else "bert"
+    return next((kind for program, kind in KINDS.items() if program in text), "bert")
 
 
 def node_fault(run: WorkloadRun, index: int) -> tuple[Faults, str]:
@@ -136,6 +144,18 @@ def assert_trained(run: WorkloadRun, resumed_from: int | None = None) -> None:
     assert [r for r in run.records(name, f"{kind}-done") if not r["extracting"]], "training did not finish"
     if resumed_from is not None:
         assert {r["resumedFrom"] for r in ranks} == {resumed_from}
+
+
+def assert_exported(run: WorkloadRun, log: str) -> None:
+    """A run that ends with a Hugging Face export wrote it after training, with the model's
+    config.json beside the weights (NxD: the converter's checkpoint.pt; TorchTitan: safetensors)."""
+    if "== Hugging Face export" not in log:
+        return
+    assert log.index("== training") < log.index("== Hugging Face export"), tail(log)
+    assert re.search(r"^exported (step_\d+|step \d+) to /shared/\S+$", log, re.M), tail(log)
+    weights = ("checkpoint.pt", "model.safetensors.index.json")
+    exported = [p.parent for p in run.shared.rglob("config.json") if any((p.parent / w).exists() for w in weights)]
+    assert exported, "no directory with the exported weights and config.json"
 
 
 def assert_stopped_once_and_resumed(result: Any, values: dict[str, Any]) -> None:
@@ -206,9 +226,10 @@ def assert_first_launch(run: WorkloadRun, log: str, attempt: int | None = None) 
         assert multi["host"] == f"{name}-worker-0", multi["host"]
         assert multi["env"]["NEURON_RT_ROOT_COMM_ID"].startswith(f"{multi['host_ip']}:")
         assert multi["env"]["FI_PROVIDER"] == "efa"
-        assert run.records(name, "neuron_parallel_compile", attempt), tail(log)
-        assert list(run.shared.rglob("model.neff")), "no compiled graph in the cache on /shared"
-        assert log.index("== precompile") < log.index("== training")
+        if "== precompile" in log:  # a recipe that precompiles (TorchTitan's eager mode does not)
+            assert run.records(name, "neuron_parallel_compile", attempt), tail(log)
+            assert list(run.shared.rglob("model.neff")), "no compiled graph in the cache on /shared"
+            assert log.index("== precompile") < log.index("== training")
     elif accelerator(run.training) == "nvidia.com/gpu":
         assert re.search(r"NCCL INFO Using network Libfabric$", log, re.M), tail(log)
 
@@ -228,6 +249,7 @@ def test_health_gate_passes_then_training_completes(launch: Any, stack: str, wor
     if plans.is_acceptance(run.training):
         return
     assert_trained(run)
+    assert_exported(run, results[-1].attempts[-1].log)
     # A run that stops itself once (ddp-cpu's first hour) resumes from its checkpoint after.
     values = plans.harness_values(stack, workload, nodes)[f"{plans.PREFIX}workloads"][workload]
     if values.get("interruptOnceAtStep"):

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from config.workloads import RECIPES
+from facts import instances
 from facts.images import IMAGES
 from infra import images
 from tests import upstream
@@ -42,10 +43,12 @@ def test_only_the_images_the_runs_use_are_built() -> None:
 
 
 def test_an_aws_layer_builds_only_the_images_its_accelerators_can_run() -> None:
-    """A Trainium-only environment builds the Neuron images, not NVIDIA's NeMo image."""
+    """A trn1 environment builds the Neuron images that train on trn1: not NVIDIA's NeMo image, and
+    not the TorchNeuron one (Trn2 and Trn3 only)."""
     built = set(projects(stack_plan("trn1-llama2-aws")))
-    assert built == {r for r, recipe in RECIPE_OF.items() if recipe.ACCELERATOR == "neuron"}
-    assert "nemo" not in built
+    trn1 = instances.get("trn1.32xlarge")
+    assert built == {r for r, recipe in RECIPE_OF.items() if recipe.built_image_trains_on(trn1)}
+    assert "nemo" not in built and "torchtitan" not in built and "neuronx-distributed" in built
 
 
 def test_each_image_builds_on_a_compute_type_sized_for_it() -> None:

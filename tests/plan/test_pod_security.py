@@ -187,7 +187,7 @@ def test_only_the_steps_that_download_reach_the_internet(stack: str) -> None:
     wanted = {
         pod.name
         for pod in pods(plan)
-        if any(x in pod.name for x in ("-tokenizer-", "-dataset-", "-hub-"))
+        if any(x in pod.name for x in ("-tokenizer-", "-dataset-", "-hub-", "-assets-"))
         or (pod.role.startswith("MPI") and stack == VARIANT)
     }
     assert internet == wanted

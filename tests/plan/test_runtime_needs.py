@@ -118,7 +118,9 @@ def programs(script: str, where: str = "here") -> Iterator[tuple[str, str, str]]
         yield program, where, script
     visible = _outside_single_quotes(script)  # a quoted script is scanned as it runs, below
     for name in needs.PROGRAMS:
-        if name.endswith(".py") and re.search(rf"(^|[\s/]){re.escape(name)}\b", visible):
+        if (name.endswith(".py") and re.search(rf"(^|[\s/]){re.escape(name)}\b", visible)) or (
+            "." in name and re.search(rf"(^|\s)-m\s+{re.escape(name)}(\s|$)", visible)
+        ):
             yield name, where, script
     for how, nested in uses.nested:
         yield from programs(nested, "here" if how == "bash" else ("mpirun" if how == "mpirun" else "ssh"))

@@ -78,8 +78,30 @@ def test_the_images_runtimes_are_their_bases() -> None:
     cpu = images.PUBLIC_CPU_RUNTIME.open_mpi
     assert cpu and cpu.prefix == upstream.facts("horovod-cpu-0.28.1")["open_mpi"]["prefix"]
     for image in images.IMAGES.values():
-        if image.neuron_sdk:
-            assert image.runtime.neuron_runtime == drivers.runtime_of_sdk(image.neuron_sdk), image.repository
+        if image.neuron_sdk:  # the SDK's runtime line (a DLC may carry a later patch of it)
+            runtime, of_sdk = image.runtime.neuron_runtime, drivers.runtime_of_sdk(image.neuron_sdk)
+            assert runtime and of_sdk and runtime.split(".")[:2] == of_sdk.split(".")[:2], image.repository
+
+
+def test_the_trainium_images_runtimes_are_their_sources() -> None:
+    """The SDK 2.28.0 DLC's runtime library and Open MPI (deep-learning-containers 2.28.0, its
+    2.9.0 Dockerfile.neuronx); images/torchtitan's runtime library the version its Dockerfile
+    installs, of Neuron 2.33.0, and its Open MPI the EFA installer's, named by OPAL_PREFIX."""
+    sdks = upstream.facts("neuron-sdk-2.28-2.33")
+    dlc = sdks["dlc_2_28_0_training"]
+    assert images.NEURON_DLC_2_28.neuron_runtime == dlc["runtime_lib"].split("-")[0]
+    mpi = images.NEURON_DLC_2_28.open_mpi
+    assert mpi and (mpi.prefix, mpi.prefix_by_default) == (
+        dlc["open_mpi"]["prefix"],
+        dlc["open_mpi"]["prefix_by_default"],
+    )
+    titan = images.IMAGES["torchtitan"].dockerfile.read_text()
+    assert images.TORCHNEURON_2_33.neuron_runtime == sdks["releases"]["2.33.0"]["runtime"]
+    assert f"ARG NEURON_RUNTIME_VERSION={images.TORCHNEURON_2_33.neuron_runtime}\n" in titan
+    titan_mpi = images.TORCHNEURON_2_33.open_mpi
+    efa = upstream.facts("awsome-distributed-training-efa")["open_mpi"]
+    assert titan_mpi and titan_mpi.mpirun == efa["launcher_command"] and not titan_mpi.prefix_by_default
+    assert f"ENV OPAL_PREFIX={titan_mpi.prefix}" in titan
 
 
 @pytest.mark.parametrize(

@@ -83,10 +83,11 @@ def test_a_runs_stack_needs_the_images_its_aws_layer_builds() -> None:
     assert region == "us-west-2"
     assert wanted == [images.Wanted("neuronx-nemo-megatron", TAG, REPOSITORY, PROJECT, "trn1-llama2-aws")]
     # The aws layer builds every image its Trainium groups can run: the recipes' and the fabric
-    # acceptance run's.
+    # acceptance run's; not the TorchNeuron one (trn2/trn3 only).
     assert {w.repo for w in images.wanted("trn1-llama2-aws")[1]} == {
         "neuronx-nemo-megatron",
         "bert-neuronx",
+        "neuronx-distributed",
         "neuron-fabric",
     }
 

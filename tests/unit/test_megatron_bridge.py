@@ -147,7 +147,7 @@ def test_the_plan_shows_throughput_and_the_mfu_it_implies() -> None:
     assert ck["writes"] == 3 and ck["kept"] == 3 and ck["writeShare"] <= 0.02
     (sft,) = [r for r in plan["resources"] if r["type"].endswith(":TrainingRun") and r["name"] == "sft"]
     assert "tokensPerSecond" not in sft["inputs"]["throughput"]
-    assert sft["inputs"]["throughput"]["firstStep"]["loadSeconds"] > 0
+    assert sft["inputs"]["throughput"]["loads"]["loadSeconds"] > 0
 
 
 def test_only_the_staging_job_reaches_the_hub_and_every_rank_reads_offline() -> None:

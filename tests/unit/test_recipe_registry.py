@@ -22,6 +22,7 @@ from config.workloads.recipe import (
     NotHeld,
     PublishedStepTime,
     RecipeDocs,
+    RunExport,
     UnknownStepTime,
 )
 from facts import images
@@ -40,7 +41,7 @@ KINDS = {
     "EXAMPLE_STACKS": (tuple, NoExampleStack),
     "ARGUMENTS": (HeldAgainst, NotHeld),
     "STEPS": (tuple,),
-    "CONVERSION": (Conversion, NoConversion),
+    "CONVERSION": (Conversion, RunExport, NoConversion),
 }
 
 
@@ -118,6 +119,14 @@ def _conversion(model: type[RunConfig]) -> list[str]:
         return [] if conv.why and not has else ["CONVERSION: NoConversion says no why, or its builder has a convert"]
     if not has:
         return ["CONVERSION: no `convert` in its builder (workloads.manifests.CONVERTERS)"]
+    if isinstance(conv, RunExport):
+        # the export is a step of the run: its options are held with the run's (ARGUMENTS)
+        held = model.ARGUMENTS.facts if isinstance(model.ARGUMENTS, HeldAgainst) else ()
+        if conv.facts not in held:
+            return [f"CONVERSION: RunExport's facts {conv.facts} are not among the run's ARGUMENTS ({held})"]
+        if conv.key not in model.model_json_schema(by_alias=True)["properties"]:
+            return [f"CONVERSION: RunExport's key {conv.key} is not a key of the run"]
+        return []
     if conv.facts not in upstream.names() or "hf_converter" not in upstream.facts(conv.facts):
         return [f"CONVERSION: tests/upstream/{conv.facts}.yaml records no hf_converter"]
     return []

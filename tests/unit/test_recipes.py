@@ -10,6 +10,7 @@ import config
 from config.workloads import RECIPES, RunConfig
 from facts.names import SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
+from tests.conftest import placed
 from workloads import manifests
 from workloads.deploy import context
 from workloads.manifests.objects import Step
@@ -18,6 +19,9 @@ NODE_GROUPS = {
     "neuron": {"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 2},
     "nvidia": {"name": "gpu", "instanceType": "p5.48xlarge", "desiredSize": 2},
 }
+TRN2 = {"name": "trn2", "instanceType": "trn2.48xlarge", "desiredSize": 2, "availabilityZone": "us-west-2d"}
+GROUP_OF = {"torchtitan-neuron": TRN2}
+"""Recipes whose instance family is not their accelerator's default (TorchNeuron: trn2/trn3 only)."""
 # Every optional step on, so the builder must emit all of the recipe's STEPS.
 FULL: dict[str, dict[str, Any]] = {
     "llama2-neuron": {"tensorboard": True, "shell": True},
@@ -29,6 +33,8 @@ FULL: dict[str, dict[str, Any]] = {
     "megatron-bridge": {"mode": "sft", "data": {"source": "jsonl", "datasetRoot": "/shared/sft"}, "tensorboard": True},
     "fabric-gpu": {"sweep": True},
     "fabric-neuron": {"sweep": True},
+    "llama3-nxd": {"tensorboard": True},
+    "torchtitan-neuron": {"tensorboard": True},
 }
 
 
@@ -36,7 +42,7 @@ def parsed_run(
     recipe: str, extra: dict[str, Any] | None = None, stack: dict[str, Any] | None = None
 ) -> tuple[config.StackConfig, RunConfig]:
     model = RECIPES[recipe]
-    ng = NODE_GROUPS[model.ACCELERATOR or "neuron"]
+    ng = GROUP_OF.get(recipe) or NODE_GROUPS[model.ACCELERATOR or "neuron"]
     group = SYSTEM_NODE_GROUP if model.RUNS_ON_CPU else ng["name"]
     if recipe not in FULL:
         pytest.fail(f"FULL (tests/unit/test_recipes.py) has no {recipe}: add the run keys that turn its every step on")
@@ -49,6 +55,7 @@ def parsed_run(
         # Above a Neuron server's first start (its compile): config.serving holds it to Kueue's timeout.
         "queueing": {"podsReadyTimeoutMinutes": 120},
         "workloads": {"w": run},
+        **(placed(ng["availabilityZone"]) if "availabilityZone" in ng else {}),
         **(stack or {}),
     }
     cfg = config.parse(values)

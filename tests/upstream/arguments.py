@@ -135,6 +135,103 @@ def horovod_cpu_programs(objs: Objects) -> int:
     return checked
 
 
+def _runs_of(text: str, program: str) -> list[list[str]]:
+    """The words after `program` (by name or path) on each line of a script, or of a script nested
+    in it (`bash -c '...'`), that runs it."""
+    found = []
+    for line in text.splitlines():
+        if program not in line:
+            continue
+        words = shlex.split(line)
+        at = [i for i, w in enumerate(words) if w == program or w.endswith("/" + program)]
+        if at:
+            found.append(words[at[0] + 1 :])
+        for nested in (w for w in words if program in w and any(c.isspace() for c in w)):
+            found += _runs_of(nested, program)
+    return found
+
+
+def _options(words: list[str]) -> dict[str, str | None]:
+    """`--opt=value` and bare `--flag` words -> option -> value (None: a flag)."""
+    return {w.split("=", 1)[0]: (w.split("=", 1)[1] if "=" in w else None) for w in words if w.startswith("--")}
+
+
+def _all_scripts(objs: Objects) -> list[str]:
+    return [script(c) for _, c in containers(objs)]
+
+
+NXD = "neuronx-distributed-v2.28.0"
+
+
+def nxd_commands(objs: Objects) -> int:
+    """Every run of the NxD example's scripts passes only options their argparse defines, with a
+    value exactly where the option takes one; the converter gets one --convert_* and no bool-typed
+    option set to anything but True (argparse's type=bool makes any non-empty string True)."""
+    facts = upstream.facts(NXD)
+    checked = 0
+    for text in _all_scripts(objs):
+        for words in _runs_of(text, facts["script"]):
+            opts = _options(words)
+            assert set(opts) <= set(facts["options"]), sorted(set(opts) - set(facts["options"]))
+            flags = {o for o, v in opts.items() if v is None}
+            assert flags == flags & set(facts["flags_without_value"]), flags - set(facts["flags_without_value"])
+            assert opts["--model_path"].rsplit("/", 1)[-1] in facts["config_dirs"].values(), opts["--model_path"]
+            checked += 1
+        for words in _runs_of(text, "get_dataset.py"):
+            assert set(_options(words)) <= set(facts["data"]["get_dataset"]["options"]), words
+            checked += 1
+        conv = facts["converter"]
+        for words in _runs_of(text, conv["script"]):
+            opts = _options(words)
+            assert set(opts) <= set(conv["options"]) and set(conv["required"]) <= set(opts), sorted(opts)
+            assert len(set(opts) & set(conv["exactly_one_of"])) == 1, sorted(opts)
+            assert all(opts[o] == "True" for o in set(opts) & set(conv["bool_typed"])), opts
+            checked += 1
+    return checked
+
+
+def huggingface_hub_0_27_1(objs: Objects) -> int:
+    """Every `huggingface-cli download` passes only options of huggingface-hub 0.27.1's command."""
+    allowed = set(upstream.facts("huggingface-hub-0.27.1")["download_options"])
+    runs = [w for text in _all_scripts(objs) for w in _runs_of(text, "huggingface-cli") if w[:1] == ["download"]]
+    for words in runs:
+        assert set(_options(words)) <= allowed, sorted(set(_options(words)) - allowed)
+    return len(runs)
+
+
+TORCHTITAN = "torchtitan-config-cli"
+
+
+def torchtitan_commands(objs: Objects) -> int:
+    """Every `-m torchtitan.train` names a config function (--module, --config) and passes only
+    `--section.field` flags that are command-line fields at both ends of the upstream range the
+    fork can be based on, bool ones without a value; download_hf_assets.py gets only its options
+    and asset kinds."""
+    facts = upstream.facts(TORCHTITAN)
+    ends = [facts["lower"]["sections"], facts["upper"]["sections"]]
+    checked = 0
+    for text in _all_scripts(objs):
+        for words in _runs_of(text, "torchtitan.train"):
+            opts = _options(words)
+            assert set(facts["entry_flags"]) <= set(opts), sorted(opts)
+            for flag, value in opts.items():
+                if flag in facts["entry_flags"]:
+                    continue
+                section, _, name = flag[2:].rpartition(".")
+                for sections in ends:
+                    assert name in sections.get(section, []), f"{flag}: not a command-line field at both ends"
+                assert (value is None) == (flag[2:] in facts["bool_flags"]), flag
+            checked += 1
+        hf = facts["download_hf_assets"]
+        for words in _runs_of(text, hf["script"]):
+            assert set(_options(words)) <= set(hf["options"]), words
+            kinds = words[words.index("--assets") + 1 :]
+            kinds = kinds[: next((i for i, w in enumerate(kinds) if w.startswith("--")), len(kinds))]
+            assert set(kinds) <= set(hf["assets"]), kinds
+            checked += 1
+    return checked
+
+
 def _invocations(objs: Objects, program: str) -> list[list[str]]:
     """The words after `program` on each launcher-script line that runs it, up to the end of its
     command (a pipe, a redirection or the closing quote of an ssh command)."""
@@ -149,7 +246,7 @@ def _invocations(objs: Objects, program: str) -> list[list[str]]:
     return found
 
 
-def _options(words: list[str]) -> set[str]:
+def _option_words(words: list[str]) -> set[str]:
     return {w for w in words if w.startswith("-") and not re.match(r"^-?[0-9]", w)}
 
 
@@ -158,7 +255,7 @@ def nccl_tests_options(objs: Objects) -> int:
     facts = upstream.facts("gpu-fabric-stack-2026-11")["nccl_tests"]
     runs = _invocations(objs, facts["binary"])
     for words in runs:
-        bad = _options(words) - set(facts["options"])
+        bad = _option_words(words) - set(facts["options"])
         assert not bad, f"not options of all_reduce_perf {facts['newest_2_18_tag']}: {sorted(bad)}"
     return len(runs)
 
@@ -184,7 +281,7 @@ def nccom_test_options(objs: Objects) -> int:
     accepted = {part for opt in facts["options"] for part in opt.split("/")}
     runs = _invocations(objs, facts["binary"])
     for words in runs:
-        bad = _options(words) - accepted
+        bad = _option_words(words) - accepted
         assert not bad, f"not options of nccom-test 2.32.0: {sorted(bad)}"
     multi = [
         text for text in launcher_scripts(objs) for ln in text.splitlines() if facts["binary"] in ln and " -N " in ln
@@ -248,6 +345,9 @@ CHECKS: dict[str, Check] = {
     BERT: bert_options,
     "huggingface-hub-0.22.2": huggingface_downloads,
     "horovod-cpu-0.28.1": horovod_cpu_programs,
+    NXD: nxd_commands,
+    "huggingface-hub-0.27.1": huggingface_hub_0_27_1,
+    TORCHTITAN: torchtitan_commands,
     "gpu-fabric-stack-2026-11": nccl_tests_options,
     "aws-ofi-nccl-v1.21.1": ofi_log_lines,
     "nccom-test-2.32.0": nccom_test_options,

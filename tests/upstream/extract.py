@@ -11,9 +11,11 @@ read the recorded facts). Example, from a bare mirror made by the `fetch` tool:
 `hydra`: every leaf key of a Hydra config as a dotted path, which of them are mandatory
 (`???`) and which are null. A leaf is a scalar, a list or an empty mapping. `fields`: the field names of a
 dataclass (a structured-config schema such as NeMo's ExpManagerConfig). `argparse`: the
-long options a script's argparse parser accepts. `assignments FUNCTION`: what a Megatron Bridge
-recipe function sets (`cfg.<path> = <literal>`), the base it starts from (`_pretrain_common()`),
-and the Hugging Face repository it builds the model from (`AutoBridge.from_hf_pretrained(...)`). `eks-ami`: from awslabs/amazon-eks-ami's
+long options a script's argparse parser accepts. `cli-fields`: the fields of a dataclass tyro makes
+command-line options of (not `tyro.conf.Suppress`), e.g. `cli-fields Trainer.Config`. `assignments FUNCTION`:
+what a Megatron Bridge recipe function sets (`cfg.<path> = <literal>`), the base it starts from
+(`_pretrain_common()`), and the Hugging Face repository it builds the model from
+(`AutoBridge.from_hf_pretrained(...)`). `eks-ami`: from awslabs/amazon-eks-ami's
 awslabs/amazon-eks-ami/CHANGELOG.md, per AMI release and Kubernetes minor, the release version a node group names
 (`releaseVersion`) and the Neuron and NVIDIA kernel drivers of the AL2023 x86_64 accelerated AMIs.
 """
@@ -57,17 +59,50 @@ def hydra_keys(text: str) -> dict[str, list[str]]:
     return {"keys": sorted(keys), "mandatory": sorted(mandatory), "null": sorted(null)}
 
 
+def _class(tree: ast.Module, path: str) -> ast.ClassDef:
+    """The class at a dotted path (`Trainer.Config`: the class Config defined in class Trainer)."""
+    body: list[ast.stmt] = tree.body
+    found: ast.ClassDef | None = None
+    for name in path.split("."):
+        found = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if found is None:
+            raise KeyError(path)
+        body = found.body
+    assert found is not None
+    return found
+
+
 def dataclass_fields(text: str, class_name: str) -> list[str]:
-    """The annotated fields of one class in a Python module."""
+    """The annotated fields of one class in a Python module (`Outer.Inner` for a nested class;
+    a plain name is looked for anywhere in the module)."""
     tree = ast.parse(text)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            return [
-                stmt.target.id
-                for stmt in node.body
-                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-            ]
-    raise KeyError(class_name)
+    if "." in class_name:
+        node = _class(tree, class_name)
+    else:
+        node = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+        if node is None:
+            raise KeyError(class_name)
+    return [
+        stmt.target.id for stmt in node.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+    ]
+
+
+def cli_fields(text: str, class_name: str) -> list[str]:
+    """The fields of a dataclass that tyro turns into command-line options: every annotated
+    field but those annotated `tyro.conf.Suppress` (a config tree taken off the command line)."""
+    tree = ast.parse(text)
+    node = (
+        _class(tree, class_name)
+        if "." in class_name
+        else next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name)
+    )
+    return [
+        stmt.target.id
+        for stmt in node.body
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(stmt.target, ast.Name)
+        and "Suppress" not in ast.unparse(stmt.annotation)
+    ]
 
 
 def argparse_options(text: str) -> list[str]:
@@ -209,6 +244,8 @@ def main(argv: list[str]) -> int:
         out: Any = hydra_keys(text)
     elif kind == "fields" and len(argv) == 2:
         out = dataclass_fields(text, argv[1])
+    elif kind == "cli-fields" and len(argv) == 2:
+        out = cli_fields(text, argv[1])
     elif kind == "argparse":
         out = argparse_options(text)
     elif kind == "assignments" and len(argv) == 2:

@@ -20,8 +20,10 @@ from workloads.manifests import (
     fabric_gpu,
     fabric_neuron,
     llama2_neuron,
+    llama3_nxd,
     megatron_bridge,
     nemo_gpu,
+    torchtitan_neuron,
     vllm_serve,
 )
 from workloads.manifests.convert import Converter
@@ -38,12 +40,15 @@ BUILDERS: dict[str, Callable[[str, Any, Context], list[Step]]] = {
         megatron_bridge,
         fabric_gpu,
         fabric_neuron,
+        llama3_nxd,
+        torchtitan_neuron,
         vllm_serve,
     )
 }
 """Recipe name -> its builder."""
 CONVERTERS: dict[str, Converter] = {
-    module.MODEL.RECIPE: module.convert for module in (llama2_neuron, nemo_gpu) if hasattr(module, "convert")
+    module.MODEL.RECIPE: module.convert
+    for module in (llama2_neuron, nemo_gpu, llama3_nxd, torchtitan_neuron, megatron_bridge)
 }
 """Training recipe -> the converter of its finished runs to a Hugging Face folder (its builder's `convert`)."""
 vllm_serve.CONVERTERS.update(CONVERTERS)

@@ -20,6 +20,9 @@ from workloads.manifests.objects import Context, Source, Step, data_dir, job, la
 Converter = Callable[[Source, str, Context], str]
 """(the training run, the output folder, the serving run's context) -> the converter's script."""
 WEIGHTS = "pytorch_model.bin"
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+"""What vLLM 0.24.0 loads from a local folder with load_format auto ("hf": `*.safetensors`, then
+`*.bin`; model_executor/model_loader/default_loader.py _prepare_weights)."""
 CONVERT_TIMEOUT = 4 * 3600
 """Reading a 70B fp32 checkpoint and writing its bf16 weights takes well under this on a trn1 or
 p5 host: the conversion's own bound (the wait for the run comes on top)."""
@@ -80,8 +83,10 @@ def conversion(workload_name: str, ctx: Context, convert: Converter, after: tupl
         f"  sleep {POLL_SECONDS}; done\n"
         f"rm -rf {out} && mkdir -p {out}\n"
         f"{convert(source, out, ctx)}"
-        f"for f in config.json {WEIGHTS}; do\n"
-        f'  test -s {out}/$f || {{ echo "FAIL: the converter wrote no $f"; exit 1; }}; done\n'
+        f'test -s {out}/config.json || {{ echo "FAIL: the converter wrote no config.json"; exit 1; }}\n'
+        f'weights=; for f in {" ".join(f"{out}/{w}" for w in WEIGHT_FILES)}; do test -s "$f" && weights=1; done\n'
+        f'test -n "$weights" || {{ echo "FAIL: the converter wrote no weights ({", ".join(WEIGHT_FILES)})";'
+        " exit 1; }\n"
         f"touch {out}/.done && ls -l {out}\n"
     )
     on_source = dataclasses.replace(ctx, node_group=source.node_group, image=source.image)
@@ -97,3 +102,17 @@ def copy_files(source_dir: str, out: str, files: tuple[str, ...]) -> str:
     """Copy the files of `files` that `source_dir` has (a tokenizer) into the model folder."""
     names = " ".join(shlex.quote(f) for f in files)
     return f"for f in {names}; do test -f {source_dir}/$f && cp {source_dir}/$f {out}/; done\n"
+
+
+def copy_export(newest: str, out: str, rename: tuple[str, str] | None = None) -> str:
+    """Copy a run's own Hugging Face export into the model folder: `newest` is a script that sets
+    `$exported` to the newest complete export folder (or leaves it empty); `rename` (from, to) gives
+    a weights file the name a server loads."""
+    script = (
+        f"{newest}"
+        'test -n "$exported" || { echo "FAIL: the run left no complete Hugging Face export"; exit 1; }\n'
+        f'cp -r "$exported"/. {out}/ && rm -f {out}/.done\n'
+    )
+    if rename is not None:
+        script += f"mv {out}/{rename[0]} {out}/{rename[1]}\n"
+    return script + 'echo "copied the export $exported"\n'

@@ -22,6 +22,7 @@ from config.workloads import MegatronBridgeWorkload
 from facts import megatron_bridge as bridge
 from facts import needs
 from workloads.manifests.companions import extras
+from workloads.manifests.convert import copy_export
 from workloads.manifests.healthcheck import training
 from workloads.manifests.hub import cache_dir, offline_env
 from workloads.manifests.megatron import torchrun
@@ -29,6 +30,7 @@ from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     SMALL_POD,
     Context,
+    Source,
     Step,
     checkpoint_dir,
     data_dir,
@@ -160,6 +162,14 @@ def launch(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> str
     script = f"{bridge.RUN_RECIPE} --recipe {recipe} --mode {run.mode} --dataset {DATASET[run.data.source]}"
     phases = f'echo "== training"\n{torchrun(bridge.BRIDGE_DIR, script, recipe_overrides(workload_name, run, ctx))}\n'
     return phases + (export_phase(run) if run.export else "")
+
+
+def convert(source: Source, out: str, ctx: Context) -> str:
+    """A serving run's model: the run's own export (`hf`: safetensors, config.json and the tokenizer,
+    Bridge's save_hf_pretrained), complete once an `.exported-<iteration>` marker is written."""
+    rdir = run_dir(ctx, source.workload, source.run_id)
+    newest = f"exported=; ls {rdir}/.exported-* >/dev/null 2>&1 && exported={rdir}/hf\n"
+    return copy_export(newest, out)
 
 
 MODEL = MegatronBridgeWorkload
