@@ -37,7 +37,7 @@ from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
 from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
-from infra.network import Network, internal_load_balancing
+from infra.network import Network, load_balancer_inputs
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import NodeGroupFacts, Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
@@ -154,8 +154,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         registry_urls=dict(registry.urls),
         role_arns=dict(addons.role_arns),
         kubernetes_version=cfg.cluster.kubernetes_version,
-        vpc_id=network.vpc_id,
-        load_balancing=internal_load_balancing(cfg.network, ctx.cluster_name, cfg.availability_zones, cfg.addons),
+        **load_balancer_inputs(cfg.network, network.vpc_id, ctx.cluster_name, cfg.availability_zones, cfg.addons),
         provider=cluster.provider,
         nodes_ready=[cluster.system_node_group],
         role_ready=list(addons.role_policies),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -62,6 +63,14 @@ def internal_load_balancing(
     return InternalLoadBalancing(
         tuple(private_subnet_name(cluster, p.az) for p in plans), tuple(p.private_cidr for p in plans)
     )
+
+
+def load_balancer_inputs(
+    network: NetworkConfig, vpc_id: pulumi.Input[str], cluster: str, azs: Sequence[str], addons: AddonsConfig
+) -> dict[str, Any]:
+    """What the aws layer hands the cluster layer for the Load Balancer Controller (ClusterInputs'
+    `vpc_id` and `load_balancing`)."""
+    return {"vpc_id": vpc_id, "load_balancing": internal_load_balancing(network, cluster, azs, addons)}
 
 
 class Network(pulumi.ComponentResource):
