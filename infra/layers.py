@@ -30,7 +30,7 @@ from config.storage import StorageConfig
 from config.teams import TeamConfig
 from facts import instances
 from facts.names import LOWER_LAYER, SYSTEM_NODE_GROUP
-from infra.addons import FSX_CSI_ROLE, LOAD_BALANCER_CONTROLLER_ROLE, NEURON_HEALTH_ROLE
+from infra.addons import FSX_CSI_ROLE, NEURON_HEALTH_ROLE
 from infra.platform import InternalLoadBalancing, NodeGroupFacts, Platform
 from infra.storage import FileSystemRef
 
@@ -270,9 +270,8 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
         role_arns=r.strings("serviceAccountRoleArns"),
         kubernetes_version=r.get("kubernetesVersion", str),
         load_balancing=_load_balancing(r),
+        vpc_id=r.get("vpcId", str) or "",
     )
-    if LOAD_BALANCER_CONTROLLER_ROLE in inputs.role_arns:
-        inputs.vpc_id = r.get("vpcId", str) or ""
     needed = [
         FSX_CSI_ROLE,
         *([NEURON_HEALTH_ROLE] if any(g.accelerator == "neuron" for g in inputs.node_groups.values()) else []),

@@ -156,6 +156,11 @@ def test_every_pod_is_isolated_and_reaches_only_what_it_needs(stack: str) -> Non
     the cluster DNS; MPI pods reach their own job's pods (by the operator's job-name label) and
     nothing else; only the download steps, and runs with internetEgress, reach HTTPS outside."""
     plan = plan_of(stack)
+    balancers = {
+        r["inputs"]["metadata"]["name"]
+        for r in plan["resources"]
+        if r["type"] == "kubernetes:core/v1:Service" and r["inputs"]["spec"].get("type") == "LoadBalancer"
+    }
     for pod in pods(plan):
         mine = [p for p in policies(stack, pod.namespace) if selects(p, pod.labels)]
         names = {p["metadata"]["name"] for p in mine}
@@ -168,7 +173,10 @@ def test_every_pod_is_isolated_and_reaches_only_what_it_needs(stack: str) -> Non
             expected.add("allow-internet-egress")
         server = pod.role == "vLLM server"
         if server:  # reached by the clients its config names, on its port
-            expected.add(f"{pod.owner['metadata']['name'].removesuffix('-serve')}-clients")
+            workload = pod.owner["metadata"]["name"].removesuffix("-serve")
+            expected.add(f"{workload}-clients")
+            if f"{workload}-lb" in balancers:  # and by its internal load balancer (serve_endpoint)
+                expected.add(f"{workload}-lb-ingress")
         assert names == expected, (pod.name, names)
         for p in mine:
             for rule in p["spec"].get("ingress", []):

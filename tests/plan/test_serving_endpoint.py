@@ -356,3 +356,30 @@ def test_the_layered_stacks_hand_the_controller_and_its_subnets_up(tmp_path: Pat
     code, _, err = _plan_file(d / f"Pulumi.{LAYERED['runs']}.yaml")
     assert code == 2, err
     assert "workloads.qwen.endpoint: internalLoadBalancer needs the AWS Load Balancer Controller" in err, err
+
+
+def test_each_pod_interface_has_exactly_one_security_group_the_controller_can_open() -> None:
+    """The controller adds its rule to the one security group of a target ENI tagged
+    kubernetes.io/cluster/<cluster> (networking_manager.go at v3.5.0); with two or none it fails to
+    register the pods. An accelerated node's interfaces carry the EKS cluster security group (EKS
+    tags it so: sec-group-reqs.adoc) and the node group's EFA group, which must not carry the tag."""
+    eks = upstream.facts("aws-eks-cluster-security-group-2026-11")
+    assert "kubernetes.io/cluster/<cluster>" in eks["cluster_security_group_tags"]
+    assert upstream.facts(UPSTREAM)["security_groups"]["eni_sg_choice_tag"] == "kubernetes.io/cluster/<clusterName>"
+    plan = stack_plan(STACK)
+    ours = {r["id"]: r["inputs"] for r in resources(plan, "aws:ec2/securityGroup:SecurityGroup")}
+    (provider,) = [r["inputs"] for r in resources(plan, "pulumi:providers:aws")]
+    default_tags = json.loads(provider["defaultTags"])["tags"]
+    assert not [k for k in default_tags if k.startswith("kubernetes.io/cluster/")]
+    templates = [
+        r for r in resources(plan, "aws:ec2/launchTemplate:LaunchTemplate") if r["inputs"].get("networkInterfaces")
+    ]
+    assert templates  # the accelerated node group's (the system group's nodes get the cluster group alone)
+    for lt in templates:
+        for interface in lt["inputs"]["networkInterfaces"]:
+            groups = interface["securityGroups"]
+            eks_owned = [g for g in groups if g not in ours]
+            assert len(eks_owned) == 1, (lt["name"], groups)  # the cluster security group
+            for g in groups:
+                if g in ours:
+                    assert not [k for k in ours[g].get("tags", {}) if k.startswith("kubernetes.io/cluster/")]
