@@ -150,6 +150,8 @@ class NodeGroupConfig(Model):
     @field_validator("instance_type")
     @classmethod
     def _type(cls, v: str) -> str:
+        if v in instances.NOT_SUPPORTED:
+            raise ValueError(f"{v} is not supported yet: {instances.NOT_SUPPORTED[v]}")
         if v not in instances.ACCELERATED:
             hint = did_you_mean(v, instances.ACCELERATED)
             raise ValueError(f"unknown instance type {v!r}{hint}; valid: {', '.join(instances.ACCELERATED)}")

@@ -50,6 +50,25 @@ SEED_STACKS: dict[str, str] = {
 """Images that keep an older, pinned fabric stack, and why."""
 
 FLOOR_SHARE = 0.85
+
+# How the all-reduce tools count what they run (tests/upstream/all-reduce-iterations.yaml): the
+# fabric acceptance run's modeled length (config/workloads/fabric_time.py) counts the collectives
+# of the commands the builders render with these.
+NCCL_TESTS_WARMUP = 1
+"""nccl-tests' default warm-up all-reduces per size (`-w`; src/common.cu `warmup_iters`)."""
+NCCOM_TEST_ITERS, NCCOM_TEST_WARMUP = 20, 5
+"""nccom-test's default measured and warm-up operations per size (`-n`, `-w`; nccom-test.rst)."""
+NCCOM_TEST_GIB = 1 << 30
+"""nccom-test's GB/s are GiB/s (nccom-test.rst, algbw); nccl-tests' are 10^9 bytes (src/all_reduce.cu)."""
+GATE_ITERS = 50
+"""The gate's all_reduce_perf `-n` (workloads/manifests/healthcheck.py)."""
+SWEEP_ITERS = 20
+"""The acceptance sweep's all_reduce_perf `-n` (workloads/manifests/fabric.py)."""
+SWEEP_FROM = "8M"
+"""Where the acceptance sweep starts, doubling up to the gated size."""
+SELFTEST_SIZE = "64M"
+"""The single-node nccom-test of the Neuron per-node check."""
+
 """The floor's share of a published figure."""
 
 

@@ -308,6 +308,14 @@ GENERAL_PURPOSE: dict[str, InstanceType] = {
 
 CATALOG: dict[str, InstanceType] = {**ACCELERATED, **GENERAL_PURPOSE}
 
+NOT_SUPPORTED: dict[str, str] = {
+    "p6e-gb200.36xlarge": "no EFA layout of its 17 network cards and no price in the data at hand, arm64 (the"
+    " images here are x86_64), and its NVLink domain needs IMEX, which the stack does not set up (docs/training.md,"
+    " GB200 UltraServers)",
+}
+"""Accelerated EC2 types the project refuses by name, and why (tests/unit/test_instances.py holds
+each reason to the data it cites: when that data gains the type, the test says so)."""
+
 
 def get(name: str) -> InstanceType:
     """The catalog entry for an instance type; KeyError names the valid ones."""

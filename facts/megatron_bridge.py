@@ -54,7 +54,8 @@ HUB_WEIGHT_FILES = ("model.safetensors.index.json", "*.safetensors")
 
 @dataclass(frozen=True)
 class ModelShape:
-    """A Llama-style decoder's shape (untied embedding and output layer)."""
+    """A Llama-style decoder's shape (untied embedding and output layer); Qwen3 adds an RMSNorm
+    of the head dimension on each query and key head (`qk_norm`)."""
 
     layers: int
     hidden: int
@@ -62,15 +63,23 @@ class ModelShape:
     heads: int
     kv_heads: int
     vocab: int
+    qk_norm: bool = False
 
     @property
     def parameters(self) -> int:
         """Embedding and output layer, per layer attention (q and o full, k and v per KV head),
-        the SwiGLU MLP's three matrices and two RMSNorms, and the final norm."""
+        the SwiGLU MLP's three matrices and two RMSNorms (and the q/k norms), and the final norm."""
         h = self.hidden
         kv = h // self.heads * self.kv_heads
         per_layer = 2 * h * h + 2 * h * kv + 3 * h * self.ffn_hidden + 2 * h
+        per_layer += 2 * (h // self.heads) if self.qk_norm else 0
         return 2 * self.vocab * h + self.layers * per_layer + h
+
+    @property
+    def hf_tensors(self) -> int:
+        """Tensors of the Hugging Face checkpoint: embedding, output layer, final norm, and per
+        layer q, k, v, o, the MLP's three, two norms (and the q/k norms)."""
+        return 3 + self.layers * (9 + (2 if self.qk_norm else 0))
 
     def flops_per_token(self, seq_length: int) -> float:
         """Training FLOPs per token: 6 x parameters for the matrix multiplies, plus the attention
@@ -106,6 +115,9 @@ class BridgeModel:
     shape: ModelShape
     pretrain: LibraryRecipe
     sft: LibraryRecipe
+    revision: str = "main"
+    """The revision the library recipes read the repository at (the model's config and tokenizer):
+    Qwen3's pin a commit; the Llama recipes read `main`."""
 
     def recipe(self, mode: Mode) -> LibraryRecipe:
         return self.pretrain if mode == "pretrain" else self.sft
@@ -113,6 +125,9 @@ class BridgeModel:
 
 LLAMA31_VOCAB = 128256
 """The Llama 3 tokenizer's vocabulary; the recipe pads it to a multiple of 128 (it is one)."""
+
+QWEN3_VOCAB = 151936
+"""The Qwen3 tokenizer's vocabulary (151936 = 1187 x 128: no padding)."""
 
 MODELS: dict[str, BridgeModel] = {
     m.key: m
@@ -132,6 +147,15 @@ MODELS: dict[str, BridgeModel] = {
             ModelShape(80, 8192, 28672, 64, 8, LLAMA31_VOCAB),
             LibraryRecipe("llama31_70b_pretrain_config", 4, 4, 2, 5, True, 131072, 512, 1, 500),
             LibraryRecipe("llama31_70b_sft_config", 8, 4, 1, None, False, 4096, 8, 1, 50),
+        ),
+        BridgeModel(
+            "qwen3_8b",
+            "Qwen/Qwen3-8B",
+            False,
+            ModelShape(36, 4096, 12288, 32, 8, QWEN3_VOCAB, qk_norm=True),
+            LibraryRecipe("qwen3_8b_pretrain_config", 1, 1, 1, None, False, 4096, 1024, 1, 50),
+            LibraryRecipe("qwen3_8b_sft_config", 4, 1, 1, None, False, 2048, 32, 1, 100),
+            revision="b968826d9c46dd6066d109eabc6255188de91218",
         ),
     )
 }

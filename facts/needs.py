@@ -59,13 +59,16 @@ class HubCli:
     `--include` would be a file name), or all of them after one (hub 0.x: argparse nargs='*',
     where a repeated `--include` keeps only the last)."""
     source: str
+    writes_home: bool = False
+    """The CLI writes into $HF_HOME (hub 1.x's update check, `.check_for_update_done`): HF_HOME
+    must be writable, so a token file comes by HF_TOKEN_PATH instead (huggingface-hub-1.24.0)."""
 
 
 HUB_CLI_LEGACY = HubCli("huggingface-cli", include_each=False, source="huggingface-hub-0.24.5")
 """huggingface-hub 0.22-0.x, in the training images."""
 HUB_CLI_0 = HubCli("hf", include_each=False, source="huggingface-hub-cli")
 """huggingface-hub 0.34-0.x: `hf` beside the deprecated `huggingface-cli`."""
-HUB_CLI_1 = HubCli("hf", include_each=True, source="huggingface-hub-cli")
+HUB_CLI_1 = HubCli("hf", include_each=True, source="huggingface-hub-cli", writes_home=True)
 """huggingface-hub 1.x: `hf` only (`huggingface-cli` is gone)."""
 
 

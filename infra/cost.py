@@ -227,6 +227,8 @@ def runs_from_config(
                 region=cfg.region,
                 prices=prices,
             )
+        elif (modeled := run.modeled_seconds(instances.get(instance_type))) is not None:
+            entry, basis = modeled_run_cost(name, instance_type, run.nodes, modeled, cfg.region, prices)
         else:
             instance = instances.get(instance_type)
             hourly = run.node_share(instance) * prices.instance_hourly(instance_type, cfg.region)
@@ -244,6 +246,18 @@ def runs_from_config(
         entry["stepTimeBasis"] = basis
         runs.append(entry)
     return runs
+
+
+def modeled_run_cost(
+    name: str, instance_type: str, nodes: int, modeled: tuple[float, str], region: str, prices: Prices
+) -> tuple[dict[str, Any], str]:
+    """Cost of a run with a modeled length and no optimizer steps (an acceptance run): nodes x
+    its modeled hours x price; and the model's basis."""
+    seconds, basis = modeled
+    entry = training_run_cost(
+        name=name, instance_type=instance_type, nodes=nodes, steps=1, step_seconds=seconds, region=region, prices=prices
+    )
+    return {**entry, "steps": None, "stepSeconds": None, "modeledSeconds": seconds}, basis
 
 
 def items_from_plan(resources: Sequence[Mapping[str, Any]], region: str, prices: Prices) -> list[CostItem]:

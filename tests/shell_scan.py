@@ -106,15 +106,25 @@ def _tokens(script: str) -> list[str]:
     return list(lex)
 
 
+_HEREDOC = re.compile(r"^([^\n]*<<-?\s*'(\w+)'[^\n]*)\n.*?^\2$\n?", re.S | re.M)
+"""A quoted here-document (`<<'EOF'`: no expansion in its body), its first line kept."""
+
+
 def scan(script: str) -> Uses:
     """Programs, absolute paths and variables of one script; the scripts it starts are listed
     in `nested`, for the caller to scan in their own environment."""
     uses = Uses()
+    paths_from = script
+    # A here-document is the input of its command (a `python3 - <<'EOF'` program), not shell:
+    # only its paths count.
+    script = _HEREDOC.sub(lambda m: m.group(1) + "\n", script)
     # Variables outside single quotes (a single-quoted `bash -c` script is scanned on its own;
     # awk programs are single-quoted and their $NF is awk's).
     # `${NAME:-default}` has a value whether or not NAME is set: not a need.
     uses.variables |= set(_VAR.findall(_DEFAULTED.sub("", _outside_single_quotes(script))))
-    uses.paths |= {p for p in _PATH.findall(script) if "\\" not in p and p.strip("/").count("/") >= 1 and "$" not in p}
+    uses.paths |= {
+        p for p in _PATH.findall(paths_from) if "\\" not in p and p.strip("/").count("/") >= 1 and "$" not in p
+    }
     uses.programs |= set(re.findall(r"\$\(\s*([A-Za-z0-9_./-]+)", script)) - BUILTINS - KEYWORDS
     _scan_words(_tokens(script), uses)
     uses.nested = [
@@ -151,6 +161,9 @@ def _scan_words(words: list[str], uses: Uses) -> None:
             if w == "for" and i < len(words):
                 uses.assigned[words[i]] = ""
                 i += 1
+                if i < len(words) and words[i] == "in":  # its list is words, not a command
+                    i += 1
+                    at_command = False
         elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w):
             name, _, value = w.partition("=")
             uses.assigned[name] = value

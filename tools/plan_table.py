@@ -185,10 +185,19 @@ def _addons_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     return facts
 
 
+def _is_run(urn: str) -> bool:
+    """A URN of a step of another run (a TrainingRun's child)."""
+    return "workloads:TrainingRun$" in urn
+
+
 def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     i = comp["inputs"]
     facts = [f"recipe {i.get('recipe')}, run {i.get('runId')}, steps in order:"]
     kids = {r["urn"]: r for r in view.children(comp["urn"])}
+    outside = {d for r in kids.values() for d in r["dependencies"] if d not in kids and _is_run(d)}
+    gates = sorted(d.split("::")[-1] for d in outside)
+    if gates:
+        facts.insert(0, f"created once {', '.join(gates)} passed (the acceptance run of its node group)")
     depth: dict[str, int] = {}
 
     def _depth(urn: str) -> int:
@@ -210,9 +219,10 @@ def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
                 f"{k}: {v}" for k, v in requests
             )
             queue = obj.get("metadata", {}).get("labels", {}).get("kueue.x-k8s.io/queue-name")
-            awaited = (
-                "awaited" if "pulumi.com/waitFor" in obj.get("metadata", {}).get("annotations", {}) else "not awaited"
-            )
+            notes = obj.get("metadata", {}).get("annotations", {})
+            awaited = "awaited" if "pulumi.com/waitFor" in notes else "not awaited"
+            if "pulumi.com/timeoutSeconds" in notes:
+                awaited += f" at most {int(notes['pulumi.com/timeoutSeconds']):,} s"
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
     facts += startup_facts(i.get("startup"))
@@ -334,6 +344,11 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
             lines.append(
                 f"    training run {run['name']}: {run['nodes']} workers on the system nodes"
                 f" ({run['instanceType']}, counted above): no cost of its own"
+            )
+        elif run.get("modeledSeconds") is not None:
+            lines.append(
+                f"    acceptance run {run['name']}: {run['nodes']} x {run['instanceType']} for"
+                f" ~{run['modeledSeconds']:,.0f} s = ${run['total']:,.2f} ({run['stepTimeBasis']})"
             )
         elif run.get("total") is not None:
             lines.append(

@@ -12,7 +12,9 @@ def throughput_facts(t: dict[str, Any] | None) -> list[str]:
     if not t:
         return []
     step, tokens, mfu = t.get("stepSeconds"), t.get("tokensPerSecond"), t.get("mfu")
-    if step is None:
+    if t.get("acceptance"):  # an acceptance run trains nothing: its modeled length instead
+        line = f"acceptance: ~{t['acceptance']['seconds']:,} s ({t['acceptance']['basis']})"
+    elif step is None:
         line = f"throughput: unknown ({t.get('stepTimeBasis')})"
     else:
         line = f"throughput: {step:g} s/step ({t.get('stepTimeBasis')})"

@@ -110,7 +110,11 @@ def deploy(
     token = hugging_face_token.get_secret_value() if hugging_face_token else ""
     plans = run_plans or {}
     out: dict[str, list[pulumi.Resource]] = {}
-    for workload_name, run in sorted(workloads.items()):
+    gates: dict[str, list[pulumi.Resource]] = {}
+    # Acceptance runs first: every other run on their node group waits for them to pass (an awaited
+    # acceptance run sharing the group's quota with a training run admitted first would wait for
+    # that run to end, past its timeout; a failed acceptance leaves the capacity unused).
+    for workload_name, run in sorted(workloads.items(), key=lambda kv: (not kv[1].GATES_NODE_GROUP, kv[0])):
         component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name))
         source = source_of(run, workloads)
         source_image = image_of(source[1], platform.registry_urls, platform) if source else ""
@@ -125,12 +129,15 @@ def deploy(
             def spec(imgs: list[str], i: int = i, run: Run = run, name: str = workload_name, src: Any = source) -> Any:
                 return manifests.steps(name, run, context(platform, run, imgs[0], src, imgs[1]))[i].obj.get("spec")
 
+            gate = [] if run.GATES_NODE_GROUP else gates.get(run.node_group, [])
             opts = pulumi.ResourceOptions(
                 parent=component,
                 provider=platform.provider,
-                depends_on=[*platform.depends_on_for(run.team), *(created[a] for a in step.after)],
+                depends_on=[*platform.depends_on_for(run.team), *gate, *(created[a] for a in step.after)],
             )
             created[step.name] = _apply(step, images.apply(spec), secret_values(step, run, token), opts)
+        if run.GATES_NODE_GROUP:
+            gates.setdefault(run.node_group, []).append(created[skeleton[-1].name])
         out[workload_name] = list(created.values())
         component.register_outputs({})
     return out

@@ -52,6 +52,9 @@ class RunConfig(ProcessEnv):
     """The recipe runs a pinned public image per accelerator (facts.serving) unless `image` is set."""
     SERVES: ClassVar[bool] = False
     """A server, not a training run: no first training step (its start is modeled in its cost line)."""
+    GATES_NODE_GROUP: ClassVar[bool] = False
+    """An acceptance run: the stack's other runs on its node group are created only once it passed
+    (workloads.deploy), so none competes with it for the group's quota while `pulumi up` waits."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
     CHECKPOINTS: ClassVar[CheckpointModel]
@@ -204,6 +207,11 @@ class RunConfig(ProcessEnv):
     ) -> str | None:
         """How the plan names a cost that is per hour by nature (a server), or None (a run with a
         length); `mb_per_second`: the shared file system's throughput, `workloads`: the stack's runs."""
+        return None
+
+    def modeled_seconds(self, instance: instances.InstanceType) -> tuple[float, str] | None:
+        """Seconds the whole run lasts and how the plan names the model, for a run that has no
+        optimizer steps but a modeled length (an acceptance run); None otherwise."""
         return None
 
     @property

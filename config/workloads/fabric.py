@@ -12,19 +12,26 @@ from pydantic import Field, model_validator
 from config.base import KeyProblem
 from config.checkpoints import CheckpointModel, NotSized
 from config.startup import NO_COMPILE, CompileTime
+from config.storage import StorageConfig
 from config.workloads.base import RunConfig
+from config.workloads.fabric_time import AcceptanceTime, acceptance_time
 from config.workloads.recipe import Converter, NoConversion, StepTime, UnknownStepTime
-from facts import instances
+from facts import fabric, instances
+
+CHECKS_SECONDS = 30 * 60
+"""What the acceptance job gives its checks, after its workers' wait: the per-node checks, the gated
+all-reduce and the sweep (the modeled length must fit: `problems_on`)."""
 
 
 class FabricAcceptanceRun(RunConfig):
     """A fabric acceptance run: not a recipe itself; `fabric-gpu` and `fabric-neuron` are."""
 
+    GATES_NODE_GROUP: ClassVar[bool] = True
     CHECKPOINTS: ClassVar[CheckpointModel] = NotSized("it trains nothing and writes no checkpoint")
     CONVERSION: ClassVar[Converter] = NoConversion("an acceptance run measures the fabric and trains no model")
     COMPILE: ClassVar[CompileTime] = NO_COMPILE
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
-        "it trains nothing: it runs for minutes (bounded by the acceptance job's timeout), billed as the nodes' time"
+        "it trains nothing: its length is modeled from the all-reduces it runs (config/workloads/fabric_time.py)"
     )
 
     nodes: int = Field(ge=2, description="Nodes to accept (at least 2: the all-reduce crosses EFA only between nodes).")
@@ -44,14 +51,50 @@ class FabricAcceptanceRun(RunConfig):
         return self
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
-        """On UltraServer members the run checks whole UltraServers: a multiple of their size."""
+        """On UltraServer members the run checks whole UltraServers: a multiple of their size. Its
+        modeled length fits the checks' share of the acceptance job's timeout."""
+        out = []
         us = instance.ultraserver
         if us is not None and self.nodes % us.instances:
-            return [
+            out.append(
                 f"{key}.nodes: {self.nodes} is not a multiple of {us.instances}: the run checks that its nodes form"
                 f" whole {us.ultraserver_type} UltraServers ({us.instances} x {instance.name} each)"
-            ]
-        return []
+            )
+        length = self.length_on(instance) if instance.name in fabric.FLOORS else None
+        if length is not None and length.seconds > CHECKS_SECONDS:
+            out.append(
+                f"{key}.healthCheck.messageSize: {self.gated_size(instance)} takes ~{length.seconds:,} s (its"
+                f" all-reduces at the floor's {length.floor_gb_per_second:g} GB/s), more than the {CHECKS_SECONDS:,} s"
+                " the acceptance job gives its checks: a smaller size, sweep: false, or a floor nearer the fabric's"
+                " (healthCheck.minBusBandwidthGBPerSecond)"
+            )
+        return out
+
+    def gated_size(self, instance: instances.InstanceType) -> str:
+        """The all-reduce size the gate runs on `instance` (healthCheck.messageSize or the type's)."""
+        return self.health_check.message_size or fabric.FLOORS[instance.name].message_size
+
+    def length_on(self, instance: instances.InstanceType) -> AcceptanceTime:
+        """The run's modeled length on `instance` (config/workloads/fabric_time.py)."""
+        floor = (
+            self.health_check.min_bus_bandwidth_gb_per_second
+            or fabric.FLOORS[instance.name].min_bus_bandwidth_gb_per_second
+        )
+        return acceptance_time(instance, self.nodes, self.gated_size(instance), floor, self.sweep)
+
+    def modeled_seconds(self, instance: instances.InstanceType) -> tuple[float, str] | None:
+        seconds = self.length_on(instance)
+        return float(seconds.seconds), seconds.basis
+
+    def throughput_plan(
+        self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
+    ) -> dict[str, object]:
+        """No throughput: the acceptance run's modeled length (and its support status), for the
+        plan's TrainingRun lines."""
+        out = super().throughput_plan(instance_type, None, "it trains nothing", storage)
+        if instance_type in fabric.FLOORS:
+            out["acceptance"] = self.length_on(instances.get(instance_type)).as_dict()
+        return out
 
     @property
     def checkpoint_interval(self) -> None:

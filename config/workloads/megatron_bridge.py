@@ -1,4 +1,4 @@
-"""Recipe `megatron-bridge`: Llama 3.1 pre-training and supervised fine-tuning with NVIDIA Megatron
+"""Recipe `megatron-bridge`: Llama 3.1 and Qwen3 pre-training and supervised fine-tuning with NVIDIA Megatron
 Bridge 0.6.0 (NeMo Framework 26.08) on NVIDIA GPU nodes, with the Hugging Face -> Megatron import
 and the Megatron -> Hugging Face export as steps of the run (its builder:
 workloads/manifests/megatron_bridge.py; the facts it runs on: facts/megatron_bridge.py)."""
@@ -141,13 +141,15 @@ class BridgeCheckpoints(Model):
 
 
 class MegatronBridgeWorkload(RunConfig):
-    """Llama 3.1 pre-training or SFT with Megatron Bridge on NVIDIA GPU nodes (p5, p5en, p6-b200, p6-b300)."""
+    """Llama 3.1 or Qwen3 pre-training or SFT with Megatron Bridge on NVIDIA GPU nodes (p5, p5en, p6-b200, p6-b300)."""
 
     RECIPE: ClassVar[str] = "megatron-bridge"
     ACCELERATOR: ClassVar[instances.Accelerator | None] = "nvidia"
     REPOSITORY: ClassVar[str | None] = "nemo-megatron-bridge"
     STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "secret", "hub", "import", "train", "tensorboard")
-    HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = "stages the gated Llama 3.1 repository (config, tokenizer, weights)"
+    HUGGING_FACE_TOKEN_FOR: ClassVar[str | None] = (
+        "stages the gated Llama 3.1 repositories (config, tokenizer, weights); Qwen3's is public"
+    )
     CHECKPOINTS: ClassVar[CheckpointModel] = CheckpointSize(
         bridge.CHECKPOINT_BYTES_PER_PARAMETER,
         "Megatron Bridge's torch_dist checkpoint with the Llama recipes' optimizer settings: bf16 weights (2 bytes)"
@@ -157,7 +159,8 @@ class MegatronBridgeWorkload(RunConfig):
     COMPILE: ClassVar[CompileTime] = NO_COMPILE
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows=f"NVIDIA Megatron Bridge {bridge.BRIDGE_VERSION} (Megatron Core {bridge.MCORE_VERSION}):"
-        " `scripts/training/run_recipe.py` with the `llama31_8b` / `llama31_70b` pretrain and SFT library recipes,"
+        " `scripts/training/run_recipe.py` with the `llama31_8b` / `llama31_70b` / `qwen3_8b` pretrain and SFT library"
+        " recipes,"
         " `scripts/conversion/run_conversion.py` import and export",
         image="NGC nemo:26.08 + EFA installer 1.51.0 (aws-ofi-nccl 1.22.0), NCCL 2.30.7, nccl-tests 2.18.5",
         steps={
@@ -194,7 +197,7 @@ class MegatronBridgeWorkload(RunConfig):
     )
 
     recipe: Literal["megatron-bridge"] = Field(description="megatron-bridge")
-    model: Literal["llama31_8b", "llama31_70b"] = Field(
+    model: Literal["llama31_8b", "llama31_70b", "qwen3_8b"] = Field(
         "llama31_8b", description="The model (a Megatron Bridge library recipe family)."
     )
     mode: Literal["pretrain", "sft"] = Field(
@@ -203,8 +206,11 @@ class MegatronBridgeWorkload(RunConfig):
     precision: Literal["bf16", "fp8-cs"] = Field(
         "bf16", description="bf16 mixed precision, or FP8 with current scaling (Hopper and Blackwell)."
     )
-    hf_revision: str = Field(
-        "main", description="Hugging Face revision (branch, tag or commit) of the model repository staged."
+    hf_revision: str | None = Field(
+        None,
+        description="Hugging Face revision of the model repository staged: the one the library recipe reads offline"
+        " (any other is refused).",
+        json_schema_extra={"x-default": "the library recipe's: `main` (Llama 3.1), the pinned commit (Qwen3)"},
     )
     data: BridgeDataConfig = Field(default_factory=BridgeDataConfig, description="Training data.")
     parallelism: BridgeParallelism = Field(default_factory=BridgeParallelism, description="Model parallelism.")
@@ -221,10 +227,29 @@ class MegatronBridgeWorkload(RunConfig):
 
     @field_validator("hf_revision")
     @classmethod
-    def _revision(cls, v: str) -> str:
-        if not matches(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", v):
+    def _revision(cls, v: str | None) -> str | None:
+        if v is not None and not matches(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", v):
             raise ValueError(f"{v!r} is not a branch, tag or commit")
         return v
+
+    @model_validator(mode="after")
+    def _revision_the_recipe_reads(self) -> MegatronBridgeWorkload:
+        """Every rank's library recipe reads the repository's config and tokenizer at its own
+        revision, offline: a snapshot of another revision has no refs entry it can resolve."""
+        wanted = self.hf_model.revision
+        if self.hf_revision is not None and self.hf_revision != wanted:
+            raise KeyProblem(
+                "hfRevision",
+                f"{self.hf_revision} is not the revision the {self.library_recipe.name} recipe reads"
+                f" {self.hf_model.hf_repo} at ({wanted}); offline, its ranks would find nothing staged:"
+                f" leave hfRevision unset or set it to {wanted}",
+            )
+        return self
+
+    @property
+    def revision(self) -> str:
+        """The revision staged, imported and exported: the one the library recipe reads."""
+        return self.hf_revision or self.hf_model.revision
 
     @field_validator("overrides")
     @classmethod
@@ -256,12 +281,12 @@ class MegatronBridgeWorkload(RunConfig):
 
     @property
     def hub_repos(self) -> tuple[needs.HubRepo, ...]:
-        """The model repository at `hfRevision`: the config every rank's recipe builds from and the
+        """The model repository at the recipe's revision: the config every rank's recipe builds from and the
         tokenizer it reads; for an import, the weights too."""
         required: tuple[str, ...] = (*bridge.HUB_CONFIG_FILES, *bridge.HUB_TOKENIZER_FILES)
         if self.imports:
             required += bridge.HUB_WEIGHT_FILES
-        return (needs.HubRepo(self.hf_model.hf_repo, required, bridge.HUB_OPTIONAL_FILES, self.hf_revision),)
+        return (needs.HubRepo(self.hf_model.hf_repo, required, bridge.HUB_OPTIONAL_FILES, self.revision),)
 
     @property
     def imports(self) -> bool:

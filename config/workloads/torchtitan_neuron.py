@@ -181,13 +181,13 @@ class TorchTitanNeuronWorkload(RunConfig):
         },
         beside=("tensorboard",),
         support=Support(
-            "trn2 (trn2u UltraServers once the catalog has them)",
+            "trn2, trn2u (Trn2 UltraServers)",
             "Neuron SDK 2.33.0, TorchNeuron 2.14.3.0 (PyTorch 2.14), TorchTitan Neuron 0.2.2+neuron.1",
             "beta",
             "TorchNeuron and TorchTitan Neuron are a public beta in Neuron 2.33.0, for Trn2 and Trn3 only",
         ),
     )
-    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("trn2-torchtitan",)
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("trn2-torchtitan", "trn2")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("torchtitan-config-cli",),
         "the torchtitan.train flags (config sections and fields, present at both ends of the upstream range the"

@@ -37,7 +37,8 @@ RESUME_LOG = {
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
 BRIDGE = upstream.facts("megatron-bridge-0.6.0")
 TRANSFORMERS = upstream.facts("transformers-4.44.0")
-GPT2_BPE = upstream.facts("nemo-r2.0.0rc1")["tokenizer"]["megatron_gpt2_bpe"]
+NEMO = upstream.facts("nemo-r2.0.0rc1")
+GPT2_BPE = NEMO["tokenizer"]["megatron_gpt2_bpe"]
 RUNTIME_DRIVER = upstream.facts("aws-neuron-sdk-runtime-driver")
 CUDA = upstream.facts("nvidia-cuda-compatibility")
 DRIVER_FILES = {"neuron": "/sys/module/neuron/version", "nvidia": "/sys/module/nvidia/version"}
@@ -56,7 +57,15 @@ STANDIN_FACTS = {
     },
     "hf": upstream.facts("huggingface-hub-1.24.0")["download"],
     "bridge": {
-        "recipes": {name: r["hf_repo"] for name, r in BRIDGE["recipes"].items()},
+        # Each library recipe's repository, the revision it reads it at, and its tokenizer's revision.
+        "recipes": {
+            name: {
+                "repo": r["hf_repo"],
+                "revision": r.get("hf_revision", "main"),
+                "tokenizerRevision": (r["sets"].get("tokenizer.hf_tokenizer_kwargs") or {}).get("revision", "main"),
+            }
+            for name, r in BRIDGE["recipes"].items()
+        },
         "runRecipeOptions": BRIDGE["run_recipe"]["options"],
         "conversion": BRIDGE["conversion_worker"],
         "iterationDir": BRIDGE["checkpoint"]["iteration_dir"],
@@ -72,6 +81,9 @@ STANDIN_FACTS = {
     "autoTokenizer": TRANSFORMERS["auto_tokenizer"],
     "nxd": upstream.facts("neuronx-distributed-v2.28.0"),
     "torchtitan": upstream.facts("torchtitan-config-cli"),
+    "nemoHfConverter": NEMO["hf_converter"],
+    "nemoExpManagerName": NEMO["hf_converter"]["exp_manager_name"],
+    "vllmLoader": upstream.facts("vllm-default-loader"),
 }
 
 

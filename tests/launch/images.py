@@ -41,6 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from facts import serving
 from facts.images import IMAGES, PUBLIC_CPU_IMAGE
 from tests import upstream
 from tests.shell_scan import dockerfile
@@ -73,6 +74,8 @@ STANDIN_FILES = {
     "hf": "hf_cli.py",
     "run_recipe.py": "run_recipe.py",
     "run_conversion.py": "run_conversion.py",
+    "vllm": "vllm.py",
+    "convert_llama_nemo_to_hf.py": "convert_llama_nemo_to_hf.py",
 }
 PYTHON_TOOLS = ("python", "python3", "torchrun")  # this machine's PyTorch (CPU), behind wrappers
 # What the NVIDIA container toolkit mounts into a GPU pod from the host driver.
@@ -89,6 +92,8 @@ FRAMEWORKS = {
     "nemo-megatron-bridge": "megatron-bridge",
     "gpu-fabric": "fabric",
     "neuron-fabric": "fabric",
+    "vllm-openai": "vllm",
+    "pytorch-inference-vllm-neuronx": "vllm",
 }
 # Public images a recipe runs unbuilt, and the fact file that describes each.
 PUBLIC = {PUBLIC_CPU_IMAGE: "horovod-cpu-0.28.1"}
@@ -107,7 +112,14 @@ HUB_VERSIONS = {
     "neuronx-nemo-megatron": "huggingface-hub-0.22.2",  # its requirements: <0.23
     "neuronx-distributed": "huggingface-hub-0.27.1",  # pinned by its Dockerfile (the example's floor)
     "nemo-megatron-bridge": "huggingface-hub-1.24.0",  # what Megatron Bridge 0.6.0 locks
+    # The vLLM images: huggingface-hub 1.x (facts/serving.py, their `hub_cli`).
+    "vllm-openai": "huggingface-hub-1.24.0",
+    "pytorch-inference-vllm-neuronx": "huggingface-hub-1.24.0",
 }
+SERVING_PROGRAMS = frozenset({"vllm", "python3", "python", "hf"})
+"""What a vLLM image is held to have on its PATH (not read from its Dockerfile: those images are
+not built here): `vllm` (the stand-in checks its arguments), the Python of its converter-free
+steps, and huggingface-hub 1.x's `hf` that the staging Job runs in it."""
 
 
 def _substitute(value: str, env: dict[str, str]) -> str:
@@ -168,6 +180,17 @@ def describe(reference: str) -> Image:
         env = {"PATH": DOCKER_DEFAULT_PATH, **facts["env"]}
         programs = frozenset([*facts["programs"], facts["python"]["command"]])
         return Image(reference, name, env, frozenset(), programs, source, facts["workdir"], facts["open_mpi"]["prefix"])
+    pinned = serving.image_for_name(reference)
+    if pinned is not None:  # a public vLLM image: its programs on Docker's default PATH, as root
+        return Image(
+            reference,
+            name,
+            {"PATH": DOCKER_DEFAULT_PATH},
+            frozenset(),
+            SERVING_PROGRAMS,
+            "facts/serving.py",
+            neuron_runtime=pinned.runtime.neuron_runtime,
+        )
     if name not in IMAGES:
         raise KeyError(f"{reference!r} is not built from images/ (known: {sorted(IMAGES)}): no description of it")
     path = IMAGES[name].dockerfile
@@ -247,8 +270,9 @@ def build_layer(image: Image, dest: Path) -> Path:
             _place(dest, path)
     for program in sorted(image.programs):
         target = dest / PROGRAM_DIR.lstrip("/") / program
-        if program in PYTHON_TOOLS:
-            _write(target, f'#!/bin/sh\nexec {venv_bin / program} "$@"\n')
+        if program in PYTHON_TOOLS:  # the image's `transformers` is a stand-in (standins/pylib)
+            path = f"PYTHONPATH={STANDINS / 'pylib'}${{PYTHONPATH:+:$PYTHONPATH}}"
+            _write(target, f'#!/bin/sh\nexport {path}\nexec {venv_bin / program} "$@"\n')
         elif program in STANDIN_FILES:
             _write(target, _runner(STANDIN_FILES[program]))
     if image.workdir:

@@ -32,6 +32,7 @@ PORT = 443
 HUB = upstream.facts("huggingface-hub-0.24.5")
 BERT = upstream.facts("dp-bert-hf-pretrain-v2.27.0")
 NEMO = upstream.facts("nemo-r2.0.0rc1")
+BRIDGE = upstream.facts("megatron-bridge-0.6.0")
 NXD = upstream.facts("neuronx-distributed-v2.28.0")["data"]["get_dataset"]
 TITAN_ASSETS = upstream.facts("torchtitan-config-cli")["download_hf_assets"]["assets"]
 HOSTS = (str(urlsplit(HUB["endpoint"]).hostname), "s3.amazonaws.com")
@@ -44,8 +45,8 @@ def _json(doc: dict) -> str:
     return json.dumps(doc)
 
 
-def _repo(name: str, files: dict[str, str], gated: bool = False) -> dict:
-    return {"sha": hashlib.sha1(name.encode()).hexdigest(), "gated": gated, "files": files}
+def _repo(name: str, files: dict[str, str], gated: bool = False, sha: str | None = None) -> dict:
+    return {"sha": sha or hashlib.sha1(name.encode()).hexdigest(), "gated": gated, "files": files}
 
 
 def content() -> dict:
@@ -92,14 +93,24 @@ def content() -> dict:
         "model-00002-of-00002.safetensors",
         "original/consolidated.00.pth",
     )
+    # Qwen/Qwen3-8B serves both TorchTitan (its assets, at main) and Megatron Bridge (config,
+    # tokenizer and weights, at the commit its Qwen3 recipes pin): one revision here, that commit.
+    bridge_qwen3 = BRIDGE["recipes"]["qwen3_8b_sft_config"]
+    assert bridge_qwen3["hf_repo"] == qwen3
+    qwen3_files = sorted({*qwen3_files, *llama31_files[:-1]})
+    qwen3_sha = bridge_qwen3["hf_revision"]
+    # Its weights too, for the server that serves it (trn2-serve): safetensors shards with their
+    # index, as the Hub lists such a model (names not read from the Hub here).
+    qwen3_repo = {f: _json({"model_type": "qwen3"}) for f in qwen3_files}
+    qwen3_repo["model.safetensors.index.json"] = "{}"
     return {
         "models": {
             llama31: _repo(llama31, {f: _json({"model_type": "llama"}) for f in llama31_files}, gated=True),
+            qwen3: _repo(qwen3, qwen3_repo, sha=qwen3_sha),
             bert: _repo(bert, {f: _json({"model_type": "bert"}) for f in bert_files}),
             gpt2: _repo(gpt2, gpt2_files),
             llama: _repo(llama, {f: _json({"tokenizer_class": "LlamaTokenizer"}) for f in llama_files}, gated=True),
             llama3: _repo(llama3, {f: _json({"model_type": "llama"}) for f in llama3_files}, gated=True),
-            qwen3: _repo(qwen3, {f: _json({"model_type": "qwen3"}) for f in qwen3_files}),
         },
         "datasets": {
             "togethercomputer/RedPajama-Data-1T-Sample": _repo(

@@ -11,6 +11,15 @@ matchExpressions. Peers given by namespaceSelector (other namespaces) or ipBlock
 outside the cluster; this cluster's pod addresses stand in for the VPC's, which the policies
 here keep out of every ipBlock) never match a pod of the job.
 
+Between pods of any namespace (a server and its clients), `ports_allowed` answers per port:
+a connection from pod A to pod B on a TCP port needs A's egress (the policies of A's namespace
+that select A) and B's ingress (those of B's namespace that select B) to allow it, each rule's
+peers matched as Kubernetes does (a podSelector alone: pods of the policy's own namespace; a
+namespaceSelector: the namespaces whose labels match, `kubernetes.io/metadata.name` being
+every namespace's own, narrowed by a podSelector beside it), its ports by number or by the
+receiving container's port name. Pods enforces the answer with policy-routing rules
+(pods.Cluster.connect).
+
 The internet host stands in for a public address (PUBLIC_ADDRESS, a documentation address
 outside every private range): a pod reaches it when one of the egress policies that select it
 has a rule whose ipBlock holds that address (and not in its `except`) and whose ports include
@@ -20,10 +29,27 @@ the port the stand-in serves (TCP 443); pods not selected by any egress policy r
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass, field
 from typing import Any
 
 Obj = dict[str, Any]
 PUBLIC_ADDRESS = ipaddress.ip_address("198.51.100.7")  # RFC 5737: public, in no private range
+
+
+ALL_PORTS = None
+"""`ports_allowed`'s answer when every port is allowed."""
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label the API server sets on every namespace: its name."""
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A pod as the policies see it: its namespace, labels and named container ports."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
 
 
 def _selects(selector: Obj, labels: dict[str, str]) -> bool:
@@ -97,3 +123,73 @@ def reaches_internet(policies: list[Obj], pod: dict[str, str], port: int) -> boo
                 continue
             return True
     return False
+
+
+def _peer_selects(peer: Obj, policy_namespace: str, other: Peer) -> bool:
+    """Whether a rule's peer (podSelector and/or namespaceSelector) names `other`."""
+    if "ipBlock" in peer:
+        return False  # pod addresses stand in for the VPC's, kept out of every ipBlock here
+    if "namespaceSelector" in peer:
+        namespace_labels = {NAMESPACE_NAME_LABEL: other.namespace}
+        if not _selects(peer["namespaceSelector"], namespace_labels):
+            return False
+    elif other.namespace != policy_namespace:
+        return False
+    return _selects(peer.get("podSelector") or {}, other.labels)
+
+
+def _rule_ports(rule: Obj, receiver: Peer) -> frozenset[int] | None:
+    """The TCP ports a rule allows (None: every port); a named port is the receiver's."""
+    if not rule.get("ports"):
+        return ALL_PORTS
+    found = set()
+    for p in rule["ports"]:
+        if p.get("protocol", "TCP") != "TCP" or "port" not in p:
+            continue
+        if "endPort" in p:
+            raise NotImplementedError(f"port ranges (endPort) are not modelled: {p}")
+        port = p["port"]
+        if isinstance(port, str):
+            if port not in receiver.ports:
+                continue  # a name the receiving pod does not declare matches none of its ports
+            port = receiver.ports[port]
+        found.add(int(port))
+    return frozenset(found)
+
+
+def _direction(policies: list[Obj], pod: Peer, other: Peer, receiver: Peer, direction: str) -> frozenset[int] | None:
+    """The ports `pod`'s own policies allow it towards (Egress) or from (Ingress) `other`."""
+    isolating = [
+        p
+        for p in policies
+        if p["metadata"].get("namespace") == pod.namespace
+        and direction in p["spec"].get("policyTypes", [])
+        and _selects(p["spec"]["podSelector"], pod.labels)
+    ]
+    if not isolating:
+        return ALL_PORTS
+    key, peers_key = ("egress", "to") if direction == "Egress" else ("ingress", "from")
+    allowed: set[int] = set()
+    for policy in isolating:
+        namespace = policy["metadata"]["namespace"]
+        for rule in policy["spec"].get(key, []):
+            peers = rule.get(peers_key)
+            if peers is not None and not any(_peer_selects(p, namespace, other) for p in peers):
+                continue
+            ports = _rule_ports(rule, receiver)
+            if ports is ALL_PORTS:
+                return ALL_PORTS
+            allowed |= ports
+    return frozenset(allowed)
+
+
+def ports_allowed(policies: list[Obj], source: Peer, dest: Peer) -> frozenset[int] | None:
+    """The TCP ports on which `source` may open a connection to `dest` (None: all of them):
+    the source's egress and the destination's ingress, each from its own namespace's policies."""
+    out = _direction(policies, source, dest, dest, "Egress")
+    into = _direction(policies, dest, source, dest, "Ingress")
+    if out is ALL_PORTS:
+        return into
+    if into is ALL_PORTS:
+        return out
+    return out & into

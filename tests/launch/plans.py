@@ -27,6 +27,9 @@ MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 JOB = "kubernetes:batch/v1:Job"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+NAME_LABEL = "app.kubernetes.io/name"
+SERVICE = "kubernetes:core/v1:Service"
 AMI_RELEASES = upstream.facts("amazon-eks-ami-v20260714")["releases"]
 """Per AMI release and Kubernetes minor, newest first: the drivers its accelerated AMIs carry."""
 PREFIX = "llm-training-eks:"
@@ -66,17 +69,19 @@ GLOBAL_BATCH = {
     "bert-neuron": ("training", 49152),
     "megatron-bridge": ("training", 192),
     "llama3-nxd": ("model", 192),  # DP = nodes (TP 32)
-    "torchtitan-neuron": ("model", 96),  # DP = 16 x nodes (TP 4 of 64 ranks a node)
+    "torchtitan-neuron": ("model", 192),  # DP = 16 x nodes (TP 4 of 64 ranks a node): 2, 3 or 4 (trn2u)
 }
 BERT_STEPS_PER_SHARD = 4
 SERVING_RECIPES = {VllmServeWorkload.RECIPE}
 """Recipes with a server and no training MPIJob: not in the training scenarios."""
 # What a stack says its user puts on /shared before a run (the harness writes it there first).
+BRIDGE_SFT_DATA = {
+    "data/sft/training.jsonl": '{"input": "Q: 2+2?", "output": "4"}\n',
+    "data/sft/validation.jsonl": '{"input": "Q: 3+3?", "output": "6"}\n',
+}
 SEEDED: dict[tuple[str, str], dict[str, str]] = {
-    ("p5en-megatron-bridge", "sft"): {
-        "data/sft/training.jsonl": '{"input": "Q: 2+2?", "output": "4"}\n',
-        "data/sft/validation.jsonl": '{"input": "Q: 3+3?", "output": "6"}\n',
-    },
+    ("p5en-megatron-bridge", "sft"): BRIDGE_SFT_DATA,
+    ("p5en-megatron-bridge", "qwen3-sft"): BRIDGE_SFT_DATA,
 }
 
 
@@ -176,8 +181,12 @@ def network_policies(stack: str, workload: str, nodes: int, faults: bool = False
 
 @cache
 def _steps(stack: str, workload: str, nodes: int, faults: bool) -> tuple[dict[str, Any], ...]:
-    plan = _plan(stack, workload, nodes, faults)
-    found = {r["urn"]: r for r in plan["resources"] if r["type"] in (MPIJOB, JOB)}
+    return _ordered(_plan(stack, workload, nodes, faults)["resources"], (MPIJOB, JOB))
+
+
+def _ordered(resources: list[dict[str, Any]], types: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    """The inputs of the resources of `types`, dependencies first (as `pulumi up` creates them)."""
+    found = {r["urn"]: r for r in resources if r["type"] in types}
     ordered: list[str] = []
 
     def visit(urn: str) -> None:
@@ -321,3 +330,49 @@ def fitting_driver(stack: str, workload: str, runtime: str | None, family: str) 
         if runtime and (not minor or row["kubernetes"] == minor) and not refusals(driver, runtime, family):
             return driver
     raise LookupError(f"{stack}: no AMI release's Neuron driver fits runtime {runtime}")
+
+
+def serving_values(stack: str, workload: str, nodes: int = 2) -> dict[str, Any]:
+    """The example stack with the serving workload only, or with the training run it serves
+    (shortened, on `nodes` nodes, as harness_values makes it); teams dropped as there."""
+    values = copy.deepcopy(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml"))
+    serve = values[f"{PREFIX}workloads"][workload]
+    source = (serve.get("model") or {}).get("workload")
+    if source:
+        values = harness_values(stack, source, nodes)
+    else:
+        values.pop(f"{PREFIX}teams", None)
+        values.get(f"{PREFIX}queueing", {}).pop("defaultQueue", None)
+        values[f"{PREFIX}workloads"] = {}
+    serve.pop("team", None)
+    values[f"{PREFIX}workloads"][workload] = serve
+    return values
+
+
+@cache
+def _serving_plan(stack: str, workload: str) -> dict[str, Any]:
+    values = serving_values(stack, workload)
+    layered = config.parse_stack_values(values).lower_stack
+    return plan_mod.run(values, f"launch-{stack}", EXAMPLES, _lower_outputs(stack) if layered else None)
+
+
+def serving(stack: str, workload: str) -> dict[str, Any]:
+    """What the harness plays of a serving workload, from its plan: `source` (the Jobs and
+    MPIJobs of the training run it serves, in order; none for a Hub model), `steps` (its own
+    Jobs and its Deployment, in order), `services` and `policies` (every NetworkPolicy)."""
+    resources = _serving_plan(stack, workload)["resources"]
+
+    def of(name: str, types: tuple[str, ...]) -> list[dict[str, Any]]:
+        mine = [
+            r for r in resources if r["type"] in types and r["inputs"]["metadata"]["labels"].get(NAME_LABEL) == name
+        ]
+        return [copy.deepcopy(o) for o in _ordered(mine, types)]
+
+    source = [w for w in read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"] if w != workload]
+    steps = [o for o in of(workload, (JOB, DEPLOYMENT)) if o["kind"] == "Job" or component(o) == "serve"]
+    return {
+        "source": [o for name in source for o in of(name, (MPIJOB, JOB))],
+        "steps": steps,
+        "services": of(workload, (SERVICE,)),
+        "policies": copy.deepcopy([r["inputs"] for r in resources if r["type"] == NETWORK_POLICY]),
+    }

@@ -181,8 +181,10 @@ def main(spec_path: str) -> None:
     for s in spec["secrets"]:
         mount_secret(root, s["path"], s["files"])
     if spec["readOnlyRoot"]:  # the image's file system, not the volumes mounted on it
+        volumes = {m["target"] for m in spec["binds"]}
         for d in ("", "/tmp", "/run", "/root"):
-            mount(None, f"{root}{d}", flags=REMOUNT | BIND | RDONLY)
+            if d not in volumes:  # a volume at /tmp (an emptyDir) stays as mounted
+                mount(None, f"{root}{d}", flags=REMOUNT | BIND | RDONLY)
     socket.sethostname(spec["hostname"])
     setpriv = shutil.which("setpriv")
     os.chroot(root)

@@ -27,6 +27,7 @@ from pathlib import Path
 from tests import upstream
 from tests.conftest import ROOT
 from tests.launch import internet
+from tests.launch.netpolicy import Peer, ports_allowed
 from tests.launch.security import Security
 
 PODINIT = Path(__file__).with_name("podinit.py")
@@ -84,6 +85,9 @@ class PodSpec:
     security: Security | None = None  # None: root with the runtime's default capabilities
     internet: bool = False  # its NetworkPolicies let it reach the internet (netpolicy.reaches_internet)
     node_files: dict[str, str] = field(default_factory=dict)  # what its node shows under /sys/module
+    peer: Peer | None = None
+    """Its namespace, labels and named ports: set, the namespaces' NetworkPolicies decide per port
+    what it may open to every other pod that has one (Cluster.policies)."""
 
 
 @dataclass
@@ -134,6 +138,12 @@ class Cluster:
         self._plugs = 0
         # (a, b): pod a cannot reach pod b (the namespace's NetworkPolicies, tests/launch/netpolicy.py)
         self.denied: set[tuple[str, str]] = set()
+        # The NetworkPolicies between pods that carry a Peer, enforced per port (Cluster._connect).
+        self.policies: list[dict[str, object]] = []
+        self._connected: set[tuple[str, str]] = set()
+        # Service DNS names -> the pods behind them; a pod is listed once it is ready.
+        self.services: dict[str, list[str]] = {}
+        self.ready: set[str] = set()
         # A scenario that sets the MPI need aside: every image keeps this machine's Open MPI in /usr/bin.
         self.mpi_on_sshd_path = False
         ip("netns", "add", self.switch)
@@ -183,6 +193,36 @@ class Cluster:
         )
         return netns, address
 
+    def _connect(self, spec: PodSpec, netns: str, address: str) -> None:
+        """Policy-routing rules between a new pod and every running pod with a Peer, both ways:
+        in the sender's network namespace, packets to the other pod pass only to a port its
+        policies allow (or from one the other may open to it: the replies a stateful filter lets
+        through); the rest hit a blackhole rule, so the connection fails at once."""
+        if spec.peer is None:
+            return
+        mine = (spec.name, netns, address, spec.peer)
+        for pod in list(self.pods.values()):
+            if pod.spec.peer is None or pod.spec.name == spec.name or not pod.alive():
+                continue
+            theirs = (pod.spec.name, pod.netns, pod.address, pod.spec.peer)
+            self._rules(mine, theirs)
+            self._rules(theirs, mine)
+
+    def _rules(self, a: tuple[str, str, str, Peer], b: tuple[str, str, str, Peer]) -> None:
+        if (a[0], b[0]) in self._connected:
+            return
+        self._connected.add((a[0], b[0]))
+        policies = [dict(p) for p in self.policies]
+        out, back = ports_allowed(policies, a[3], b[3]), ports_allowed(policies, b[3], a[3])
+        if out is None:
+            return
+        if back is None:
+            raise NotImplementedError(f"{b[0]} may open any port of {a[0]}, which may not reach it: not modelled")
+        to = f"to {b[2]}/32 ipproto tcp"
+        commands = [f"rule add {to} dport {p} lookup main pref 100" for p in sorted(out)]
+        commands += [f"rule add {to} sport {p} lookup main pref 100" for p in sorted(back)]
+        batch(a[1], *commands, f"rule add to {b[2]}/32 blackhole pref 200")
+
     def _internet(self) -> subprocess.Popen[bytes]:
         """The stand-in internet host (tests/launch/internet.py) on the bridge, and its server."""
         netns = f"{self.prefix}inet"
@@ -206,6 +246,7 @@ class Cluster:
     def start(self, spec: PodSpec) -> Pod:
         """Create the pod's namespaces and start its command; publish its DNS names."""
         netns, address = self._plug(spec.name, spec.internet)
+        self._connect(spec, netns, address)
         base = self.workdir / "pods" / f"{spec.name}-{uuid.uuid4().hex[:4]}"
         base.mkdir(parents=True)
         log = self.workdir / f"{spec.name}.log"
@@ -267,9 +308,17 @@ class Cluster:
         )
         return bool(out.stdout.strip())
 
+    def set_ready(self, name: str, ready: bool) -> None:
+        """The kubelet's readiness of a pod: a Service's DNS name lists ready pods only."""
+        (self.ready.add if ready else self.ready.discard)(name)
+        self._publish()
+
     def remove(self, name: str) -> None:
         """Delete a pod: kill everything in it and take its names out of DNS."""
         pod = self.pods.pop(name, None)
+        self.ready.discard(name)
+        # Its network namespace goes with it; the rules towards its address stay in the others'.
+        self._connected = {pair for pair in self._connected if pair[0] != name}
         if pod:
             pod.kill()
             self._publish()
@@ -278,10 +327,17 @@ class Cluster:
         lines = ["127.0.0.1 localhost\n", f"{internet.ADDRESS} {' '.join(internet.HOSTS)}\n"]
         running = [p for p in self.pods.values() if p.alive() and not (p.spec.security and p.spec.security.refused)]
         lines += [f"{p.address} {' '.join(p.spec.dns_names)} {p.spec.name}\n" for p in running]
-        # In place: every pod's /etc/hosts is a bind mount of this very file.
+        for service, members in self.services.items():  # a Service's name: its ready pods' addresses
+            lines += [f"{self.pods[m].address} {service}\n" for m in members if m in self.ready and m in self.pods]
+        # In place: every pod's /etc/hosts is a bind mount of this very file. Overwritten, then
+        # cut: a pod resolving meanwhile reads the old lines or the new, never an empty file.
+        text = "".join(lines)
         with self.hosts.open("r+") as f:
-            f.truncate(0)
-            f.write("".join(lines))
+            if f.read() == text:
+                return
+            f.seek(0)
+            f.write(text)
+            f.truncate()
 
     def close(self) -> None:
         for name in list(self.pods):

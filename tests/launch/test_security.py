@@ -91,3 +91,41 @@ def test_network_policies_between_the_pods_of_a_job() -> None:
     }
     with pytest.raises(NotImplementedError, match="one-way"):
         netpolicy.denied_pairs([one_way], {"a": {}, "b": {"x": "1"}})
+
+
+def test_serving_policies_admit_the_named_clients_on_the_servers_port_only() -> None:
+    """The port- and namespace-aware model on the rendered policies of every serving example
+    stack: the clients the config names reach the server's port and no other; a pod of the
+    server's namespace without the labels, and one of another namespace, reach nothing; the
+    server opens nothing to its clients (default-deny), whose replies come from its port."""
+    from tests.launch import plans
+
+    for stack, workload, _ in plans.workloads(serving=True):
+        plan = plans.serving(stack, workload)
+        (server,) = [o for o in plan["steps"] if o["kind"] == "Deployment"]
+        namespace = server["metadata"]["namespace"]
+        pod = netpolicy.Peer("server", namespace, server["spec"]["template"]["metadata"]["labels"], {"http": 8000})
+        clients = plans.serving_values(stack, workload)[f"{plans.PREFIX}workloads"][workload].get("clients", {})
+        labels = clients.get("podLabels") or {"llm-training-eks/client-of": workload}
+        admitted = [netpolicy.Peer("c", namespace, labels)]
+        admitted += [netpolicy.Peer(f"c-{ns}", ns, {}) for ns in clients.get("namespaces", [])]
+        for client in admitted:
+            assert netpolicy.ports_allowed(plan["policies"], client, pod) == {8000}, (stack, client)
+            assert netpolicy.ports_allowed(plan["policies"], pod, client) == set(), (stack, client)
+        stranger = netpolicy.Peer("s", namespace, {"role": "other"})
+        assert netpolicy.ports_allowed(plan["policies"], stranger, pod) == set(), stack
+        if not clients.get("namespaces"):
+            assert netpolicy.ports_allowed(plan["policies"], netpolicy.Peer("o", "elsewhere", labels), pod) == set()
+
+
+def test_a_named_port_is_the_receivers_and_a_port_range_is_refused() -> None:
+    policy = {
+        "metadata": {"name": "p", "namespace": "a"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"ports": [{"port": "http"}]}]},
+    }
+    source, dest = netpolicy.Peer("s", "b"), netpolicy.Peer("d", "a", {}, {"http": 8000})
+    assert netpolicy.ports_allowed([policy], source, dest) == {8000}
+    assert netpolicy.ports_allowed([policy], source, netpolicy.Peer("d", "a")) == set()
+    policy["spec"]["ingress"] = [{"ports": [{"port": 8000, "endPort": 8010}]}]
+    with pytest.raises(NotImplementedError, match="endPort"):
+        netpolicy.ports_allowed([policy], source, dest)

@@ -9,6 +9,7 @@ without new facts, or a renamed key, fails here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -208,3 +209,29 @@ def test_efa_plugin_daemonset_allows_exactly_the_stacks_efa_types(example_stack:
     (release,) = found
     allow = release["inputs"]["values"]["supportedInstanceLabels"]
     assert allow == {"keys": [facts["allow_list_key"]], "values": efa_types}
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def test_no_object_relies_on_ultraserver_labels_the_pinned_device_plugin_does_not_set() -> None:
+    """The pinned Neuron chart's device plugin (1.1.2: 2.23.30.0) is below the 2.30.0.0 that sets
+    the `neuron.amazonaws.com/ultraserver-*` node labels (Neuron 2.32 ultraserver.rst); the newest
+    chart read (1.9.0) runs 2.31.0.0. Until the pin moves, no rendered object of any example stack
+    may select, place or spread by those labels (the fabric acceptance run reads the UltraServer ids
+    from sysfs); both charts' device plugins do run on trn2u nodes."""
+    facts = upstream.facts("neuron-helm-chart-ultraserver-2026-11")
+    pinned = facts["charts"][config.addons.AddonsConfig().neuron_chart]
+    needed = _version(facts["labels_need_device_plugin"])
+    assert _version(pinned["device_plugin"]) < needed <= _version(facts["charts"]["1.9.0"]["device_plugin"])
+    assert all(c["neuron_instances_has_trn2u"] for c in facts["charts"].values())
+    assert upstream.facts("chart-neuron-helm-chart-1.1.2")["version"] == "1.1.2"
+    prefix = facts["label_prefix"]
+    users = [
+        f"{stack}: {r['name']}"
+        for stack in EXAMPLE_STACKS
+        for r in stack_plan(stack)["resources"]
+        if r["type"].startswith("kubernetes:") and prefix in json.dumps(r["inputs"])
+    ]
+    assert not users, f"objects use {prefix}* labels, which device plugin {pinned['device_plugin']} never sets: {users}"

@@ -174,9 +174,9 @@ def _earlier_jobs(pod: Pod) -> list[Pod]:
     return [p for p in pods(pod.stack) if p.urn in seen and p.obj["kind"] == "Job"]
 
 
-def _downloads(script: str) -> Iterator[tuple[str, str, list[str]]]:
-    """(repository, cache directory, file patterns) of each `huggingface-cli download` (huggingface-hub
-    0.x) or `hf download` (1.x, one value per repeated --include) in a script."""
+def _downloads(script: str) -> Iterator[tuple[str, str, list[str], str]]:
+    """(repository, cache directory, file patterns, revision) of each `huggingface-cli download`
+    (huggingface-hub 0.x) or `hf download` (1.x, one value per repeated --include) in a script."""
     for line in script.splitlines():
         words = shlex.split(line) if re.search(r"(^|\s)(huggingface-cli|hf) download\s", line) else []
         if not words:
@@ -188,7 +188,8 @@ def _downloads(script: str) -> Iterator[tuple[str, str, list[str]]]:
             key = a if a.startswith("--") else key
             options.setdefault(key, []) if a.startswith("--") else options.setdefault(key, []).append(a)
         repo, *files = options[""]
-        yield repo, (options.get("--cache-dir") or [""])[0], files or options.get("--include", [])
+        revision = (options.get("--revision") or ["main"])[0]
+        yield repo, (options.get("--cache-dir") or [""])[0], files or options.get("--include", []), revision
 
 
 def hub_problems(repo: needs.HubRepo, pod: Pod, who: str) -> list[str]:
@@ -201,12 +202,16 @@ def hub_problems(repo: needs.HubRepo, pod: Pod, who: str) -> list[str]:
     if not cache_dir.startswith("/shared/"):
         return [f"{pod.name}: {who} reads {repo.repo} offline from {cache_dir!r}, which is not on /shared"]
     for job in _earlier_jobs(pod):
-        for name, where, patterns in _downloads(script_of(job)):
+        for name, where, patterns, revision in _downloads(script_of(job)):
             covered = all(any(fnmatch.fnmatch(f, p) for p in patterns) for f in repo.files)
-            if name == repo.repo and where == cache_dir and covered and online(job, 443):
+            # Offline, a read resolves its revision in the cache (refs/<branch>, or the commit's
+            # own snapshot): only a download of that same revision stages it.
+            same = revision == repo.revision
+            if name == repo.repo and where == cache_dir and covered and same and online(job, 443):
                 return []
     return [
-        f"{pod.name}: {who} reads {repo.repo} ({', '.join(repo.files)}) offline, but no step before it stages them in {cache_dir}"
+        f"{pod.name}: {who} reads {repo.repo}@{repo.revision} ({', '.join(repo.files)}) offline, but no step before"
+        f" it stages them in {cache_dir}"
     ]
 
 
@@ -244,12 +249,19 @@ def check_named_repos(program: needs.Program, pod: Pod, script: str) -> list[str
     for words in _words_after(script, program.name):
         options = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
         overrides = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
-        if "--recipe" in options:
-            repos.append(needs.HubRepo(facts["recipes"][options["--recipe"]]["hf_repo"], tuple(files["recipe_model"])))
+        recipe = facts["recipes"].get(options.get("--recipe", ""), {})
+        if recipe:  # the model at the revision the library recipe pins (main unless it pins one)
+            revision = recipe.get("hf_revision", "main")
+            repos.append(needs.HubRepo(recipe["hf_repo"], tuple(files["recipe_model"]), revision=revision))
         if overrides.get("tokenizer.tokenizer_type") == "HuggingFaceTokenizer":
-            repos.append(needs.HubRepo(overrides["tokenizer.tokenizer_model"], tuple(files["hf_tokenizer"])))
+            kwargs = recipe.get("sets", {}).get("tokenizer.hf_tokenizer_kwargs") or {}
+            tokenizer = overrides["tokenizer.tokenizer_model"]
+            repos.append(
+                needs.HubRepo(tokenizer, tuple(files["hf_tokenizer"]), revision=kwargs.get("revision", "main"))
+            )
         if words[:1] in (["import"], ["export"]):
-            repos.append(needs.HubRepo(options["--hf-model"], tuple(files[words[0]])))
+            revision = options.get("--hf-revision", "main")
+            repos.append(needs.HubRepo(options["--hf-model"], tuple(files[words[0]]), revision=revision))
     return [p for repo in repos for p in hub_problems(repo, pod, program.name)]
 
 

@@ -15,17 +15,19 @@ from typing import Any
 
 import pytest
 
+from config.stackfile import read_stack_file
 from facts.images import IMAGES, content_tag
 from tests import upstream
-from tests.conftest import stack_plan
+from tests.conftest import EXAMPLES, stack_plan
 from tests.shell_scan import Provides, dockerfile, scan
 from tests.unit.test_recipes import built_with
 
 # Ubuntu's essential packages (Priority: required: coreutils, findutils, grep, sed, mawk, tar,
 # bash, hostname, libc-bin) are in every Ubuntu base image the Dockerfiles start from.
 BASE_PROGRAMS = {
-    "awk", "bash", "cat", "chown", "cp", "cut", "date", "env", "find", "getent", "grep", "head", "hostname", "ls",
-    "mkdir", "mv", "rm", "sed", "sh", "sleep", "sort", "tail", "tar", "tee", "touch", "tr", "wc", "xargs",
+    "awk", "basename", "bash", "cat", "chown", "cp", "cut", "date", "env", "find", "getent", "grep", "head",
+    "hostname", "ls", "mkdir", "mv", "rm", "sed", "seq", "sh", "sleep", "sort", "tail", "tar", "tee", "touch", "tr",
+    "wc", "xargs",
 }  # fmt: skip
 # Programs the platform puts into the container at run time: the NVIDIA container toolkit mounts
 # nvidia-smi from the host driver; dcgmi and nv-hostengine are used only behind `command -v dcgmi`.
@@ -38,6 +40,14 @@ SHELL_VARIABLES = {"SECONDS", "HOSTNAME", "RANDOM", "PWD", "HOME"}
 OPEN_MPI_VARIABLES = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}
 # What sshd gives a session (OpenSSH's default environment): a fixed PATH, HOME, USER, SHELL.
 SSHD_VARIABLES = {"PATH", "HOME", "USER", "SHELL", "LOGNAME"}
+
+
+STACKS_WITH_RUNS = sorted(
+    p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    for p in EXAMPLES.glob("Pulumi.*.yaml")
+    if read_stack_file(p).get("llm-training-eks:workloads")
+)
+"""Every example stack that runs something (each image its runs use is checked where it runs)."""
 
 
 def _provides(repository: str) -> Provides:
@@ -105,9 +115,7 @@ def image_problems(objs: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize(
-    "stack", ["p4de-nemo", "trn1-bert", "trn1-llama2", "trn1-shared", "p5en", "p6-b200", "p6-b300", "trn2"]
-)
+@pytest.mark.parametrize("stack", STACKS_WITH_RUNS)
 def test_example_stack_commands_use_only_what_their_image_has(stack: str) -> None:
     objs = [r["inputs"] for r in stack_plan(stack)["resources"] if r["type"].startswith("kubernetes:")]
     assert image_problems(objs) == []

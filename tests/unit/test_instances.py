@@ -5,16 +5,19 @@ from it (AMI types held to botocore's eks model)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.exceptions
 import botocore.session
 import pytest
 from moto import mock_aws
 
 from facts import instances as catalog
-from facts import names
+from facts import names, prices
 from tests import upstream
+from tests.conftest import MINIMAL, plan_exit
 
 REQUIRED = {
     "trn1.32xlarge",
@@ -147,3 +150,29 @@ def test_p6_b300_primary_card_takes_no_efa() -> None:
     assert [n for n, it in catalog.ACCELERATED.items() if not it.efa_on_primary_card] == facts["card0_without_efa"]
     it = catalog.ACCELERATED["p6-b300.48xlarge"]
     assert (it.network_cards, it.efa_interfaces, it.efa_cards[0]) == (17, 16, 1)
+
+
+GB200 = upstream.facts("aws-ec2-p6e-gb200-2026-11")
+
+
+def test_p6e_gb200_is_refused_until_its_layout_gpus_and_price_are_sourceable(tmp_path: Path) -> None:
+    """What is sourceable (the type and its AMI type in botocore; 17 network cards and 4 GPUs in the
+    instance types guide) and what is not (moto's EC2 data has no entry to derive the EFA layout
+    from, the price table no price): when moto gains the type, this fails, and the node group can
+    be derived from it like p6-b200's."""
+    name = GB200["instance_type"]
+    session = botocore.session.get_session()
+    assert name in session.get_service_model("ec2").shape_for("InstanceType").enum
+    assert GB200["eks_ami_type"] in session.get_service_model("eks").shape_for("AMITypes").enum
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        with pytest.raises(botocore.exceptions.ClientError, match="InvalidInstanceType"):
+            ec2.describe_instance_types(InstanceTypes=[name])
+    assert GB200["in_moto_instance_data"] is False
+    assert name in upstream.facts("aws-ec2-efa-multi-card-2026-11")["not_in_catalog"]
+    assert name not in prices.EC2_ON_DEMAND_HOURLY and name not in catalog.CATALOG
+    assert name in catalog.NOT_SUPPORTED
+    ng = {"name": "gb", "instanceType": name, "desiredSize": 2, "availabilityZone": "us-west-2a"}
+    code, err = plan_exit({**MINIMAL, "llm-training-eks:nodeGroups": [ng]}, tmp_path)
+    assert code == 2 and "Traceback" not in err
+    assert f"nodeGroups[0].instanceType: {name} is not supported yet: no EFA layout of its 17 network cards" in err, err

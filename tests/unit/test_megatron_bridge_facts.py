@@ -55,6 +55,7 @@ def test_each_library_recipe_is_what_upstream_sets(model: str, mode: str) -> Non
     upstream_recipe = BRIDGE["recipes"][r.name]
     sets = upstream_recipe["sets"]
     assert upstream_recipe["hf_repo"] == m.hf_repo
+    assert upstream_recipe.get("hf_revision", "main") == m.revision, "the revision the recipe reads offline"
     assert upstream_recipe["base"] == {"pretrain": "_pretrain_common", "sft": "_sft_common"}[mode]
     assert (
         r.tensor_parallel,
@@ -102,6 +103,31 @@ def test_the_shapes_are_the_llama31_configs() -> None:
     # the published sizes: Llama 3.1 8B and 70B
     assert round(bridge.MODELS["llama31_8b"].shape.parameters / 1e9, 2) == 8.03
     assert round(bridge.MODELS["llama31_70b"].shape.parameters / 1e9, 1) == 70.6
+
+
+def test_the_qwen3_shape_is_the_one_bridge_is_tested_with() -> None:
+    """Bridge's Qwen3 bridge test config for qwen3-8b, its QK layernorm, and the verification card's
+    399 tensors and untied [151936, 4096] embedding and output head."""
+    q, s = BRIDGE["qwen3_8b"], bridge.MODELS["qwen3_8b"].shape
+    c = q["hf_config"]
+    assert (s.layers, s.hidden, s.ffn_hidden, s.heads, s.kv_heads, s.vocab) == (
+        c["num_hidden_layers"],
+        c["hidden_size"],
+        c["intermediate_size"],
+        c["num_attention_heads"],
+        c["num_key_value_heads"],
+        c["vocab_size"],
+    )
+    assert c["tie_word_embeddings"] is False and s.qk_norm is q["qk_layernorm"]
+    assert s.hf_tensors == q["hf_tensors"] and bridge.MODELS["llama31_8b"].shape.hf_tensors == 291
+    assert q["card_revision"] == bridge.MODELS["qwen3_8b"].revision
+    assert round(s.parameters / 1e9, 2) == 8.19
+    assert s.vocab % 128 == 0, "Megatron pads the vocabulary to a multiple of 128: none here"
+
+
+def test_no_published_qwen3_8b_row_so_no_estimate() -> None:
+    assert BRIDGE["qwen3_dense_performance_rows"] == 0
+    assert not [p for p in bridge.PUBLISHED if p.model == "qwen3_8b"]
 
 
 def test_checkpoints_are_sized_and_named_as_bridge_writes_them() -> None:

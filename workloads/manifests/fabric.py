@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 
-from config.workloads.fabric import FabricAcceptanceRun
+from config.workloads.fabric import CHECKS_SECONDS, FabricAcceptanceRun
 from facts import fabric
 from workloads.manifests.healthcheck import ALL_REDUCE_PERF, NCCOM_TEST, NEURON_ROOT_COMM_PORT, health_gate
 from workloads.manifests.mpijob import (
@@ -29,11 +29,8 @@ from workloads.manifests.network import job_peers
 from workloads.manifests.objects import Context, Step, image_check
 
 REPORT = "fabric-acceptance.json"
-CHECKS_SECONDS = 30 * 60
-"""Per-node checks (DCGM level 1 takes minutes), the gated all-reduce and the sweep."""
 TIMEOUT_SECONDS = WORKER_WAIT_SECONDS + CHECKS_SECONDS
 """What `pulumi up` waits at most: the workers' wait (a node replaced meanwhile), then the checks."""
-SWEEP_FROM = "8M"
 # Where the Neuron runtime exposes a trn2u node's UltraServer ids for the 4-node configuration
 # (the Neuron UltraServer init script reads them: tests/upstream/nccom-test-2.32.0.yaml).
 SERVER_ID, NODE_ID = "/sys/class/neuron_device/server_id_4", "/sys/class/neuron_device/node_id_4"
@@ -65,7 +62,7 @@ def ultraserver_check(ctx: Context, nodes: int) -> str:
 
 
 def sweep(run: FabricAcceptanceRun, ctx: Context, size: str, env: dict[str, str]) -> str:
-    """The all-reduce from SWEEP_FROM up to the gated size, doubling, kept as JSON in the run's
+    """The all-reduce from fabric.SWEEP_FROM up to the gated size, doubling, kept as JSON in the run's
     directory for the record (nccl-tests -J, nccom-test --report-to-json-file); not gated."""
     ng = ctx.node_group
     if ng.accelerator == "nvidia":
@@ -73,13 +70,14 @@ def sweep(run: FabricAcceptanceRun, ctx: Context, size: str, env: dict[str, str]
         return (
             f"{mpirun_command(run.nodes, per_node, [], ctx.mpirun)}"
             " $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | sed 's/^/-x /' | tr '\\n' ' ')"
-            f' {ALL_REDUCE_PERF} -b {SWEEP_FROM} -e {size} -f 2 -g 1 -c 1 -n 20 -J "$RUN_DIR/all_reduce_perf.json"'
+            f" {ALL_REDUCE_PERF} -b {fabric.SWEEP_FROM} -e {size} -f 2 -g 1 -c 1 -n {fabric.SWEEP_ITERS}"
+            ' -J "$RUN_DIR/all_reduce_perf.json"'
         )
     total = run.nodes * ng.instance.ranks_per_node
     exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k.startswith(("FI_", "CCOM_")))
     remote = (
         f"PATH=$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH {exported} NEURON_RT_ROOT_COMM_ID=$root:{NEURON_ROOT_COMM_PORT}"
-        f" {NCCOM_TEST} -r {total} -N {run.nodes} -b {SWEEP_FROM} -e {size} -f 2 -d fp32 allr --hosts $ips"
+        f" {NCCOM_TEST} -r {total} -N {run.nodes} -b {fabric.SWEEP_FROM} -e {size} -f 2 -d fp32 allr --hosts $ips"
         f" --report-to-json-file $RUN_DIR/nccom-test.json"
     )
     # $first, $ips and $root are the launcher's, set by the gate's nccom-test just before.

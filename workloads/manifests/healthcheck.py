@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from config.training import size_bytes
 from config.workloads import RunConfig
 from facts import drivers
-from facts.fabric import FLOORS
+from facts.fabric import FLOORS, GATE_ITERS, SELFTEST_SIZE
 from infra.platform import NodeGroupFacts
 from workloads.manifests.mpijob import (
     HOSTFILE,
@@ -112,7 +112,7 @@ def node_check(ctx: Context) -> str:
         kind = "Neuron devices"
         ranks = ng.instance.ranks_per_node
         selftest = (
-            f"{NCCOM_TEST} -r {ranks} -b 64M -e 64M -d fp32 allr > /tmp/selftest.out 2>&1"
+            f"{NCCOM_TEST} -r {ranks} -b {SELFTEST_SIZE} -e {SELFTEST_SIZE} -d fp32 allr > /tmp/selftest.out 2>&1"
             ' || { echo "FAIL $h: single-node nccom-test all-reduce failed"; tail -20 /tmp/selftest.out; exit 1; }'
         )
     else:
@@ -177,7 +177,7 @@ def _nvidia_collective(run: RunConfig, ctx: Context, size: str) -> str:
     return (
         f"{mpirun_command(run.nodes, per_node, [], ctx.mpirun)} -x NCCL_DEBUG=INFO"
         " $(env | cut -d= -f1 | grep -E '^(FI_|NCCL_)' | grep -v '^NCCL_DEBUG$' | sed 's/^/-x /' | tr '\\n' ' ')"
-        f" {ALL_REDUCE_PERF} -b {size} -e {size} -f 2 -g 1 -c 1 -n 50 | tee /tmp/out\n"
+        f" {ALL_REDUCE_PERF} -b {size} -e {size} -f 2 -g 1 -c 1 -n {GATE_ITERS} | tee /tmp/out\n"
         f'grep -q {shlex.quote(NCCL_EFA_EVIDENCE)} /tmp/out || {{ echo "FAIL: NCCL did not use EFA (no'
         f" '{NCCL_EFA_EVIDENCE}' in its log): check aws-ofi-nccl in the image\"; exit 1; }}\n"
         f"nics=$(grep -ioE {shlex.quote(OFI_PROVIDER_LINE)} /tmp/out | head -n 1"

@@ -80,7 +80,7 @@ def stage(
     env = [{"name": "HF_HOME", "value": "/tmp/huggingface"}]
     mounts: tuple[tuple[Obj, Obj], ...] = ()
     if token_secret:
-        env, mount = hugging_face_token_file(token_secret)
+        env, mount = hugging_face_token_file(token_secret, home_writable=cli.writes_home)
         mounts = (mount,)
     obj = job(
         name,
@@ -100,15 +100,23 @@ HF_TOKEN_DIR = "/etc/huggingface"
 reads when HF_TOKEN is not set (utils/_token.py get_token, constants.HF_TOKEN_PATH)."""
 
 
-def hugging_face_token_file(secret_name: str) -> tuple[list[Obj], tuple[Obj, Obj]]:
+def hugging_face_token_file(secret_name: str, home_writable: bool = False) -> tuple[list[Obj], tuple[Obj, Obj]]:
     """The token as a read-only file, not an environment variable (a child process or a crash
     dump would carry an environment): HF_HOME points at the Secret's volume for the token,
-    and the hub's caches, which it writes, go to /tmp (HF_HUB_CACHE, HF_ASSETS_CACHE)."""
+    and the hub's caches, which it writes, go to /tmp (HF_HUB_CACHE, HF_ASSETS_CACHE). With
+    `home_writable` (a CLI that writes HF_HOME: hub 1.x's `hf`), HF_HOME is scratch in /tmp and
+    HF_TOKEN_PATH names the token file."""
+    items = [{"key": "HF_TOKEN", "path": "token"}]
+    volume = {"name": "hf-token", "secret": {"secretName": secret_name, "items": items, "defaultMode": 0o444}}
+    mount = (volume, {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
+    if home_writable:
+        return [
+            {"name": "HF_HOME", "value": "/tmp/huggingface"},
+            {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"},
+        ], mount
     env = [
         {"name": "HF_HOME", "value": HF_TOKEN_DIR},
         {"name": "HF_HUB_CACHE", "value": "/tmp/huggingface/hub"},
         {"name": "HF_ASSETS_CACHE", "value": "/tmp/huggingface/assets"},
     ]
-    items = [{"key": "HF_TOKEN", "path": "token"}]
-    volume = {"name": "hf-token", "secret": {"secretName": secret_name, "items": items, "defaultMode": 0o444}}
-    return env, (volume, {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True})
+    return env, mount

@@ -1,4 +1,4 @@
-"""Recipe `megatron-bridge`: Llama 3.1 pre-training or SFT with Megatron Bridge 0.6.0 (NGC nemo:26.08
+"""Recipe `megatron-bridge`: Llama 3.1 or Qwen3 pre-training or SFT with Megatron Bridge 0.6.0 (NGC nemo:26.08
 in images/nemo-megatron-bridge/), with every Hugging Face Hub file staged first and read offline.
 
 Steps: image check -> shared directories -> the token's Secret -> one Job with egress stages the
@@ -54,7 +54,7 @@ CONVERSION = f"python3 {bridge.BRIDGE_DIR}/{bridge.RUN_CONVERSION}"
 
 def import_dir(ctx: Context, workload_name: str, run: MegatronBridgeWorkload) -> str:
     """The imported Megatron checkpoint of a repository at a revision (shared by every run that uses it)."""
-    return f"{data_dir(ctx, workload_name)}/import-{short_hash(run.hf_model.hf_repo, run.hf_revision)}"
+    return f"{data_dir(ctx, workload_name)}/import-{short_hash(run.hf_model.hf_repo, run.revision)}"
 
 
 def stage_script(run: MegatronBridgeWorkload, cache: str) -> str:
@@ -85,13 +85,19 @@ def stage_script(run: MegatronBridgeWorkload, cache: str) -> str:
     )
 
 
+def revision_option(run: MegatronBridgeWorkload) -> str:
+    """The conversion worker reads the repository at `main` unless told (`--hf-revision`, a Hub id
+    only): the recipe's pinned revision is the one staged (no refs/main offline)."""
+    return "" if run.revision == "main" else f" --hf-revision {shlex.quote(run.revision)}"
+
+
 def import_script(run: MegatronBridgeWorkload, out: str) -> str:
     """The CPU backend's import (one process; TP=PP=1), offline from the staged cache; `--overwrite`
     clears what an interrupted attempt left. Marked done once Bridge's tracker file is written."""
     return (
         f"test -f {out}/.done && {{ echo 'already imported'; exit 0; }}\n"
-        f"{CONVERSION} import --device cpu --hf-model {run.hf_model.hf_repo} --megatron-path {out}"
-        " --torch-dtype bfloat16 --overwrite\n"
+        f"{CONVERSION} import --device cpu --hf-model {run.hf_model.hf_repo}{revision_option(run)}"
+        f" --megatron-path {out} --torch-dtype bfloat16 --overwrite\n"
         f"test -f {out}/{bridge.TRACKER_FILE}"
         f' || {{ echo "FAIL: the import wrote no {bridge.TRACKER_FILE} in {out}"; exit 1; }}\n'
         f"touch {out}/.done"
@@ -149,7 +155,8 @@ def export_phase(run: MegatronBridgeWorkload) -> str:
         f'step=$(cat "$CHECKPOINT_DIR/{bridge.TRACKER_FILE}")\n'
         f'iter=$(printf "{bridge.ITERATION_DIR.replace("{:07d}", "%07d")}" "$step")\n'
         'if [ -f "$RUN_DIR/.exported-$iter" ]; then echo "$iter already exported"; exit 0; fi\n'
-        f'{CONVERSION} export --device cpu --hf-model {run.hf_model.hf_repo} --megatron-path "$CHECKPOINT_DIR/$iter"'
+        f"{CONVERSION} export --device cpu --hf-model {run.hf_model.hf_repo}{revision_option(run)}"
+        ' --megatron-path "$CHECKPOINT_DIR/$iter"'
         ' --hf-path "$RUN_DIR/hf" --overwrite\n'
         'touch "$RUN_DIR/.exported-$iter" && echo "exported $iter to $RUN_DIR/hf"'
     )
@@ -202,7 +209,7 @@ def steps(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> list
     chain = [image, dirs, token, hub]
     if run.imports:
         out = import_dir(ctx, workload_name, run)
-        name = f"{workload_name}-import-{short_hash(run.hf_model.hf_repo, run.hf_revision)}"
+        name = f"{workload_name}-import-{short_hash(run.hf_model.hf_repo, run.revision)}"
         offline = [{"name": k, "value": v} for k, v in sorted(offline_env(ctx).items())]
         env_import = [{"name": "HF_HOME", "value": HF_HOME}, *offline]
         obj = job(name, ctx, labels(workload_name, "data"), import_script(run, out), env=env_import, timeout=4 * 3600)

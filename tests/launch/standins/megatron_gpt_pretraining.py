@@ -11,10 +11,12 @@ reads the repository's tokenizer config and, when that names no tokenizer class,
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +160,25 @@ def tokenizer(facts: dict[str, Any], o: dict[str, str]) -> str | None:
     return repo
 
 
+GPT2_VOCABULARY = 50257  # GPT-2 BPE's tokens; Megatron pads them (make_vocab_size_divisible_by x TP)
+
+
+def save_nemo(facts: dict[str, Any], o: dict[str, str], ckdir: Path) -> None:
+    """NeMo's save_nemo_on_train_end: `<checkpoint dir>/<exp_manager name>.nemo`, a tar holding
+    model_config.yaml (the converter reads the model's shape there) and the weights."""
+    name = o.get("exp_manager.name") or o.get("name") or facts["nemoExpManagerName"]
+    divisor = int(o.get("model.make_vocab_size_divisible_by", "128")) * int(o["model.tensor_model_parallel_size"])
+    padded = -(-GPT2_VOCABULARY // divisor) * divisor
+    text = f"hidden_size: {o['model.hidden_size']}\nnum_layers: {o['model.num_layers']}\npadded_vocab_size: {padded}\n"
+    ckdir.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(ckdir / f"{name}.nemo", "w") as tar:
+        for member, data in (("./model_config.yaml", text.encode()), ("./model_weights/common.pt", b"")):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    print(f"Saved the model to {ckdir / f'{name}.nemo'}", flush=True)
+
+
 def main() -> None:
     facts = job()
     rules = facts["rules"]
@@ -196,6 +217,9 @@ def main() -> None:
     if me == 0:
         record("megatron-done", steps=max_steps, resumedFrom=start, extracting=extracting)
         print(f"`Trainer.fit` stopped: `max_steps={max_steps}` reached.", flush=True)
+        end = truthy(o.get("exp_manager.checkpoint_callback_params.save_nemo_on_train_end"))
+        if facts["framework"] == "nemo" and saving and end and not extracting:
+            save_nemo(facts, o, ckdir)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ value = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")
 if value["--device"] == "cpu" and any(value.get(f, "1") != "1" for f in ("--tp", "--pp", "--ep", "--etp")):
     fail("ValueError: CPU conversion requires TP=PP=EP=ETP=1.")
 repo, megatron = value["--hf-model"], Path(value["--megatron-path"])
+revision = value.get("--hf-revision", "main")  # the worker reads the Hub id at main unless told
 record("run_conversion", command=command, args=value)
 
 
@@ -41,12 +42,12 @@ def destination(path: Path) -> None:
 
 if command == "import":
     for name in ("config.json", *facts["tokenizerFiles"], *facts["weightFiles"]):
-        hub_file(repo, name)
+        hub_file(repo, name, revision)
     destination(megatron)
     save(facts, megatron, 0, -1)
     print(f"CPU import complete: {megatron}", flush=True)
 else:
-    hub_file(repo, "config.json")
+    hub_file(repo, "config.json", revision)
     if not megatron.exists():
         fail(f"FileNotFoundError: Megatron checkpoint does not exist: {megatron}")
     if not list(megatron.rglob(facts["runConfig"])):
@@ -55,6 +56,6 @@ else:
         )
     out = Path(value["--hf-path"])
     destination(out)
-    (out / "config.json").write_text(hub_file(repo, "config.json").read_text())
+    (out / "config.json").write_text(hub_file(repo, "config.json", revision).read_text())
     (out / "model.safetensors").write_text(f"exported from {megatron}")
     print(f"CPU export complete: {out}", flush=True)

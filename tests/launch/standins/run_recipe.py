@@ -27,10 +27,12 @@ if recipe not in facts["recipes"]:
 me, world = rank()
 accelerator_init()  # CUDA: the node's NVIDIA driver against the image's CUDA 13
 # Every rank builds the recipe: AutoBridge.from_hf_pretrained(<repository>) reads its config.
-model_files = {"config.json": str(hub_file(facts["recipes"][recipe], "config.json"))}
+# At the revision the recipe pins (AutoBridge.from_hf_pretrained(id, revision=...)), main unless it does.
+library = facts["recipes"][recipe]
+model_files = {"config.json": str(hub_file(library["repo"], "config.json", library["revision"]))}
 if o.get("tokenizer.tokenizer_type") == "HuggingFaceTokenizer":
     for name in facts["tokenizerFiles"]:
-        model_files[name] = str(hub_file(o["tokenizer.tokenizer_model"], name))
+        model_files[name] = str(hub_file(o["tokenizer.tokenizer_model"], name, library["tokenizerRevision"]))
 dataset = options.get("--dataset")
 if dataset == "local-jsonl":
     for name in ("training.jsonl", "validation.jsonl"):

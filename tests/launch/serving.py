@@ -1,0 +1,200 @@
+"""A serving workload of an example stack on a local cluster (tests/launch/README.md, "Serving"):
+the training run it serves first where it serves one (its own pipeline, as the launch chain plays
+it), then its Jobs in order (image check, directories, the Hub staging or the conversion), then
+its Deployment: the replicas the plan renders started as pods, probed as the kubelet probes them
+(prober.py: the rendered startup and readiness probes' path, port and thresholds), the Service
+played as its DNS name listing the ready pods' addresses, and client pods that call it through
+the namespaces' NetworkPolicies, enforced per port (pods.Cluster._connect).
+
+Not modelled: kube-proxy (the Service's name resolves to a pod's address, so its port must be
+the container's: checked), the liveness probe, container restarts (CrashLoopBackOff), the
+Deployment's rollout and the PodDisruptionBudget, Kueue's admission of the replicas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from facts import instances, serving
+from tests import upstream
+from tests.launch import plans
+from tests.launch.harness import Faults, WorkloadRun
+from tests.launch.mpioperator import Controller, JobController, JobResult
+from tests.launch.netpolicy import Peer
+from tests.launch.pods import Cluster, Pod, PodSpec
+
+PROBER = Path(__file__).with_name("prober.py")
+CLIENT = Path(__file__).with_name("standins") / "completion_client.py"
+PROBE_SCALE = 0.02
+"""The harness's clock for probes: a rendered second lasts 20 ms (a 10 s period, 0.2 s)."""
+SOURCE_NODES = 2
+"""The training run a serving workload serves is played at 2 nodes, as the launch chain plays it."""
+
+
+class Deployment(Controller):
+    """One Deployment: its replicas as pods (named `<deployment>-<template hash>-<i>`)."""
+
+    def start(self) -> list[Pod]:
+        spec = self.obj["spec"]
+        template = spec["template"]
+        labels = template["metadata"].get("labels", {})
+        selector = spec["selector"]["matchLabels"]
+        if any(labels.get(k) != v for k, v in selector.items()):
+            raise AssertionError(f"{self.name}: selector {selector} does not select its template's labels {labels}")
+        container = plans.containers(self.obj)
+        ports = {p["name"]: int(p["containerPort"]) for p in container.get("ports", []) if "name" in p}
+        digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+        pods = []
+        for i in range(int(spec.get("replicas", 1))):
+            name = f"{self.name}-{digest}-{i}"
+            pod = self.pod(container, name, {}, pod_spec=template["spec"], labels=labels)
+            pod.dns_names = []
+            pod.peer = Peer(name, self.namespace, dict(labels), ports)
+            pods.append(self.cluster.start(pod))
+        return pods
+
+    def probe(self, pods: list[Pod], scale: float = PROBE_SCALE) -> dict[str, str]:
+        """Each pod's probes to their end: "ready", or the startup probe's last failure."""
+        container = plans.containers(self.obj)
+        probes = {k: container[k] for k in ("startupProbe", "readinessProbe")}
+        running = {}
+        for pod in pods:
+            spec = {
+                "address": pod.address,
+                "port": self.port(container, probes["startupProbe"]["httpGet"]["port"]),
+                "path": probes["startupProbe"]["httpGet"]["path"],
+                "startup": probes["startupProbe"],
+                "readiness": probes["readinessProbe"],
+                "scale": scale,
+            }
+            if probes["readinessProbe"]["httpGet"] != probes["startupProbe"]["httpGet"]:
+                raise NotImplementedError(f"{self.name}: a readiness probe on another endpoint than the startup one")
+            command = ["ip", "netns", "exec", pod.netns, sys.executable, "-S", str(PROBER), json.dumps(spec)]
+            running[pod.spec.name] = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        budget = max(p["periodSeconds"] * (p["failureThreshold"] + 1) for p in probes.values()) * scale + 30
+        outcome = {}
+        for name, prober in running.items():
+            out, _ = prober.communicate(timeout=budget)
+            outcome[name] = "ready" if prober.returncode == 0 else out.strip()
+            self.cluster.set_ready(name, outcome[name] == "ready")
+        return outcome
+
+    @staticmethod
+    def port(container: dict[str, Any], port: int | str) -> int:
+        """A probe's or Service's target port: a number, or the name of a container port."""
+        if isinstance(port, int):
+            return port
+        named = {p.get("name"): int(p["containerPort"]) for p in container.get("ports", [])}
+        if port not in named:
+            raise AssertionError(f"port {port!r} is not a named port of the container (ports: {named})")
+        return named[port]
+
+
+class ServingRun(WorkloadRun):
+    """A serving workload (and the training run it serves) on its own local cluster."""
+
+    def __init__(self, workdir: Path, stack: str, workload: str) -> None:
+        self.stack, self.workload, self.nodes = stack, workload, 1
+        self.plan = plans.serving(stack, workload)
+        source = plans.serving_values(stack, workload)[f"{plans.PREFIX}workloads"]
+        names = [w for w in source if w != workload]
+        self.source = WorkloadRun(workdir, stack, names[0], SOURCE_NODES) if names else None
+        self.cluster = self.source.cluster if self.source else Cluster(workdir)
+        self.shared = workdir / "shared"
+        self.shared.mkdir(exist_ok=True)
+        self.jobs = list(self.plan["steps"])
+        self.policies = tuple(self.plan["policies"])
+        self.cluster.policies = list(self.policies)
+        self.results: list[JobResult] = []
+        self.set_aside: set[str] = set()
+        self.driver_override: str | None = None
+        self.deployment: Deployment | None = None
+        self.pods: list[Pod] = []
+
+    @property
+    def training_image(self) -> str:
+        return str(plans.containers(self.server)["image"])
+
+    @property
+    def server(self) -> dict[str, Any]:
+        return next(o for o in self.jobs if o["kind"] == "Deployment")
+
+    def facts(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A job's facts, and the server's: the options of its image's vLLM, the logical
+        NeuronCores of one device of its node group's instance."""
+        facts = super().facts(obj)
+        pinned = serving.image_for_name(str(plans.containers(obj)["image"]))
+        if pinned is not None:
+            facts["vllm"] = upstream.facts(pinned.facts)
+            instance = instances.get(plans.instance_type(self.stack, self.workload))
+            facts["servingCoresPerDevice"] = serving.neuron_cores_per_device(instance)
+        return facts
+
+    def run_jobs(self, until: str | None = None) -> bool:
+        """The training run it serves (its pipeline), then its own Jobs in order; stop at a failed
+        one, or before the Job whose component is `until`. True when all ran and succeeded."""
+        if self.source is not None:
+            self.results += self.source.pipeline(Faults())
+            if not all(r.succeeded for r in self.results):
+                return False
+        for job in self.jobs:
+            if job["kind"] != "Job":
+                continue
+            if until and plans.component(job) == until:
+                return True
+            result = JobController(self.cluster, job, self.facts(job), {}, self.policies, self.node()).run()
+            self.results.append(result)
+            if not result.succeeded:
+                return False
+        return True
+
+    def start_server(self) -> list[Pod]:
+        """Start the Deployment's replicas (not probed, not in the Service)."""
+        self.deployment = Deployment(self.cluster, self.server, self.facts(self.server), {}, self.policies, self.node())
+        self.pods = self.deployment.start()
+        return self.pods
+
+    def serve(self, scale: float = PROBE_SCALE) -> dict[str, str]:
+        """Start the Deployment's replicas, probe them, publish the Service's name."""
+        self.start_server()
+        assert self.deployment is not None
+        for service in self.plan["services"]:
+            selector = service["spec"]["selector"]
+            members = [
+                p.spec.name for p in self.pods if all(p.spec.peer.labels.get(k) == v for k, v in selector.items())
+            ]  # type: ignore[union-attr]
+            self.cluster.services[self.service_name(service)] = members
+        return self.deployment.probe(self.pods, scale)
+
+    @staticmethod
+    def service_name(service: dict[str, Any]) -> str:
+        return f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
+
+    def url(self) -> str:
+        """The Service's completions URL; its port must be the container's (no kube-proxy here)."""
+        (service,) = self.plan["services"]
+        (port,) = service["spec"]["ports"]
+        target = Deployment.port(plans.containers(self.server), port.get("targetPort", port["port"]))
+        if target != port["port"]:
+            raise NotImplementedError(
+                f"Service port {port['port']} -> {target}: kube-proxy's translation is not modelled"
+            )
+        return f"http://{self.service_name(service)}:{port['port']}/v1/completions"
+
+    def call(self, name: str, namespace: str, labels: dict[str, str], model: str) -> tuple[int, str]:
+        """A client pod in `namespace` with `labels` that asks the Service for a completion."""
+        spec = PodSpec(name, [], [], {}, [sys.executable, "-S", str(CLIENT), self.url(), model])
+        spec.peer = Peer(name, namespace, labels)
+        pod = self.cluster.start(spec)
+        code = pod.wait(timeout=30)
+        out = pod.output()
+        self.cluster.remove(name)
+        return code, out
+
+    def server_logs(self) -> str:
+        return "\n".join(f"--- {p.spec.name} ---\n{p.output()}" for p in self.pods)

@@ -1,0 +1,189 @@
+"""Stand-in for `vllm serve` of the image's vLLM (job facts "vllm": tests/upstream/vllm-v0.24.0.yaml
+or vllm-v0.16.0.yaml, the options its parser takes; "vllmLoader": how its default loader finds
+weights): parses its argv as vLLM's argparse would (an unknown option, a missing value or a
+malformed number is an error, exit 2), then does what the server needs before it answers:
+
+- offline: HF_HUB_OFFLINE set (the pod has no egress; the model is on /shared);
+- the model: a directory, or a Hub id read from the Hub cache offline (HF_HUB_CACHE, at
+  --revision), holding config.json, weights by the loader's patterns (else vLLM's "Cannot find
+  any model weights"), and a tokenizer;
+- the accelerators: the node's driver against the image's runtime (_common.accelerator_init),
+  and --tensor-parallel-size within the devices the pod was given (/dev/nvidia*, or /dev/neuron*
+  times the logical NeuronCores of one device, job facts "servingCoresPerDevice");
+- its caches: ~/.cache/vllm writable, and NEURON_COMPILED_ARTIFACTS when set;
+
+then serves on --host:--port: GET /health (200) and POST /v1/completions for the name of
+--served-model-name (a completion; another name: vLLM's 404 error body).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import _hub
+from _common import accelerator_init, fail, job, record
+
+TOKENIZER_FILES = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json", "merges.txt"), ("vocab.txt",))
+"""Any of these sets is a tokenizer transformers' AutoTokenizer loads (fast, sentencepiece, BPE, WordPiece)."""
+HUMAN_INT = re.compile(r"^\d+(\.\d+)?[kKmMgG]?$")  # vLLM's human_readable_int: 4096, 4k, 1.5M
+INTEGER = ("--port", "--tensor-parallel-size", "--max-num-seqs", "--pipeline-parallel-size", "--seed")
+
+
+def human_int(text: str) -> str:
+    if not HUMAN_INT.match(text):
+        raise argparse.ArgumentTypeError(f"invalid human_readable_int value: {text!r}")
+    return text
+
+
+def parse(facts: dict) -> argparse.Namespace:
+    if sys.argv[1:2] != ["serve"]:
+        fail(f"vllm: only `vllm serve` is modelled here, not {sys.argv[1:2]}", 2)
+    p = argparse.ArgumentParser(prog="vllm serve", allow_abbrev=False)
+    p.add_argument(facts["positional"][0], nargs="?")
+    for option in facts["options"]:
+        if option in INTEGER:
+            p.add_argument(option, type=int)
+        elif option == "--max-model-len":
+            p.add_argument(option, type=human_int)
+        elif option == "--dtype":
+            p.add_argument(option, choices=facts["dtype_choices"])
+        else:  # a value or a flag: what the stand-in does not read is taken as either
+            p.add_argument(option, nargs="?", const=True)
+    a = p.parse_args(sys.argv[2:])
+    a.model = getattr(a, facts["positional"][0]) or a.model
+    if not a.model:
+        p.error("the model (model_tag or --model) is required")
+    return a
+
+
+def model_dir(a: argparse.Namespace) -> Path:
+    """The model's folder: a directory, or a Hub id's snapshot in the cache (offline)."""
+    if a.model.startswith("/"):
+        if not Path(a.model).is_dir():
+            fail(f"OSError: {a.model} is not a directory (the model folder is missing)")
+        return Path(a.model)
+    revision = a.revision if isinstance(a.revision, str) else "main"
+    try:
+        config = _hub.cached_file(a.model, "config.json", revision=revision)
+    except OSError as e:
+        fail(f"OSError: {e}")
+    assert config is not None
+    return config.parent
+
+
+def check_model(a: argparse.Namespace, folder: Path, loader: dict) -> list[str]:
+    """config.json, the weights the default loader finds (its patterns in order), a tokenizer."""
+    if not (folder / "config.json").is_file():
+        fail(f"OSError: {a.model} does not appear to have a file named config.json.")
+    json.loads((folder / "config.json").read_text())
+    weights: list[str] = []
+    for pattern in loader["allow_patterns"]:
+        weights = glob.glob(str(folder / pattern))
+        if weights:
+            break
+    if not weights:
+        fail(f"RuntimeError: {loader['no_weights_error'].format(model=a.model)}")
+    if not any(all((folder / f).is_file() for f in files) for files in TOKENIZER_FILES):
+        fail(f"OSError: Can't load tokenizer for '{a.model}': no tokenizer files in {folder}")
+    return sorted(Path(w).name for w in weights)
+
+
+def check_devices(a: argparse.Namespace, facts: dict) -> None:
+    tp = a.tensor_parallel_size or 1
+    gpus, neuron = glob.glob("/dev/nvidia[0-9]*"), glob.glob("/dev/neuron[0-9]*")
+    have = len(gpus) if gpus else len(neuron) * int(facts.get("servingCoresPerDevice") or 0)
+    if tp > have:
+        fail(f"ValueError: tensor_parallel_size ({tp}) is larger than the {have} devices (cores) of this pod")
+
+
+def writable(path: str) -> None:
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / f".probe-{os.getpid()}").write_text("")
+        (Path(path) / f".probe-{os.getpid()}").unlink()
+    except OSError as e:
+        fail(f"OSError: {path} is not writable: {e}")
+
+
+def handler(served: str, max_len: int) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, format: str, *args: object) -> None:
+            print(f'INFO:     {self.client_address[0]} - "{format % args}"', flush=True)
+
+        def _send(self, status: int, doc: dict | None) -> None:
+            body = json.dumps(doc).encode() if doc is not None else b""
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._send(200, None) if self.path == job()["vllm"]["health_path"] else self._send(
+                404, {"detail": "Not Found"}
+            )
+
+        def do_POST(self) -> None:
+            if self.path != "/v1/completions":
+                self._send(404, {"detail": "Not Found"})
+                return
+            doc = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            if doc.get("model") != served:
+                message = f"The model `{doc.get('model')}` does not exist."
+                self._send(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
+                return
+            tokens = int(doc.get("max_tokens") or 16)
+            text = " ok" * min(tokens, max_len)
+            choice = {"index": 0, "text": text, "finish_reason": "length"}
+            usage = {"prompt_tokens": len(str(doc.get("prompt", "")).split()), "completion_tokens": tokens}
+            self._send(
+                200,
+                {
+                    "id": f"cmpl-{time.monotonic_ns()}",
+                    "object": "text_completion",
+                    "model": served,
+                    "choices": [choice],
+                    "usage": usage,
+                },
+            )
+
+    return Handler
+
+
+def main() -> None:
+    facts = job()
+    a = parse(facts["vllm"])
+    offline = _hub.offline()
+    record("vllm", args={k: v for k, v in vars(a).items() if v is not None}, offline=offline)
+    if not offline:
+        fail("the server is not offline (HF_HUB_OFFLINE unset): it would call the Hub, which its pod cannot reach")
+    accelerator_init()
+    check_devices(a, facts)
+    folder = model_dir(a)
+    weights = check_model(a, folder, facts["vllmLoader"])
+    writable(os.path.join(os.path.expanduser("~"), ".cache", "vllm"))
+    if os.environ.get("NEURON_COMPILED_ARTIFACTS"):
+        writable(os.environ["NEURON_COMPILED_ARTIFACTS"])
+    served = a.served_model_name if isinstance(a.served_model_name, str) else a.model
+    record("vllm-loaded", modelDir=str(folder), weights=weights, served=served)
+    port = a.port or int(facts["vllm"]["default_port"])
+    host = a.host if isinstance(a.host, str) else "0.0.0.0"
+    server = ThreadingHTTPServer(
+        (host, port), handler(served, int(float(str(a.max_model_len or 4096).rstrip("kKmMgG"))))
+    )
+    print(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
