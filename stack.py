@@ -117,7 +117,8 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws, addresses=addresses_needed(cfg))
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
     storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, opts=on_aws)
-    addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws)
+    scrape = cfg.serving_namespaces if cfg.scrapes_serving else None
+    addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws, scrape=scrape)
     # The add-ons' log groups outlive every writer in a destroy: the cluster depends on them.
     after_logs = pulumi.ResourceOptions.merge(on_aws, pulumi.ResourceOptions(depends_on=addons.declare_log_groups()))
     cluster = Cluster(
@@ -211,8 +212,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         cluster_and_vpc=(inputs.cluster_name, inputs.vpc_id),
     )
     addons.finish()
-    # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
-    # quotas may use the system node group too (CPU runs).
+    # Flavors and queues once Kueue runs (LocalQueues need their namespaces); runs and quotas may use the system group.
     groups = inputs.run_groups
     teams = teams_of(cfg.teams, groups, bool(cfg.queueing.default_queue))
     queues = TeamQueues("queues", teams, groups, provider, addons.kueue, addons.namespaces)

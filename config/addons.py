@@ -116,15 +116,24 @@ class ObservabilityConfig(Model):
         14, description="Retention of the /aws/containerinsights/<cluster>/* log groups, days (a CloudWatch value)."
     )
 
+    serving_metrics: bool | None = Field(
+        None,
+        description="Scrape the vLLM servers' /metrics with a CloudWatch agent of the add-on into"
+        " /aws/containerinsights/<cluster>/prometheus and the `ContainerInsights/Prometheus` metrics; true on the"
+        " aws stack of a layered environment whose runs layer serves (it cannot see the runs).",
+        json_schema_extra={"x-default": "true when a workload of the stack serves (`vllm-serve`), else false"},
+    )
+
     @field_validator("log_retention_days")
     @classmethod
     def _retention(cls, v: int) -> int:
         return check_log_retention(v)
 
-    @property
-    def log_groups(self) -> tuple[str, ...]:
-        """The kinds of /aws/containerinsights/<cluster>/<kind> group the add-on writes."""
-        return (*(CONTAINER_INSIGHTS_LOGS if self.container_logs else ()), "performance")
+    def log_groups(self, scrapes: bool = False) -> tuple[str, ...]:
+        """The kinds of /aws/containerinsights/<cluster>/<kind> group the add-on writes; `scrapes`:
+        its serving scraper writes `prometheus` too."""
+        logs = CONTAINER_INSIGHTS_LOGS if self.container_logs else ()
+        return (*logs, "performance", *(("prometheus",) if scrapes else ()))
 
 
 # NVIDIA device plugin 0.19.0-0.19.2 turned MOFED (and GDS, GDRCopy) on by default, which clashes

@@ -17,7 +17,7 @@ from config.registry import RegistryConfig
 from config.storage import BucketLifecycleConfig, StorageConfig
 from config.teams import QueueingConfig, TeamConfig
 from config.workloads import WorkloadConfig
-from facts.names import LAYERS, PROJECT
+from facts.names import LAYERS, PROJECT, WORKLOADS_NAMESPACE, team_namespace
 
 # A stack reference: `<stack>`, `<org>/<stack>` or `<org>/<project>/<stack>`; each part
 # alphanumerics, '-', '_', '.' (pulumi/pulumi sdk/go/common/tokens/stack_name.go and
@@ -143,3 +143,19 @@ class StackConfig(Model):
         lives in one subnet for good; node groups in other AZs still mount it, across AZs, with
         more latency and cross-AZ data charges."""
         return self.storage.availability_zone or self.availability_zones[0]
+
+    @property
+    def serving_namespaces(self) -> tuple[str, ...]:
+        """The namespaces the stack's serving runs live in (their team's, or the default one)."""
+        return tuple(
+            sorted(
+                {team_namespace(w.team) if w.team else WORKLOADS_NAMESPACE for w in self.workloads.values() if w.SERVES}
+            )
+        )
+
+    @property
+    def scrapes_serving(self) -> bool:
+        """Whether the CloudWatch add-on runs the serving scraper (`addons.observability.servingMetrics`,
+        by default: a workload of this stack serves)."""
+        asked = self.addons.observability.serving_metrics
+        return bool(self.serving_namespaces) if asked is None else asked

@@ -26,6 +26,21 @@ HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 """Prometheus metrics (entrypoints/serve/instrumentator/metrics.py)."""
 
+SCRAPED_SERIES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+)
+"""The series of a server's /metrics that CloudWatch gets as metrics (infra.metrics): requests in
+the batch and queued, the KV cache's use (gauges), prompt and generated tokens (counters, which
+prometheus_client exposes with `_total`). vLLM 0.24.0's vllm/v1/metrics/loggers.py; its latency
+series (time to first token, end to end) are histograms, which the CloudWatch agent drops
+(tests/upstream/vllm-v0.24.0-metrics.yaml)."""
+SERIES_LABEL = "model_name"
+"""The label vLLM puts on each series: the served model name (`--served-model-name`, the workload)."""
+
 
 @dataclass(frozen=True)
 class ServingImage:

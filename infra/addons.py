@@ -25,7 +25,7 @@ from facts.names import (
     app_labels,
     component_type,
 )
-from infra import charts, tenancy
+from infra import charts, metrics, tenancy
 from infra.charts import HelmChart
 from infra.cluster import Cluster
 from infra.context import StackContext
@@ -44,8 +44,7 @@ CLOUDWATCH_POLICIES = {
 # The service accounts whose IAM roles the aws layer makes and the cluster layer names.
 FSX_CSI_ROLE = "fsx-csi"
 NEURON_HEALTH_ROLE = "neuron-health"
-LOAD_BALANCER_CONTROLLER_ROLE = "load-balancer-controller"
-"""Present only where `addons.loadBalancerController` is on: the cluster layer installs the chart then."""
+LOAD_BALANCER_CONTROLLER_ROLE = "load-balancer-controller"  # only with addons.loadBalancerController
 # NetworkPolicy enforcement by the VPC CNI's network policy agent (EKS user guide,
 # cni-network-policy-configure: the add-on's configuration value, a string; VPC CNI >= 1.14,
 # kernel >= 5.10; tests/upstream/aws-eks-network-policy-2024-12.yaml). Without it the
@@ -88,11 +87,15 @@ class ClusterAddons(pulumi.ComponentResource):
         addons: AddonsConfig,
         ctx: StackContext,
         opts: pulumi.ResourceOptions | None = None,
+        scrape: Sequence[str] | None = None,
     ):
+        """`scrape`: the serving namespaces the add-on's serving scraper reads (empty: every
+        namespace), None: no scraper (infra.metrics)."""
         super().__init__(component_type("infra", "ClusterAddons"), name, None, opts)
         self._name = name
         self._ctx = ctx
         self._config = addons
+        self._scrape = scrape
         self.eks_addons = {}
         self.releases = {}
         self.role_arns = {}
@@ -116,7 +119,7 @@ class ClusterAddons(pulumi.ComponentResource):
                 tags=ctx.owned_tags,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for kind in obs.log_groups
+            for kind in obs.log_groups(scrapes=self._scrape is not None)
         ]
         return self.log_groups
 
@@ -143,14 +146,9 @@ class ClusterAddons(pulumi.ComponentResource):
                 neuron_health_policy(),
             )
         if self._config.load_balancer_controller:
-            policy = load_balancer_controller.iam_policy(self._ctx.cluster_name)
-            self._role(
-                LOAD_BALANCER_CONTROLLER_ROLE,
-                SYSTEM_NAMESPACE,
-                load_balancer_controller.SERVICE_ACCOUNT,
-                "AWS Load Balancer Controller",
-                json.dumps(policy),
-            )
+            policy = json.dumps(load_balancer_controller.iam_policy(self._ctx.cluster_name))
+            account = load_balancer_controller.SERVICE_ACCOUNT
+            self._role(LOAD_BALANCER_CONTROLLER_ROLE, SYSTEM_NAMESPACE, account, "AWS Load Balancer Controller", policy)
 
     def declare_kubernetes(
         self,
@@ -164,9 +162,8 @@ class ClusterAddons(pulumi.ComponentResource):
         role_ready: Sequence[pulumi.Resource] = (),
         cluster_and_vpc: tuple[pulumi.Input[str], pulumi.Input[str]] = ("", ""),
     ) -> None:
-        """The cluster-layer half: the tenants' namespaces, device plugins, Kueue, FSx CSI
-        driver, MPI operator, and the Load Balancer Controller where the aws layer made its role
-        (`cluster_and_vpc`: the cluster's name and VPC id it is told).
+        """The cluster-layer half: the tenants' namespaces, device plugins, Kueue, FSx CSI driver, MPI
+        operator, Load Balancer Controller (where the aws layer made its role; told `cluster_and_vpc`).
 
         `nodes_ready` (the system node group) and `role_ready` (the roles' policies) are
         waited for when one stack declares both halves; a cluster-layer stack finds them built.
@@ -209,14 +206,12 @@ class ClusterAddons(pulumi.ComponentResource):
             ),
         )
 
-    def _load_balancer_controller(
-        self, role_arn: pulumi.Input[str], cluster_and_vpc: tuple[Any, Any], role_ready: Sequence[pulumi.Resource]
-    ) -> None:
-        values = pulumi.Output.all(role_arn, *cluster_and_vpc).apply(
+    def _load_balancer_controller(self, arn: Any, cluster_and_vpc: tuple[Any, Any], ready: Sequence[Any]) -> None:
+        values = pulumi.Output.all(arn, *cluster_and_vpc).apply(
             lambda a: charts.load_balancer_controller_values(a[1], self._ctx.region, a[2], a[0])
         )
         chart = self._config.load_balancer_controller_chart
-        self._release(charts.AWS_LOAD_BALANCER_CONTROLLER, chart, values, depends_on=role_ready)
+        self._release(charts.AWS_LOAD_BALANCER_CONTROLLER, chart, values, depends_on=ready)
 
     def _tenant(self, tenant: Tenant) -> None:
         """A tenant's namespace and its NetworkPolicies (infra.tenancy). The namespace of a stack
@@ -298,7 +293,12 @@ class ClusterAddons(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[self._cluster.system_node_group, pod_identity, *cw_policies, *self.log_groups],
             ),
-            configuration_values=charts.cloudwatch_observability_configuration(addons.observability.container_logs),
+            configuration_values=charts.cloudwatch_observability_configuration(
+                addons.observability.container_logs,
+                None
+                if self._scrape is None
+                else metrics.agents(self._ctx.cluster_name, self._ctx.region, self._scrape),
+            ),
             pod_identity_associations=[
                 aws.eks.AddonPodIdentityAssociationArgs(role_arn=cw_role.arn, service_account=CLOUDWATCH_AGENT_SA)
             ],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,10 +223,16 @@ COREDNS_CONFIGURATION = json.dumps(
 )
 
 
-def cloudwatch_observability_configuration(container_logs: bool) -> str:
+def cloudwatch_observability_configuration(
+    container_logs: bool, agents: Sequence[Mapping[str, Any]] | None = None
+) -> str:
     """The amazon-cloudwatch-observability add-on's configuration values (a JSON string): every
     other value stays the chart's (6.4.0). Its own DCGM exporter and Neuron monitor stay on: they
     are the one exporter of GPU and Neuron health metrics on these nodes, feeding Container
     Insights (the chart places them on every GPU and Neuron type of the catalog, tolerating every
-    taint). Fluent Bit ships only when asked, into the stack's own log groups (infra.addons)."""
-    return json.dumps({"containerLogs": {"enabled": container_logs}}, sort_keys=True)
+    taint). Fluent Bit ships only when asked, into the stack's own log groups (infra.addons).
+    `agents`: the chart's agents and the serving scraper (infra.metrics), when the stack scrapes."""
+    values: dict[str, Any] = {"containerLogs": {"enabled": container_logs}}
+    if agents:
+        values["agents"] = list(agents)
+    return json.dumps(values, sort_keys=True)

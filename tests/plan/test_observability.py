@@ -72,6 +72,9 @@ def test_the_addons_log_groups_are_the_stacks_with_a_retention(stack: str):
     plan, name = stack_plan(stack), cluster_name(stack)
     written = {g.replace("${CLUSTER_NAME}", name) for g in facts["fluent_bit_log_groups"].values()}
     written.add(facts["performance_log_group"].replace("${CLUSTER_NAME}", name))
+    if config.parse_stack_values(stack_values(stack)).scrapes_serving:  # the serving scraper's
+        prometheus = upstream.facts("cloudwatch-agent-prometheus-2026-11")["default_log_group"]
+        written.add(prometheus.replace("${CLUSTER_NAME}", name))
     groups = insights_groups(plan)
     assert set(groups) == written
     assert {g["inputs"]["retentionInDays"] for g in groups.values()} == {14}
@@ -98,10 +101,12 @@ def test_the_configuration_values_are_chart_values_its_templates_read():
     keys, reads = set(facts["value_keys_to_depth_2"]), facts["template_reads_to_depth_2"]
     for stack in AWS_STACKS:
         values = json.loads(cw_addon(stack_plan(stack))["inputs"]["configurationValues"])
-        paths = [f"{k}.{sub}" for k, v in values.items() for sub in v] + list(values)
+        # `agents` is a list (the serving scraper's entries: tests/plan/test_serving_metrics.py).
+        paths = [f"{k}.{sub}" for k, v in values.items() if isinstance(v, dict) for sub in v] + list(values)
         assert all(p in keys for p in paths), paths
         assert all(any(r == p or r.startswith(p + ".") for r in reads) for p in paths), paths
-        assert values == {"containerLogs": {"enabled": True}}
+        assert values["containerLogs"] == {"enabled": True}
+        assert set(values) == {"containerLogs", *(["agents"] if "agents" in values else [])}
 
 
 def test_shipping_no_container_logs_leaves_only_the_agents_group():

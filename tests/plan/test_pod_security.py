@@ -172,11 +172,11 @@ def test_every_pod_is_isolated_and_reaches_only_what_it_needs(stack: str) -> Non
         if pod.labels.get(EGRESS_LABEL) == EGRESS_INTERNET:
             expected.add("allow-internet-egress")
         server = pod.role == "vLLM server"
-        if server:  # reached by the clients its config names, on its port
-            workload = pod.owner["metadata"]["name"].removesuffix("-serve")
-            expected.add(f"{workload}-clients")
-            if f"{workload}-lb" in balancers:  # and by its internal load balancer (serve_endpoint)
-                expected.add(f"{workload}-lb-ingress")
+        if server:  # reached by the clients its config names and the metrics scraper, on its port
+            name = pod.owner["metadata"]["name"].removesuffix("-serve")
+            expected |= {f"{name}-clients", f"{name}-metrics"}
+            if f"{name}-lb" in balancers:  # and by its internal load balancer (serve_endpoint)
+                expected.add(f"{name}-lb-ingress")
         assert names == expected, (pod.name, names)
         for p in mine:
             for rule in p["spec"].get("ingress", []):

@@ -15,7 +15,8 @@ import shlex
 
 from config.workloads import VllmServeWorkload
 from facts import needs, serving
-from facts.names import PRIORITY_LABEL, QUEUE_LABEL
+from facts.names import CLOUDWATCH_NAMESPACE, PRIORITY_LABEL, QUEUE_LABEL
+from infra import metrics
 from infra.tenancy import NETWORK_POLICY_API_VERSION
 from workloads.manifests.convert import Converter, conversion, model_dir
 from workloads.manifests.hub import cache_dir as hub_cache_dir
@@ -264,6 +265,26 @@ def client_egress(workload_name: str, run: VllmServeWorkload, ctx: Context) -> O
     }
 
 
+def metrics_policy(workload_name: str, ctx: Context) -> Obj:
+    """The CloudWatch add-on's serving scraper (infra.metrics: its namespace, and the labels its
+    operator gives its pods) reaches the server's port, where vLLM answers /metrics; nothing else
+    is admitted by this policy. The scraper runs on the pod network, so these selectors match it."""
+    scraper = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": CLOUDWATCH_NAMESPACE}},
+        "podSelector": {"matchLabels": metrics.scraper_pod_labels()},
+    }
+    return {
+        "apiVersion": NETWORK_POLICY_API_VERSION,
+        "kind": "NetworkPolicy",
+        "metadata": meta(f"{workload_name}-metrics", ctx, labels(workload_name, "network")),
+        "spec": {
+            "podSelector": {"matchLabels": labels(workload_name, "serve")},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [scraper], "ports": [{"protocol": "TCP", "port": serving.PORT}]}],
+        },
+    }
+
+
 def _model_steps(workload_name: str, run: VllmServeWorkload, ctx: Context, dirs: str) -> list[Step]:
     """The Hub model staged (with the stack's token as a file: a gated repository needs it), or
     the training run converted."""
@@ -302,6 +323,7 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
         Step(f"{workload_name}-svc", "service", service(workload_name, ctx), after=after),
         Step(f"{workload_name}-clients", "clients", clients_policy(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-clients-egress", "clients", client_egress(workload_name, run, ctx), after=after),
+        Step(f"{workload_name}-metrics", "clients", metrics_policy(workload_name, ctx), after=after),
         *_load_balancer_steps(workload_name, run, ctx, after),
     ]
 
@@ -315,12 +337,7 @@ def _load_balancer_steps(
         return []
     return [
         Step(f"{workload_name}-lb", "service", load_balancer_service(workload_name, run, ctx), after=after),
-        Step(
-            f"{workload_name}-lb-ingress",
-            "service",
-            load_balancer_ingress(workload_name, ctx),
-            after=after,
-        ),
+        Step(f"{workload_name}-lb-ingress", "service", load_balancer_ingress(workload_name, ctx), after=after),
     ]
 
 
