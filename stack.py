@@ -23,13 +23,12 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, amis, checks, startup
+from config import ConfigError, amis, checks
 from config.checks.network import addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
-from config.storage import StorageConfig
-from config.workloads import RECIPES, Run
-from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM, SYSTEM_NODE_GROUP
+from config.workloads import RECIPES
+from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner, runner_label
@@ -37,7 +36,7 @@ from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
 from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
-from infra.network import Network
+from infra.network import Network, load_balancer_inputs
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import NodeGroupFacts, Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
@@ -45,6 +44,7 @@ from infra.registry import Registry
 from infra.storage import FileSystemRef, SharedStorage, SharedVolume
 from infra.tenancy import tenants_of
 from workloads import deploy
+from workloads.plans import run_plans, with_startup
 
 Outputs = dict[str, pulumi.Input[object]]
 
@@ -155,6 +155,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         registry_urls=dict(registry.urls),
         role_arns=dict(addons.role_arns),
         kubernetes_version=cfg.cluster.kubernetes_version,
+        **load_balancer_inputs(cfg.network, network.vpc_id, ctx.cluster_name, cfg.availability_zones, cfg.addons),
         provider=cluster.provider,
         nodes_ready=[cluster.system_node_group],
         role_ready=list(addons.role_policies),
@@ -209,10 +210,10 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         nodes_ready=inputs.nodes_ready,
         role_ready=inputs.role_ready,
         leader_worker_set=cfg.leader_worker_set,
+        cluster_and_vpc=(inputs.cluster_name, inputs.vpc_id),
     )
     addons.finish()
-    # Flavors and queues once Kueue runs; the LocalQueues need their teams' namespaces. Runs and
-    # quotas may use the system node group too (CPU runs).
+    # Flavors and queues once Kueue runs (LocalQueues need their namespaces); runs and quotas may use the system group.
     groups = inputs.run_groups
     teams = teams_of(cfg.teams, groups, bool(cfg.queueing.default_queue))
     queues = TeamQueues("queues", teams, groups, provider, addons.kueue, addons.namespaces)
@@ -249,40 +250,9 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         priority_classes=queues.priority_classes,
         teams=dict(cfg.teams),
         storage=inputs.storage,
+        load_balancing=inputs.load_balancing,
     )
     return ClusterLayer(addons, queues, volume, platform)
-
-
-def run_plans(
-    workloads: Mapping[str, Run], storage: StorageConfig, cfg: StackConfig, node_types: Mapping[str, str]
-) -> dict[str, dict[str, dict[str, object]]]:
-    """Each run's plans for the TrainingRun's inputs: its checkpoints (size, write time, share of
-    training time) and its throughput (step time and its basis, tokens/s, MFU, support status, time
-    to the first step); `node_types` is the instance type of each node group."""
-    plans: dict[str, dict[str, dict[str, object]]] = {}
-    for name, run in workloads.items():
-        if run.SERVES:  # a server trains no steps: its cost line has its start and its hourly cost
-            continue
-        instance_type = node_types.get(run.node_group)
-        seconds, basis = cost.estimated_step_seconds(cfg, name, instance_type)
-        out = plans.setdefault(name, {})
-        if (plan := run.checkpoint_plan(storage, seconds)) is not None:
-            out["checkpoints"] = plan.as_dict()
-        out["throughput"] = run.throughput_plan(instance_type or "", seconds, basis, storage)
-    return plans
-
-
-def with_startup(
-    plans: dict[str, dict[str, dict[str, object]]], workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts]
-) -> dict[str, dict[str, dict[str, object]]]:
-    """`plans` with each run's way to its first step (image pulls, compile: config.startup)."""
-    system = groups[SYSTEM_NODE_GROUP].instance
-    for name, run in workloads.items():
-        if run.SERVES:  # a server's start (weights, engine, compile) is its cost line's
-            continue
-        node = getattr(groups.get(run.node_group), "instance", None)
-        plans.setdefault(name, {})["startup"] = startup.plan(run.COMPILE, system, node).as_dict()
-    return plans
 
 
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
@@ -370,7 +340,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
-        *checks.serving_problems(cfg, groups),
+        *checks.serving_problems(cfg, groups, None if platform.load_balancing else layers.NO_BALANCER),
         *checks.checkpoint_share(cfg.workloads, groups, platform.storage),
         *checks.run_teams(
             cfg.workloads,

@@ -200,6 +200,17 @@ class AddonsConfig(Model):
         " LeaderWorkerSet); a cluster-layer stack whose runs serve across nodes sets true.",
         json_schema_extra={"x-default": "when a serving run of the stack spans nodes (`nodes` above 1)"},
     )
+    load_balancer_controller: bool = Field(
+        False,
+        description="Install the AWS Load Balancer Controller (aws layer: its IAM role; cluster layer: the chart),"
+        " so a serving run can be reached through an internal Network Load Balancer (`endpoint:"
+        " internalLoadBalancer`). Its Service webhook stays off: it takes no Service it is not asked to.",
+    )
+    # kubernetes-sigs/aws-load-balancer-controller v3.5.0 (11eb202c): helm/aws-load-balancer-controller
+    # Chart.yaml 3.5.0 (appVersion v3.5.0), published to https://aws.github.io/eks-charts.
+    load_balancer_controller_chart: str = Field(
+        "3.5.0", description="`aws-load-balancer-controller` chart version (eks-charts; 3.5.0 runs controller v3.5.0)."
+    )
     neuron_scheduler: bool = Field(
         False,
         description="Install the Neuron scheduler extension (Neuron stacks): a second kube-scheduler (EKS Distro, the"
@@ -220,6 +231,7 @@ class AddonsConfig(Model):
         "fsx_csi_driver_chart",
         "kueue_chart",
         "lws_chart",
+        "load_balancer_controller_chart",
     )
     @classmethod
     def _chart(cls, v: str) -> str:

@@ -240,3 +240,30 @@ def tag_problems(tags: Mapping[str, str], reserved: Sequence[str] = ()) -> list[
     if total > limit:
         out.append(f"tags: {len(tags)} tags plus the {len(reserved)} the stack adds is {total}; AWS allows {limit}")
     return out
+
+
+ACM_CERTIFICATE_SHAPE = "acm:DescribeCertificate:CertificateArn"
+# The form ACM's model documents for the member: arn:aws:acm:region:123456789012:certificate/<UUID>.
+_ACM_CERTIFICATE_RE = re.compile(
+    rf"arn:{PARTITION}:acm:([a-z0-9-]+):[0-9]{{12}}:certificate/[0-9a-f]{{8}}(?:-[0-9a-f]{{4}}){{3}}-[0-9a-f]{{12}}",
+    re.ASCII,
+)
+
+
+def check_acm_certificate_arn(arn: str) -> str:
+    """`arn`, or ValueError: an ACM certificate's ARN as ACM's model patterns and documents it
+    (DescribeCertificate's CertificateArn), in this program's partition."""
+    bad = problems(arn, ACM_CERTIFICATE_SHAPE)
+    if bad or _ACM_CERTIFICATE_RE.fullmatch(arn) is None:
+        raise ValueError(
+            f"{arn!r} is not an ACM certificate ARN like arn:{PARTITION}:acm:us-west-2:123456789012:certificate/"
+            "12345678-1234-1234-1234-123456789012 (ACM DescribeCertificate, CertificateArn)"
+        )
+    return arn
+
+
+def acm_certificate_region(arn: str) -> str:
+    """The region of a certificate ARN check_acm_certificate_arn accepted."""
+    match = _ACM_CERTIFICATE_RE.fullmatch(arn)
+    assert match is not None, arn
+    return match.group(1)

@@ -33,9 +33,10 @@ OWNER: dict[str, str] = {
 """Top-level key -> the layer that reads it."""
 EVERY_LAYER = ("region", "layer", "lowerStack")
 """Keys every stack may set: `aws:region` (also prices the plan), the layer, the lower stack."""
-AWS_ADDON_KEYS = ("eksAddonVersions", "observability")
+AWS_ADDON_KEYS = ("eksAddonVersions", "observability", "loadBalancerController")
 """`addons` keys of the aws layer: EKS managed add-ons (and the observability add-on's log groups)
-go through the AWS API; the rest are charts."""
+go through the AWS API, as does the Load Balancer Controller's IAM role (the cluster layer installs
+its chart where the aws layer made the role); the rest are charts."""
 
 
 def owner_of(key: str, sub: str | None = None) -> str | None:

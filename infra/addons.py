@@ -16,6 +16,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from config.addons import AddonsConfig
+from facts import load_balancer_controller
 from facts.names import (
     CLOUDWATCH_NAMESPACE,
     DEFAULT_QUEUE,
@@ -43,6 +44,7 @@ CLOUDWATCH_POLICIES = {
 # The service accounts whose IAM roles the aws layer makes and the cluster layer names.
 FSX_CSI_ROLE = "fsx-csi"
 NEURON_HEALTH_ROLE = "neuron-health"
+LOAD_BALANCER_CONTROLLER_ROLE = "load-balancer-controller"  # only with addons.loadBalancerController
 # NetworkPolicy enforcement by the VPC CNI's network policy agent (EKS user guide,
 # cni-network-policy-configure: the add-on's configuration value, a string; VPC CNI >= 1.14,
 # kernel >= 5.10; tests/upstream/aws-eks-network-policy-2024-12.yaml). Without it the
@@ -94,12 +96,8 @@ class ClusterAddons(pulumi.ComponentResource):
         self._ctx = ctx
         self._config = addons
         self._scrape = scrape
-        self.eks_addons = {}
-        self.releases = {}
-        self.role_arns = {}
+        self.eks_addons, self.releases, self.role_arns, self.namespaces, self.network_policies = {}, {}, {}, {}, {}
         self.role_policies = []
-        self.namespaces = {}
-        self.network_policies = {}
         self.log_groups: list[aws.cloudwatch.LogGroup] = []
 
     def declare_log_groups(self) -> list[aws.cloudwatch.LogGroup]:
@@ -143,6 +141,10 @@ class ClusterAddons(pulumi.ComponentResource):
                 "Neuron health",
                 neuron_health_policy(),
             )
+        if self._config.load_balancer_controller:
+            policy = json.dumps(load_balancer_controller.iam_policy(self._ctx.cluster_name))
+            account = load_balancer_controller.SERVICE_ACCOUNT
+            self._role(LOAD_BALANCER_CONTROLLER_ROLE, SYSTEM_NAMESPACE, account, "AWS Load Balancer Controller", policy)
 
     def declare_kubernetes(
         self,
@@ -155,9 +157,10 @@ class ClusterAddons(pulumi.ComponentResource):
         nodes_ready: Sequence[pulumi.Resource] = (),
         role_ready: Sequence[pulumi.Resource] = (),
         leader_worker_set: bool = False,
+        cluster_and_vpc: tuple[pulumi.Input[str], pulumi.Input[str]] = ("", ""),
     ) -> None:
-        """The cluster-layer half: the tenants' namespaces, device plugins, Kueue, FSx CSI
-        driver, MPI operator.
+        """The cluster-layer half: the tenants' namespaces, device plugins, Kueue, FSx CSI driver, MPI
+        operator, Load Balancer Controller (where the aws layer made its role; told `cluster_and_vpc`).
 
         `nodes_ready` (the system node group) and `role_ready` (the roles' policies) are
         waited for when one stack declares both halves; a cluster-layer stack finds them built.
@@ -177,8 +180,7 @@ class ClusterAddons(pulumi.ComponentResource):
         # chart, so the queue objects (infra.queues) are created after it is ready.
         self.kueue = self._release(charts.KUEUE, addons.kueue_chart, charts.kueue_values(kueue_config), KUEUE_NAMESPACE)
         if leader_worker_set:
-            # Its CRD comes with the chart; Kueue sets up its LeaderWorkerSet integration once the
-            # API is served, whichever starts first (jobframework.WaitForAPI in 0.19.2).
+            # CRD in the chart; Kueue 0.19.2 sets up its integration once the API is served (WaitForAPI).
             self._release(charts.LWS, addons.lws_chart, charts.lws_values(addons.lws_chart), charts.LWS_NAMESPACE)
         self._release(
             charts.FSX_CSI_DRIVER,
@@ -188,11 +190,11 @@ class ClusterAddons(pulumi.ComponentResource):
             ),
             depends_on=role_ready,
         )
-        # MPI operator: the upstream release manifest, applied server-side (the MPIJob CRD is
-        # over 256 KB, too big for client-side apply's annotation; the provider has
-        # enable_server_side_apply). yaml/v2 orders the CRD first and awaits every object, so a
-        # resource that depends on this one is created only once the operator runs. The
-        # project publishes its image to Docker Hub only; mpiOperatorImage points at a copy.
+        if LOAD_BALANCER_CONTROLLER_ROLE in role_arns:
+            self._load_balancer_controller(role_arns[LOAD_BALANCER_CONTROLLER_ROLE], cluster_and_vpc, role_ready)
+        # MPI operator: the release manifest, applied server-side (the MPIJob CRD is over 256 KB, too big for
+        # client-side apply); yaml/v2 orders the CRD first and awaits every object, so what depends on this
+        # is created once the operator runs. Its image is on Docker Hub only; mpiOperatorImage names a copy.
         image = addons.mpi_operator_image
         self.mpi_operator = k8s.yaml.v2.ConfigFile(
             f"{self._name}-mpi-operator",
@@ -202,6 +204,13 @@ class ClusterAddons(pulumi.ComponentResource):
                 pulumi.ResourceOptions(transforms=[charts.mpi_operator_image_transform(image)] if image else None),
             ),
         )
+
+    def _load_balancer_controller(self, arn: Any, cluster_and_vpc: tuple[Any, Any], ready: Sequence[Any]) -> None:
+        values = pulumi.Output.all(arn, *cluster_and_vpc).apply(
+            lambda a: charts.load_balancer_controller_values(a[1], self._ctx.region, a[2], a[0])
+        )
+        chart = self._config.load_balancer_controller_chart
+        self._release(charts.AWS_LOAD_BALANCER_CONTROLLER, chart, values, depends_on=ready)
 
     def _tenant(self, tenant: Tenant) -> None:
         """A tenant's namespace and its NetworkPolicies (infra.tenancy). The namespace of a stack

@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from facts import eks_addons, instances, leaderworkerset
+from facts import eks_addons, instances, leaderworkerset, load_balancer_controller
 from facts.names import ACCELERATOR_LABEL, EFA_LABEL, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 from infra.platform import NodeGroupFacts
 
@@ -53,6 +53,9 @@ FSX_CSI_DRIVER = HelmChart(
 KUEUE = HelmChart("kueue", "oci://registry.k8s.io/kueue/charts/kueue")
 LWS = HelmChart("lws", leaderworkerset.CHART)
 LWS_NAMESPACE = leaderworkerset.NAMESPACE
+AWS_LOAD_BALANCER_CONTROLLER = HelmChart(
+    "aws-load-balancer-controller", "aws-load-balancer-controller", load_balancer_controller.CHART_REPOSITORY
+)
 
 
 def mpi_operator_manifest_url(version: str) -> str:
@@ -187,6 +190,30 @@ def fsx_csi_values(groups: Sequence[NodeGroupFacts], controller_role_arn: str, r
             },
         },
         "node": {"tolerateAllTaints": False, "tolerations": tolerations_for(groups)},
+    }
+
+
+def load_balancer_controller_values(cluster: str, region: str, vpc_id: str, role_arn: str) -> dict[str, Any]:
+    """The controller on system nodes, two replicas behind the chart's PDB (one stays through a
+    drain), told its cluster, region and VPC: with IMDS closed to pods (hop limit 1) it cannot
+    read them from the instance. Its IRSA role is the aws layer's. The Service mutator webhook
+    (on by default, failurePolicy Fail, every Service of type LoadBalancer) stays off: it would
+    take every LoadBalancer Service and refuse Service creation while the controller is down; the
+    controller reconciles only Services annotated `aws-load-balancer-type: external`."""
+    return {
+        "clusterName": cluster,
+        "region": region,
+        "vpcId": vpc_id,
+        "replicaCount": 2,
+        "podDisruptionBudget": {"maxUnavailable": 1},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "256Mi"}},
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+        "enableServiceMutatorWebhook": False,
+        "serviceAccount": {
+            "create": True,
+            "name": load_balancer_controller.SERVICE_ACCOUNT,
+            "annotations": {"eks.amazonaws.com/role-arn": role_arn},
+        },
     }
 
 

@@ -31,11 +31,16 @@ from config.teams import TeamConfig
 from facts import instances
 from facts.names import LOWER_LAYER, SYSTEM_NODE_GROUP
 from infra.addons import FSX_CSI_ROLE, NEURON_HEALTH_ROLE
-from infra.platform import NodeGroupFacts, Platform
+from infra.platform import InternalLoadBalancing, NodeGroupFacts, Platform
 from infra.storage import FileSystemRef
 
 AWS_LAYER_OUTPUT = "awsLayer"
 PLATFORM_OUTPUT = "platform"
+NO_BALANCER = (
+    "needs the AWS Load Balancer Controller in a VPC the stack creates; the cluster layer has none"
+    " (addons.loadBalancerController in the aws stack)"
+)
+"""Why a runs layer refuses an internal load balancer its platform does not offer."""
 KUBECONFIG_OUTPUT = "kubeconfig"
 """The secret kubeconfig: exported by the aws layer, passed on by the cluster layer."""
 
@@ -85,6 +90,9 @@ class ClusterInputs:
     volume_ready: list[pulumi.Resource] = field(default_factory=list)
     kubernetes_version: str | None = None
     """The control plane's Kubernetes minor (None only in hand-made test inputs)."""
+    vpc_id: pulumi.Input[str] = ""
+    load_balancing: InternalLoadBalancing | None = None
+    """Where internal load balancers go (infra.network.internal_load_balancing)."""
 
     @property
     def run_groups(self) -> dict[str, NodeGroupFacts]:
@@ -220,7 +228,26 @@ def aws_layer_output(ci: ClusterInputs) -> dict[str, Any]:
         },
         "registryUrls": dict(ci.registry_urls),
         "serviceAccountRoleArns": dict(ci.role_arns),
+        "vpcId": ci.vpc_id,
+        **load_balancing_output(ci.load_balancing),
     }
+
+
+def load_balancing_output(lb: InternalLoadBalancing | None) -> dict[str, Any]:
+    """`internalLoadBalancing` of a layer's output, where there is any."""
+    return {"internalLoadBalancing": {"subnets": list(lb.subnets), "cidrs": list(lb.cidrs)}} if lb else {}
+
+
+def _load_balancing(r: _Reader) -> InternalLoadBalancing | None:
+    value = r.value.get("internalLoadBalancing") if isinstance(r.value, Mapping) else None
+    if value is None:
+        return None
+    subnets = r.get("internalLoadBalancing.subnets", list) or []
+    cidrs = r.get("internalLoadBalancing.cidrs", list) or []
+    if not all(isinstance(x, str) for x in [*subnets, *cidrs]):
+        r.problem("internalLoadBalancing", f"expected lists of strings, got {value!r}")
+        return None
+    return InternalLoadBalancing(tuple(subnets), tuple(cidrs))
 
 
 def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], stack: str) -> ClusterInputs:
@@ -242,6 +269,8 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
         registry_urls=r.strings("registryUrls"),
         role_arns=r.strings("serviceAccountRoleArns"),
         kubernetes_version=r.get("kubernetesVersion", str),
+        load_balancing=_load_balancing(r),
+        vpc_id=r.get("vpcId", str) or "",
     )
     needed = [
         FSX_CSI_ROLE,
@@ -272,6 +301,7 @@ def platform_output(p: Platform) -> dict[str, Any]:
         "teams": {name: t.model_dump(by_alias=True) for name, t in p.teams.items()},
         "storage": storage_output(p.storage),
         "leaderWorkerSet": p.leader_worker_set,
+        **load_balancing_output(p.load_balancing),
     }
 
 
@@ -298,6 +328,7 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
         teams=teams,
         storage=r.storage("storage"),
         leader_worker_set=bool(r.get("leaderWorkerSet", bool)),
+        load_balancing=_load_balancing(r),
     )
     for queue in sorted(set(platform.queues) - set(platform.namespaces)):
         r.problem(f"namespaces.{queue}", "missing (the queue's team has no namespace); deploy that stack again")

@@ -7,14 +7,17 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from config.addons import AddonsConfig
 from config.network import PRIVATE_SUBNET_EXTRA_BITS, NetworkConfig
 from facts.names import component_type
 from infra.context import StackContext
 from infra.iam import log_writer_policy, scoped_trust_policy
+from infra.platform import InternalLoadBalancing
 from infra.protection import audit_trail
 
 
@@ -41,6 +44,33 @@ def subnet_plan(vpc_cidr: str, azs: Sequence[str]) -> list[SubnetPlan]:
     return [
         SubnetPlan(az=az, private_cidr=str(private[i]), public_cidr=str(public[half + i])) for i, az in enumerate(azs)
     ]
+
+
+def private_subnet_name(cluster: str, az: str) -> str:
+    """The Name tag of a created VPC's private subnet in `az`."""
+    return f"{cluster}-private-{az}"
+
+
+def internal_load_balancing(
+    network: NetworkConfig, cluster: str, azs: Sequence[str], addons: AddonsConfig
+) -> InternalLoadBalancing | None:
+    """The private subnets (by Name tag) and CIDRs an internal load balancer uses, in a VPC the
+    stack creates with the Load Balancer Controller on; None without the controller, or in an
+    existing VPC, whose subnets' CIDRs the stack does not know."""
+    if network.existing or not addons.load_balancer_controller:
+        return None
+    plans = subnet_plan(network.cidr, azs)
+    return InternalLoadBalancing(
+        tuple(private_subnet_name(cluster, p.az) for p in plans), tuple(p.private_cidr for p in plans)
+    )
+
+
+def load_balancer_inputs(
+    network: NetworkConfig, vpc_id: pulumi.Input[str], cluster: str, azs: Sequence[str], addons: AddonsConfig
+) -> dict[str, Any]:
+    """What the aws layer hands the cluster layer for the Load Balancer Controller (ClusterInputs'
+    `vpc_id` and `load_balancing`)."""
+    return {"vpc_id": vpc_id, "load_balancing": internal_load_balancing(network, cluster, azs, addons)}
 
 
 class Network(pulumi.ComponentResource):
@@ -183,7 +213,7 @@ class Network(pulumi.ComponentResource):
             vpc_id=vpc.id,
             cidr_block=plan.private_cidr,
             availability_zone=plan.az,
-            tags={"Name": f"{cluster}-private-{plan.az}", "kubernetes.io/role/internal-elb": "1"},
+            tags={"Name": private_subnet_name(cluster, plan.az), "kubernetes.io/role/internal-elb": "1"},
             opts=child,
         )
         rt = aws.ec2.RouteTable(

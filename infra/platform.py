@@ -115,6 +115,18 @@ class NodeGroupFacts:
         }
 
 
+@dataclass(frozen=True)
+class InternalLoadBalancing:
+    """Where the AWS Load Balancer Controller puts a serving run's internal Network Load Balancer:
+    the VPC's private subnets, one per AZ, and their CIDRs. With ip targets the NLB connects to the
+    pods from its own addresses in those subnets (client IP preservation is off for ip targets), so
+    the CIDRs are what a server's NetworkPolicy admits for it."""
+
+    subnets: tuple[str, ...]
+    """The private subnets by their Name tag (a VPC the stack creates; the controller resolves names)."""
+    cidrs: tuple[str, ...]
+
+
 @dataclass
 class Platform:
     """Everything workloads receive from the infrastructure, in one value."""
@@ -150,6 +162,8 @@ class Platform:
     leader_worker_set: bool = False
     """Whether the cluster runs the LeaderWorkerSet controller (and Kueue's integration for it):
     a serving run across nodes needs it."""
+    load_balancing: InternalLoadBalancing | None = None
+    """Where internal load balancers go; None: no Load Balancer Controller (or a VPC the stack did not create)."""
 
     def namespace_for(self, team: str | None) -> str:
         """The namespace a run of `team` lives in (the default one without a team)."""

@@ -76,6 +76,7 @@ def context(
         runtime=run.runtime_on(group.instance) or image_runtime(run),
         source=found,
         file_system_mb_per_second=write_mb_per_second(platform.storage),
+        load_balancing=platform.load_balancing,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from config.aws import acm_certificate_region
 from config.base import did_you_mean
 from config.checkpoints import write_mb_per_second
 from config.checks.groups import Groups
@@ -94,12 +95,42 @@ def serving_needs_leader_worker_set(cfg: StackConfig) -> list[str]:
     return [f"addons.leaderWorkerSet: false, but {runs} spans nodes (a LeaderWorkerSet); set it true or leave it unset"]
 
 
-def serving_problems(cfg: StackConfig, groups: Groups) -> list[str]:
-    """Every serving run against its source and its node group."""
+def balancer_missing(cfg: StackConfig) -> str | None:
+    """Why this stack (all in one) has nowhere to put an internal load balancer; None: it has."""
+    if not cfg.addons.load_balancer_controller:
+        return "needs the AWS Load Balancer Controller: set addons.loadBalancerController: true (aws layer)"
+    if cfg.network.existing:
+        return (
+            "is not supported in an existing VPC (network.vpcId): the stack does not know its private subnets'"
+            " CIDRs, which the server's NetworkPolicy must admit; use clusterIP"
+        )
+    return None
+
+
+def serving_endpoint(name: str, run: VllmServeWorkload, region: str, missing: str | None) -> list[str]:
+    """An internal load balancer only where the controller runs in a VPC the stack made, and its
+    certificate in the load balancer's region (an NLB's listener takes certificates of its own region)."""
+    if run.endpoint != "internalLoadBalancer":
+        return []
+    if missing is not None:
+        return [f"workloads.{name}.endpoint: internalLoadBalancer {missing}"]
+    if run.certificate_arn and (where := acm_certificate_region(run.certificate_arn)) != region:
+        return [
+            f"workloads.{name}.certificateArn: the certificate is in {where}; the load balancer is in {region}"
+            f" (aws:region): request or import it in {region}"
+        ]
+    return []
+
+
+def serving_problems(cfg: StackConfig, groups: Groups, balancer: str | None = "derive") -> list[str]:
+    """Every serving run against its source, its node group and its endpoint. `balancer`: why the
+    platform has no internal load balancing (None: it has); by default, this stack's own config."""
+    missing = balancer_missing(cfg) if balancer == "derive" else balancer
     out = serving_needs_leader_worker_set(cfg)
     for name, run in cfg.workloads.items():
         if isinstance(run, VllmServeWorkload):
             out += serving_source(name, run, cfg.workloads) or serving_fits(name, run, cfg, groups)
+            out += serving_endpoint(name, run, cfg.region, missing)
     return out
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from config.aws import check_acm_certificate_arn
 from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, NotSized
 from config.startup import CompileTime
@@ -148,7 +149,9 @@ class VllmServeWorkload(RunConfig):
             " run: conversion Job (its checkpoint to a Hugging Face folder, in the run's image)",
             "serve": "Deployment (vLLM, offline, admitted by Kueue) and its PodDisruptionBudget; a replica of"
             " `nodes` above 1: a LeaderWorkerSet (one group per replica) and the NetworkPolicy between its pods",
-            "service": "Service (ClusterIP; of a LeaderWorkerSet, its leaders only)",
+            "service": "Service (ClusterIP; of a LeaderWorkerSet, its leaders only); with `endpoint:"
+            " internalLoadBalancer` also a Service of type LoadBalancer (an internal NLB by the AWS Load Balancer"
+            " Controller) and the NetworkPolicy that admits its traffic",
             "clients": "NetworkPolicy (the server, reached by the clients the config names)",
         },
         support=Support(
@@ -203,6 +206,31 @@ class VllmServeWorkload(RunConfig):
         description="Who may call the server; by default the pods of its namespace labelled"
         " `llm-training-eks/client-of: <workload>`.",
     )
+    endpoint: Literal["clusterIP", "internalLoadBalancer"] = Field(
+        "clusterIP",
+        description="How the server is reached: `clusterIP` (in the cluster only), or `internalLoadBalancer` (also an"
+        " internal Network Load Balancer in the private subnets, reachable from the VPC; needs"
+        " `addons.loadBalancerController`). Never internet-facing.",
+    )
+    certificate_arn: str | None = Field(
+        None,
+        description="ACM certificate (its ARN, in the stack's region) for TLS on port 443 of the internal load balancer"
+        " (`endpoint: internalLoadBalancer`).",
+        json_schema_extra={"x-default": "none (plain HTTP on the server's port)"},
+    )
+
+    @field_validator("certificate_arn")
+    @classmethod
+    def _certificate(cls, v: str | None) -> str | None:
+        return None if v is None else check_acm_certificate_arn(v)
+
+    @model_validator(mode="after")
+    def _tls_needs_balancer(self) -> VllmServeWorkload:
+        if self.certificate_arn is not None and self.endpoint != "internalLoadBalancer":
+            raise KeyProblem(
+                "certificateArn", "only with endpoint: internalLoadBalancer (TLS ends at the load balancer)"
+            )
+        return self
 
     @property
     def hub_repos(self) -> tuple[needs.HubRepo, ...]:

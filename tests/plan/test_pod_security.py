@@ -158,6 +158,11 @@ def test_every_pod_is_isolated_and_reaches_only_what_it_needs(stack: str) -> Non
     the cluster DNS; MPI pods reach their own job's pods (by the operator's job-name label) and
     nothing else; only the download steps, and runs with internetEgress, reach HTTPS outside."""
     plan = plan_of(stack)
+    balancers = {
+        r["inputs"]["metadata"]["name"]
+        for r in plan["resources"]
+        if r["type"] == "kubernetes:core/v1:Service" and r["inputs"]["spec"].get("type") == "LoadBalancer"
+    }
     for pod in pods(plan):
         mine = [p for p in policies(stack, pod.namespace) if selects(p, pod.labels)]
         names = {p["metadata"]["name"] for p in mine}
@@ -172,6 +177,8 @@ def test_every_pod_is_isolated_and_reaches_only_what_it_needs(stack: str) -> Non
         if server:  # reached by the clients its config names and the metrics scraper, on its port
             name = pod.owner["metadata"]["name"].removesuffix("-serve")
             expected |= {f"{name}-clients", f"{name}-metrics"}
+            if f"{name}-lb" in balancers:  # and by its internal load balancer (serve_endpoint)
+                expected.add(f"{name}-lb-ingress")
         group = pod.labels.get(LWS_NAME_LABEL)
         if group:  # a group's pods reach each other (the leader's rendezvous, NCCL), and only them
             expected.add(f"{group}-peers")

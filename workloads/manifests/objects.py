@@ -18,7 +18,7 @@ from typing import Any
 from config.workloads import RunConfig
 from facts.images import PULL_SECONDS, Runtime
 from facts.names import EGRESS_INTERNET, EGRESS_LABEL, PRIORITY_LABEL, QUEUE_LABEL, RUN_ID_LABEL, app_labels
-from infra.platform import NodeGroupFacts
+from infra.platform import InternalLoadBalancing, NodeGroupFacts
 from workloads.manifests.security import (
     DIRS_CAPABILITIES,
     DIRS_EXCEPTION,
@@ -80,6 +80,8 @@ class Context:
     """The training run a serving run converts (recipe vllm-serve with model.workload)."""
     file_system_mb_per_second: float = 1000.0
     """The shared file system's throughput (what a server reads its weights at)."""
+    load_balancing: InternalLoadBalancing | None = None
+    """Where an internal load balancer goes (a serving run's `endpoint: internalLoadBalancer`)."""
 
     @property
     def mpirun(self) -> str:

@@ -15,9 +15,7 @@ import shlex
 
 from config.workloads import VllmServeWorkload
 from facts import leaderworkerset, needs, serving
-from facts.names import CLOUDWATCH_NAMESPACE, PRIORITY_LABEL, QUEUE_LABEL
-from infra import metrics
-from infra.tenancy import NETWORK_POLICY_API_VERSION
+from facts.names import PRIORITY_LABEL, QUEUE_LABEL
 from workloads.manifests.convert import Converter, conversion, model_dir
 from workloads.manifests.hub import cache_dir as hub_cache_dir
 from workloads.manifests.hub import offline_env
@@ -43,6 +41,8 @@ from workloads.manifests.objects import (
     shared_volume,
 )
 from workloads.manifests.security import container_security, non_root_env, pod_security
+from workloads.manifests.serve_endpoint import balanced, load_balancer_ingress, load_balancer_service
+from workloads.manifests.serve_policies import client_egress, clients_policy, metrics_policy
 
 MODEL = VllmServeWorkload
 """The config model this builder renders (workloads.manifests.BUILDERS registers the pair)."""
@@ -259,80 +259,6 @@ def service(workload_name: str, ctx: Context) -> Obj:
     }
 
 
-CLIENT_LABEL = "llm-training-eks/client-of"
-"""What a client pod in the server's namespace carries when `clients.podLabels` names none:
-`llm-training-eks/client-of: <workload>` (no pod is a client by default)."""
-
-
-def client_labels(workload_name: str, run: VllmServeWorkload) -> dict[str, str]:
-    return dict(run.clients.pod_labels) or {CLIENT_LABEL: workload_name}
-
-
-def clients_policy(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
-    """Who reaches the server, on its port only: the pods of its own namespace that carry the
-    client labels (`clients.podLabels`, or `llm-training-eks/client-of: <workload>`), and the pods
-    of the namespaces `clients.namespaces` names (those with `clients.podLabels`, or all of them)."""
-    peers: list[Obj] = [{"podSelector": {"matchLabels": client_labels(workload_name, run)}}]
-    for ns in run.clients.namespaces:
-        peers.append(
-            {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                "podSelector": {"matchLabels": dict(run.clients.pod_labels)},
-            }
-        )
-    port = [{"protocol": "TCP", "port": serving.PORT}]
-    return {
-        "apiVersion": NETWORK_POLICY_API_VERSION,
-        "kind": "NetworkPolicy",
-        "metadata": meta(f"{workload_name}-clients", ctx, labels(workload_name, "network")),
-        "spec": {
-            "podSelector": {"matchLabels": labels(workload_name, "serve")},
-            "policyTypes": ["Ingress"],
-            "ingress": [{"from": peers, "ports": port}],
-        },
-    }
-
-
-def client_egress(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
-    """The clients of the server's own namespace may open connections to it (their namespace
-    denies egress by default)."""
-    return {
-        "apiVersion": NETWORK_POLICY_API_VERSION,
-        "kind": "NetworkPolicy",
-        "metadata": meta(f"{workload_name}-clients-egress", ctx, labels(workload_name, "network")),
-        "spec": {
-            "podSelector": {"matchLabels": client_labels(workload_name, run)},
-            "policyTypes": ["Egress"],
-            "egress": [
-                {
-                    "to": [{"podSelector": {"matchLabels": labels(workload_name, "serve")}}],
-                    "ports": [{"protocol": "TCP", "port": serving.PORT}],
-                }
-            ],
-        },
-    }
-
-
-def metrics_policy(workload_name: str, ctx: Context) -> Obj:
-    """The CloudWatch add-on's serving scraper (infra.metrics: its namespace, and the labels its
-    operator gives its pods) reaches the server's port, where vLLM answers /metrics; nothing else
-    is admitted by this policy. The scraper runs on the pod network, so these selectors match it."""
-    scraper = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": CLOUDWATCH_NAMESPACE}},
-        "podSelector": {"matchLabels": metrics.scraper_pod_labels()},
-    }
-    return {
-        "apiVersion": NETWORK_POLICY_API_VERSION,
-        "kind": "NetworkPolicy",
-        "metadata": meta(f"{workload_name}-metrics", ctx, labels(workload_name, "network")),
-        "spec": {
-            "podSelector": {"matchLabels": labels(workload_name, "serve")},
-            "policyTypes": ["Ingress"],
-            "ingress": [{"from": [scraper], "ports": [{"protocol": "TCP", "port": serving.PORT}]}],
-        },
-    }
-
-
 def _model_steps(workload_name: str, run: VllmServeWorkload, ctx: Context, dirs: str) -> list[Step]:
     """The Hub model staged (with the stack's token as a file: a gated repository needs it), or
     the training run converted."""
@@ -383,6 +309,20 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
         Step(f"{workload_name}-clients", "clients", clients_policy(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-clients-egress", "clients", client_egress(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-metrics", "clients", metrics_policy(workload_name, ctx), after=after),
+        *_load_balancer_steps(workload_name, run, ctx, after),
+    ]
+
+
+def _load_balancer_steps(
+    workload_name: str, run: VllmServeWorkload, ctx: Context, after: tuple[str, ...]
+) -> list[Step]:
+    """With `endpoint: internalLoadBalancer`: the NLB's Service and the policy that admits its traffic
+    (workloads.manifests.serve_endpoint)."""
+    if not balanced(run):
+        return []
+    return [
+        Step(f"{workload_name}-lb", "service", load_balancer_service(workload_name, run, ctx), after=after),
+        Step(f"{workload_name}-lb-ingress", "service", load_balancer_ingress(workload_name, ctx), after=after),
     ]
 
 
