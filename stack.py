@@ -229,6 +229,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
     platform = Platform(
         provider=provider,
         leader_worker_set=cfg.leader_worker_set,
+        pods_ready_timeout_minutes=cfg.queueing.pods_ready_timeout_minutes,
         namespaces={key: t.namespace for key, t in tenants.items()},
         shared_sub_paths={key: t.sub_path for key, t in tenants.items()},
         storage_claim=STORAGE_CLAIM,
@@ -331,16 +332,23 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     }
 
 
+def on_cluster_queues(cfg: StackConfig, platform: Platform) -> StackConfig:
+    """`cfg` with the cluster layer's Kueue timeout (a runs stack does not set `queueing`)."""
+    timeout = {"pods_ready_timeout_minutes": platform.pods_ready_timeout_minutes}
+    return cfg.model_copy(update={"queueing": cfg.queueing.model_copy(update=timeout)})
+
+
 def runs_stack(cfg: StackConfig) -> Outputs:
     """A runs-layer stack: the training runs on the cluster layer's `Platform`."""
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     platform = layers.parse_platform(values, None, cfg.lower_stack)
     groups = layers.group_views(platform.node_groups, cfg.lower_stack)
+    balancer = None if platform.load_balancing else layers.NO_BALANCER
     problems = [
         *checks.images_exist(cfg.workloads, platform.registry_urls),
         *checks.runs_problems(cfg.workloads, groups),
         *checks.checkpoints_fit(cfg.workloads, platform.storage),
-        *checks.serving_problems(cfg, groups, None if platform.load_balancing else layers.NO_BALANCER),
+        *checks.serving_problems(on_cluster_queues(cfg, platform), groups, balancer),
         *checks.checkpoint_share(cfg.workloads, groups, platform.storage),
         *checks.run_teams(
             cfg.workloads,

@@ -301,6 +301,7 @@ def platform_output(p: Platform) -> dict[str, Any]:
         "teams": {name: t.model_dump(by_alias=True) for name, t in p.teams.items()},
         "storage": storage_output(p.storage),
         "leaderWorkerSet": p.leader_worker_set,
+        "podsReadyTimeoutMinutes": p.pods_ready_timeout_minutes,
         **load_balancing_output(p.load_balancing),
     }
 
@@ -328,6 +329,7 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
         teams=teams,
         storage=r.storage("storage"),
         leader_worker_set=bool(r.get("leaderWorkerSet", bool)),
+        pods_ready_timeout_minutes=r.get("podsReadyTimeoutMinutes", int) or 0,
         load_balancing=_load_balancing(r),
     )
     for queue in sorted(set(platform.queues) - set(platform.namespaces)):

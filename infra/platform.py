@@ -159,6 +159,9 @@ class Platform:
     """The teams behind the queues (their node group and quota), for checking runs against them."""
     storage: StorageConfig = field(default_factory=StorageConfig)
     """The shared file system's size, throughput and kind, for checking runs' checkpoints against it."""
+    pods_ready_timeout_minutes: int = 30
+    """Kueue's waitForPodsReady timeout (`queueing.podsReadyTimeoutMinutes` of the cluster layer): a
+    serving replica's modeled start is held to it where the runs are declared."""
     leader_worker_set: bool = False
     """Whether the cluster runs the LeaderWorkerSet controller (and Kueue's integration for it):
     a serving run across nodes needs it."""
