@@ -261,7 +261,7 @@ def run_plans(
     to the first step); `node_types` is the instance type of each node group."""
     plans: dict[str, dict[str, dict[str, object]]] = {}
     for name, run in workloads.items():
-        if run.SERVES or run.GATES_NODE_GROUP:  # no training steps: a server's cost line has its start
+        if run.SERVES:  # a server trains no steps: its cost line has its start and its hourly cost
             continue
         instance_type = node_types.get(run.node_group)
         seconds, basis = cost.estimated_step_seconds(cfg, name, instance_type)
