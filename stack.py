@@ -213,8 +213,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         cluster_and_vpc=(inputs.cluster_name, inputs.vpc_id),
     )
     addons.finish()
-    # Flavors and queues once Kueue runs (LocalQueues need their namespaces); runs and quotas may use the system group.
-    groups = inputs.run_groups
+    groups = inputs.run_groups  # runs and quotas may use the system group; queues once Kueue runs
     teams = teams_of(cfg.teams, groups, bool(cfg.queueing.default_queue))
     queues = TeamQueues("queues", teams, groups, provider, addons.kueue, addons.namespaces)
     volume = SharedVolume(

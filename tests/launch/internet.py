@@ -7,7 +7,7 @@ NetworkPolicies' decision (netpolicy.reaches_internet); a pod that may not gets 
 route to it, so its connections fail at once (on EKS they time out).
 
 What it serves: the repositories the recipes read (their file names from the upstream facts of
-the programs that read them; contents are placeholders), the gated ones (Llama 2's, Llama 3's)
+the programs that read them; contents are placeholders), the gated ones (Llama 2's, Llama 3's and 3.1's)
 refusing a request without a token, the datasets (RedPajama's sample, NxD's wikicorpus) and the
 BERT tutorial's dataset object.
 """
@@ -103,8 +103,14 @@ def content() -> dict:
     # index, as the Hub lists such a model (names not read from the Hub here).
     qwen3_repo = {f: _json({"model_type": "qwen3"}) for f in qwen3_files}
     qwen3_repo["model.safetensors.index.json"] = "{}"
+    # Llama 3.1 405B Instruct as the multi-node server (p5-serve-405b) serves it: gated, config,
+    # tokenizer, shards with their index, and the original weights its staging filters out.
+    llama405 = "meta-llama/Llama-3.1-405B-Instruct"
+    llama405_files = {f: _json({"model_type": "llama"}) for f in llama31_files}
+    llama405_files["model.safetensors.index.json"] = "{}"
     return {
         "models": {
+            llama405: _repo(llama405, llama405_files, gated=True),
             llama31: _repo(llama31, {f: _json({"model_type": "llama"}) for f in llama31_files}, gated=True),
             qwen3: _repo(qwen3, qwen3_repo, sha=qwen3_sha),
             bert: _repo(bert, {f: _json({"model_type": "bert"}) for f in bert_files}),

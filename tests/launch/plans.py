@@ -30,6 +30,7 @@ NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 NAME_LABEL = "app.kubernetes.io/name"
 SERVICE = "kubernetes:core/v1:Service"
+LEADER_WORKER_SET = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 AMI_RELEASES = upstream.facts("amazon-eks-ami-v20260714")["releases"]
 """Per AMI release and Kubernetes minor, newest first: the drivers its accelerated AMIs carry."""
 PREFIX = "llm-training-eks:"
@@ -276,7 +277,11 @@ def component(obj: dict[str, Any]) -> str:
 
 
 def pod_spec(obj: dict[str, Any], role: str = "Worker") -> dict[str, Any]:
-    """The pod template's spec of a Job, or of an MPIJob's `role`."""
+    """The pod template's spec of a Job or Deployment, of an MPIJob's `role`, or of a
+    LeaderWorkerSet's leader (role "GroupWorker": its workers'): the leader is the one that serves."""
+    if obj["kind"] == "LeaderWorkerSet":
+        group = obj["spec"]["leaderWorkerTemplate"]
+        return dict(group["workerTemplate" if role == "GroupWorker" else "leaderTemplate"]["spec"])
     spec = obj["spec"]["mpiReplicaSpecs"][role] if obj["kind"] == "MPIJob" else obj["spec"]
     return dict(spec["template"]["spec"])
 
@@ -359,7 +364,7 @@ def _serving_plan(stack: str, workload: str) -> dict[str, Any]:
 def serving(stack: str, workload: str) -> dict[str, Any]:
     """What the harness plays of a serving workload, from its plan: `source` (the Jobs and
     MPIJobs of the training run it serves, in order; none for a Hub model), `steps` (its own
-    Jobs and its Deployment, in order), `services` and `policies` (every NetworkPolicy)."""
+    Jobs and its Deployment or LeaderWorkerSet, in order), `services` and `policies` (every NetworkPolicy)."""
     resources = _serving_plan(stack, workload)["resources"]
 
     def of(name: str, types: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -369,7 +374,9 @@ def serving(stack: str, workload: str) -> dict[str, Any]:
         return [copy.deepcopy(o) for o in _ordered(mine, types)]
 
     source = [w for w in read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"] if w != workload]
-    steps = [o for o in of(workload, (JOB, DEPLOYMENT)) if o["kind"] == "Job" or component(o) == "serve"]
+    steps = [
+        o for o in of(workload, (JOB, DEPLOYMENT, LEADER_WORKER_SET)) if o["kind"] == "Job" or component(o) == "serve"
+    ]
     return {
         "source": [o for name in source for o in of(name, (MPIJOB, JOB))],
         "steps": steps,

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from facts import instances, serving
+from facts import instances, leaderworkerset, serving
 from tests import upstream
-from tests.launch import plans
+from tests.launch import lws, plans
 from tests.launch.harness import Faults, WorkloadRun
 from tests.launch.mpioperator import Controller, JobController, JobResult
 from tests.launch.netpolicy import Peer
@@ -95,6 +95,23 @@ class Deployment(Controller):
         return named[port]
 
 
+class LeaderWorkerSet(Deployment):
+    """A LeaderWorkerSet (lws.py): every group's leader and workers started together (its
+    startupPolicy LeaderCreated: the leader is ready only once its workers have joined it)."""
+
+    def start(self) -> list[Pod]:
+        spec = self.obj["spec"]
+        if spec.get("startupPolicy", leaderworkerset.LEADER_CREATED) != leaderworkerset.LEADER_CREATED:
+            raise NotImplementedError(f"{self.name}: startupPolicy {spec['startupPolicy']} is not modelled")
+        size = int(spec["leaderWorkerTemplate"].get("size", 1))
+        groups = range(int(spec.get("replicas", 1)))
+        return [self.cluster.start(lws.member(self, g, i, size)) for g in groups for i in range(size)]
+
+    def probe(self, pods: list[Pod], scale: float = PROBE_SCALE) -> dict[str, str]:
+        """The leaders' probes (a worker has none)."""
+        return super().probe([p for p in pods if lws.is_leader(p.spec)], scale)
+
+
 class ServingRun(WorkloadRun):
     """A serving workload (and the training run it serves) on its own local cluster."""
 
@@ -122,7 +139,7 @@ class ServingRun(WorkloadRun):
 
     @property
     def server(self) -> dict[str, Any]:
-        return next(o for o in self.jobs if o["kind"] == "Deployment")
+        return next(o for o in self.jobs if o["kind"] in ("Deployment", "LeaderWorkerSet"))
 
     def facts(self, obj: dict[str, Any]) -> dict[str, Any]:
         """A job's facts, and the server's: the options of its image's vLLM, the logical
@@ -130,6 +147,7 @@ class ServingRun(WorkloadRun):
         facts = super().facts(obj)
         pinned = serving.image_for_name(str(plans.containers(obj)["image"]))
         if pinned is not None:
+            facts["joinSeconds"] = lws.JOIN_SECONDS
             facts["vllm"] = upstream.facts(pinned.facts)
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["servingCoresPerDevice"] = serving.neuron_cores_per_device(instance)
@@ -155,7 +173,8 @@ class ServingRun(WorkloadRun):
 
     def start_server(self) -> list[Pod]:
         """Start the Deployment's replicas (not probed, not in the Service)."""
-        self.deployment = Deployment(self.cluster, self.server, self.facts(self.server), {}, self.policies, self.node())
+        kind = LeaderWorkerSet if self.server["kind"] == "LeaderWorkerSet" else Deployment
+        self.deployment = kind(self.cluster, self.server, self.facts(self.server), {}, self.policies, self.node())
         self.pods = self.deployment.start()
         return self.pods
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from facts import leaderworkerset as lws
 from tests import upstream
 from tests.launch import netpolicy, security
 
@@ -102,9 +103,9 @@ def test_serving_policies_admit_the_named_clients_on_the_servers_port_only() -> 
 
     for stack, workload, _ in plans.workloads(serving=True):
         plan = plans.serving(stack, workload)
-        (server,) = [o for o in plan["steps"] if o["kind"] == "Deployment"]
+        (server,) = [o for o in plan["steps"] if o["kind"] in ("Deployment", "LeaderWorkerSet")]
         namespace = server["metadata"]["namespace"]
-        pod = netpolicy.Peer("server", namespace, server["spec"]["template"]["metadata"]["labels"], {"http": 8000})
+        pod = netpolicy.Peer("server", namespace, server_labels(server), {"http": 8000})
         clients = plans.serving_values(stack, workload)[f"{plans.PREFIX}workloads"][workload].get("clients", {})
         labels = clients.get("podLabels") or {"llm-training-eks/client-of": workload}
         admitted = [netpolicy.Peer("c", namespace, labels)]
@@ -116,6 +117,21 @@ def test_serving_policies_admit_the_named_clients_on_the_servers_port_only() -> 
         assert netpolicy.ports_allowed(plan["policies"], stranger, pod) == set(), stack
         if not clients.get("namespaces"):
             assert netpolicy.ports_allowed(plan["policies"], netpolicy.Peer("o", "elsewhere", labels), pod) == set()
+        if server["kind"] == "LeaderWorkerSet":  # a worker: its leader's peer on every port, no client's
+            template = server["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]
+            worker = netpolicy.Peer("w", namespace, {**template, lws.NAME_LABEL: server["metadata"]["name"]})
+            assert netpolicy.ports_allowed(plan["policies"], worker, pod) is netpolicy.ALL_PORTS, stack
+            assert netpolicy.ports_allowed(plan["policies"], pod, worker) is netpolicy.ALL_PORTS, stack
+            assert all(netpolicy.ports_allowed(plan["policies"], c, worker) == set() for c in admitted), stack
+
+
+def server_labels(server: dict) -> dict[str, str]:
+    """The serving pod's labels: a Deployment's template's, or a LeaderWorkerSet leader's with the
+    labels LWS adds (tests/launch/lws.py)."""
+    if server["kind"] == "Deployment":
+        return dict(server["spec"]["template"]["metadata"]["labels"])
+    leader = server["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"]
+    return {**leader, lws.NAME_LABEL: server["metadata"]["name"], lws.WORKER_INDEX_LABEL: "0"}
 
 
 def test_a_named_port_is_the_receivers_and_a_port_range_is_refused() -> None:

@@ -28,6 +28,7 @@ if _why_not:
 SERVING = [(s, w) for s, w, _ in plans.workloads(serving=True)]
 TRAINED = [(s, w) for s, w in SERVING if plans.serving(s, w)["source"]]
 FROM_HUB = [(s, w) for s, w in SERVING if not plans.serving(s, w)["source"]]
+GROUPS = [(s, w) for s, w in SERVING if any(o["kind"] == "LeaderWorkerSet" for o in plans.serving(s, w)["steps"])]
 
 
 def clients(stack: str, workload: str) -> dict[str, Any]:
@@ -61,10 +62,12 @@ def test_the_model_is_served_to_its_clients_only(serve: Any, stack: str, workloa
     outcome = run.serve()
     replicas = run.server["spec"]["replicas"]
     assert list(outcome.values()) == ["ready"] * replicas, f"{outcome}\n{logs(run)}"
-    served = run.server["spec"]["template"]["spec"]["containers"][0]["command"]
+    served = plans.containers(run.server)["command"]
     name = served[served.index("--served-model-name") + 1]
     loaded = run.records(run.server["metadata"]["name"], "vllm-loaded")
     assert len(loaded) == replicas and all(r["weights"] and r["served"] == name for r in loaded), loaded
+    nodes = run.server["spec"].get("leaderWorkerTemplate", {}).get("size", 1)  # a group's pods
+    assert all(r["nodes"] == nodes for r in loaded), loaded
     assert all(r["offline"] for r in run.records(run.server["metadata"]["name"], "vllm"))
 
     config = clients(stack, workload)
@@ -125,10 +128,30 @@ def test_staging_without_egress_fails(serve: Any, stack: str, workload: str) -> 
 def test_the_server_refuses_options_its_vllm_does_not_take(serve: Any, extra: list[str], error: str) -> None:
     """The rendered command with one bad option more: the stand-in's parser (the pinned vLLM's
     options) exits 2 naming it, as vLLM's argparse does, before anything is loaded."""
-    stack, workload = FROM_HUB[0]
+    stack, workload = next(sw for sw in FROM_HUB if sw not in GROUPS)
     run = serve(stack, workload)
     run.server["spec"]["replicas"] = 1
     run.server["spec"]["template"]["spec"]["containers"][0]["command"] += extra
     (pod,) = run.start_server()
     assert pod.wait(timeout=30) == 2 and error in pod.output(), pod.output()
     assert not run.records(run.server["metadata"]["name"], "vllm")
+
+
+@pytest.mark.parametrize(("stack", "workload"), GROUPS[:1])
+def test_a_group_whose_workers_cannot_reach_the_leader_never_gets_ready(serve: Any, stack: str, workload: str) -> None:
+    """The group's peers policy taken away: default-deny stands between a worker and its leader's
+    --master-port, so the worker cannot join, the leader waits for it and its startup probe fails
+    failureThreshold times (never ready, so the Service lists no pod)."""
+    run = serve(stack, workload)
+    assert run.run_jobs(), logs(run)
+    name = run.server["metadata"]["name"]
+    kept = [p for p in run.cluster.policies if p["metadata"]["name"] != f"{name}-peers"]
+    assert len(kept) == len(run.cluster.policies) - 1, [p["metadata"]["name"] for p in run.cluster.policies]
+    run.cluster.policies = kept
+    outcome = run.serve()
+    threshold = plans.containers(run.server)["startupProbe"]["failureThreshold"]
+    assert list(outcome) == [f"{name}-0"], outcome
+    assert all(o.startswith(f"startup probe failed {threshold} times") for o in outcome.values()), outcome
+    assert not run.records(name, "vllm-worker") and not run.records(name, "vllm-loaded"), logs(run)
+    address = f"{name}-0.{name}.{run.server['metadata']['namespace']}:29501"
+    assert f"has failed to connect to {address}" in run.server_logs(), logs(run)

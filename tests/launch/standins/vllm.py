@@ -12,7 +12,12 @@ malformed number is an error, exit 2), then does what the server needs before it
   times the logical NeuronCores of one device, job facts "servingCoresPerDevice");
 - its caches: ~/.cache/vllm writable, and NEURON_COMPILED_ARTIFACTS when set;
 
-then serves on --host:--port: GET /health (200) and POST /v1/completions for the name of
+with --nnodes N > 1 (vLLM's multi-node launch with the mp backend, "multi_node" facts): the
+world (tensor x pipeline parallel) divisible by N and --node-rank below it; a --headless node of
+rank > 0 connects to --master-addr:--master-port (retrying, as torch's TCPStore client does,
+until the job facts' "joinSeconds") and stays up; the node of rank 0 listens there and waits as
+long for the N - 1 others (else torch's "Timed out after ... waiting for clients"), and only then
+serves on --host:--port: GET /health (200) and POST /v1/completions for the name of
 --served-model-name (a completion; another name: vLLM's 404 error body).
 """
 
@@ -23,6 +28,7 @@ import glob
 import json
 import os
 import re
+import socket
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,7 +40,16 @@ from _common import accelerator_init, fail, job, record
 TOKENIZER_FILES = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json", "merges.txt"), ("vocab.txt",))
 """Any of these sets is a tokenizer transformers' AutoTokenizer loads (fast, sentencepiece, BPE, WordPiece)."""
 HUMAN_INT = re.compile(r"^\d+(\.\d+)?[kKmMgG]?$")  # vLLM's human_readable_int: 4096, 4k, 1.5M
-INTEGER = ("--port", "--tensor-parallel-size", "--max-num-seqs", "--pipeline-parallel-size", "--seed")
+INTEGER = (
+    "--port",
+    "--tensor-parallel-size",
+    "--max-num-seqs",
+    "--pipeline-parallel-size",
+    "--seed",
+    "--nnodes",
+    "--node-rank",
+    "--master-port",
+)
 
 
 def human_int(text: str) -> str:
@@ -113,6 +128,55 @@ def writable(path: str) -> None:
         fail(f"OSError: {path} is not writable: {e}")
 
 
+def join_group(a: argparse.Namespace, facts: dict) -> list[socket.socket]:
+    """The rendezvous of a multi-node group; the leader's open connections to its workers."""
+    nnodes, rank = a.nnodes or 1, a.node_rank or 0
+    if nnodes == 1:
+        return []
+    world = (a.tensor_parallel_size or 1) * (a.pipeline_parallel_size or 1)
+    if world % nnodes or rank >= nnodes:
+        fail(f"ValueError: world size {world} over {nnodes} nodes with node_rank {rank} is not a valid layout")
+    port = a.master_port or int(facts["vllm"]["multi_node"]["master_port_default"])
+    addr = a.master_addr if isinstance(a.master_addr, str) else "127.0.0.1"
+    deadline = time.monotonic() + float(facts.get("joinSeconds", 60))
+    if (rank > 0) != (a.headless is True):
+        fail(f"vllm: a node of rank {rank} {'without' if rank else 'with'} --headless is not modelled")
+    if rank > 0:
+        warned = False
+        while True:
+            try:
+                conn = socket.create_connection((addr, port), timeout=2)
+                conn.sendall(f"{rank}\n".encode())
+                record("vllm-worker", rank=rank, master=f"{addr}:{port}")
+                print(f"INFO: node {rank} joined {addr}:{port}", flush=True)
+                return [conn]
+            except OSError as e:
+                if not warned:  # torch's client warns on its first failed attempt, then retries
+                    print(f"[W socket] The client socket has failed to connect to {addr}:{port}: {e}", flush=True)
+                    warned = True
+                if time.monotonic() > deadline:
+                    fail(
+                        f"torch.distributed.DistNetworkError: The client socket has failed to connect to {addr}:{port}: {e}"
+                    )
+                time.sleep(0.5)
+    listener = socket.create_server(("0.0.0.0", port))
+    joined: dict[int, socket.socket] = {}
+    while len(joined) < nnodes - 1:
+        listener.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            conn, _ = listener.accept()
+            conn.settimeout(5)
+            joined[int(conn.makefile().readline())] = conn
+        except (OSError, ValueError):
+            if time.monotonic() >= deadline:
+                fail(
+                    f"torch.distributed.DistStoreError: Timed out after {facts.get('joinSeconds', 60)} seconds "
+                    f"waiting for clients. {len(joined) + 1}/{nnodes} clients joined."
+                )
+    print(f"INFO: all {nnodes} nodes joined on port {port}", flush=True)
+    return list(joined.values())
+
+
 def handler(served: str, max_len: int) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"
@@ -174,8 +238,13 @@ def main() -> None:
     writable(os.path.join(os.path.expanduser("~"), ".cache", "vllm"))
     if os.environ.get("NEURON_COMPILED_ARTIFACTS"):
         writable(os.environ["NEURON_COMPILED_ARTIFACTS"])
+    group = join_group(a, facts)
+    if group and a.headless is True:  # a worker serves no HTTP: it runs its ranks until the group ends
+        group[0].settimeout(None)
+        group[0].recv(1)
+        fail("vllm: the leader closed the group's connection")
     served = a.served_model_name if isinstance(a.served_model_name, str) else a.model
-    record("vllm-loaded", modelDir=str(folder), weights=weights, served=served)
+    record("vllm-loaded", modelDir=str(folder), weights=weights, served=served, nodes=len(group) + 1)
     port = a.port or int(facts["vllm"]["default_port"])
     host = a.host if isinstance(a.host, str) else "0.0.0.0"
     server = ThreadingHTTPServer(
