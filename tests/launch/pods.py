@@ -265,6 +265,8 @@ class Cluster:
             {"source": str(self.resolv), "target": "/etc/resolv.conf", "readOnly": True},
             *spec.binds,
         ]
+        # Parents first: a pod's emptyDir at /tmp must not hide a checkout under /tmp mounted before it.
+        binds.sort(key=lambda m: len(Path(str(m["target"])).parts))
         env = {**spec.env, "HOSTNAME": spec.name}
         doc = {
             "base": str(base),
