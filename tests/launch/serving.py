@@ -195,8 +195,9 @@ class ServingRun(WorkloadRun):
         return f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
 
     def url(self) -> str:
-        """The Service's completions URL; its port must be the container's (no kube-proxy here)."""
-        (service,) = self.plan["services"]
+        """The in-cluster Service's completions URL; its port must be the container's (no kube-proxy
+        here). An internal load balancer's Service (type LoadBalancer, an NLB on AWS) is not played."""
+        (service,) = [s for s in self.plan["services"] if s["spec"].get("type", "ClusterIP") == "ClusterIP"]
         (port,) = service["spec"]["ports"]
         target = Deployment.port(plans.containers(self.server), port.get("targetPort", port["port"]))
         if target != port["port"]:
