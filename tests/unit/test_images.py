@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 
-from config.stackfile import read_stack_file
 from facts.images import IMAGES, content_tag
 from tests import upstream
-from tests.conftest import EXAMPLES, stack_plan
 from tests.shell_scan import Provides, dockerfile, scan
 from tests.unit.test_recipes import built_with
 
@@ -40,14 +38,6 @@ SHELL_VARIABLES = {"SECONDS", "HOSTNAME", "RANDOM", "PWD", "HOME"}
 OPEN_MPI_VARIABLES = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}
 # What sshd gives a session (OpenSSH's default environment): a fixed PATH, HOME, USER, SHELL.
 SSHD_VARIABLES = {"PATH", "HOME", "USER", "SHELL", "LOGNAME"}
-
-
-STACKS_WITH_RUNS = sorted(
-    p.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    for p in EXAMPLES.glob("Pulumi.*.yaml")
-    if read_stack_file(p).get("llm-training-eks:workloads")
-)
-"""Every example stack that runs something (each image its runs use is checked where it runs)."""
 
 
 def _provides(repository: str) -> Provides:
@@ -113,12 +103,6 @@ def image_problems(objs: list[dict[str, Any]]) -> list[str]:
             script = command[2] if command[:2] in (["/bin/bash", "-c"], ["bash", "-c"]) else " ".join(command)
             out += [f"{obj['metadata']['name']} ({repository}): {p}" for p in problems(script, image, env)]
     return out
-
-
-@pytest.mark.parametrize("stack", STACKS_WITH_RUNS)
-def test_example_stack_commands_use_only_what_their_image_has(stack: str) -> None:
-    objs = [r["inputs"] for r in stack_plan(stack)["resources"] if r["type"].startswith("kubernetes:")]
-    assert image_problems(objs) == []
 
 
 @pytest.mark.parametrize(
