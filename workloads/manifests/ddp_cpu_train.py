@@ -100,6 +100,10 @@ def main() -> int:
         with open(os.path.join(run_dir, "result.json"), "w") as f:
             json.dump(result, f)
         print(f"done: {json.dumps(result)}", flush=True)
+    # Every rank leaves together: a rank that tears down its gloo pairs while rank 0 still writes
+    # the result can abort at exit ("terminate called without an active exception", SIGABRT),
+    # which fails a finished run and costs a whole restart (seen once in CI, rank 2 of 3).
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
