@@ -35,9 +35,9 @@ SCRAPED_SERIES = (
 )
 """The series of a server's /metrics that CloudWatch gets as metrics (infra.metrics): requests in
 the batch and queued, the KV cache's use (gauges), prompt and generated tokens (counters, which
-prometheus_client exposes with `_total`). vLLM 0.24.0's vllm/v1/metrics/loggers.py; its latency
-series (time to first token, end to end) are histograms, which the CloudWatch agent drops
-(tests/upstream/vllm-v0.24.0-metrics.yaml)."""
+prometheus_client exposes with `_total`), in vllm/v1/metrics/loggers.py of every pinned image's
+vLLM (0.24.0, 0.16.0); its latency series (time to first token, end to end) are histograms, which
+the CloudWatch agent drops (tests/upstream/vllm-v<version>-metrics.yaml)."""
 SERIES_LABEL = "model_name"
 """The label vLLM puts on each series: the served model name (`--served-model-name`, the workload)."""
 

@@ -8,7 +8,8 @@ Held against:
 - the operator it runs, aws/amazon-cloudwatch-agent-operator v3.6.0 (pod labels, the Prometheus
   config's path): tests/upstream/cloudwatch-agent-operator-3.6.0.yaml;
 - the CloudWatch user guide's Prometheus collection pages: tests/upstream/cloudwatch-agent-prometheus-2026-11.yaml;
-- vLLM 0.24.0's vllm/v1/metrics/loggers.py (the wheel on PyPI): tests/upstream/vllm-v0.24.0-metrics.yaml.
+- vllm/v1/metrics/loggers.py of each pinned image's vLLM (the wheels on PyPI): 0.24.0 (GPU, Trn2),
+  tests/upstream/vllm-v0.24.0-metrics.yaml; 0.16.0 (trn1/inf2), tests/upstream/vllm-v0.16.0-metrics.yaml.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from tools import plan as plan_mod
 CHART = "chart-amazon-cloudwatch-observability-6.4.0-agents"
 OPERATOR = "cloudwatch-agent-operator-3.6.0"
 DOCS = "cloudwatch-agent-prometheus-2026-11"
-VLLM = "vllm-v0.24.0-metrics"
+VLLMS = sorted({image.vllm for image in serving.IMAGES})
+"""The vLLM versions of the pinned serving images: each has its series facts (tests/upstream)."""
 SERVE_STACKS = ["p5-train-serve", "trn2-serve"]
 NS = "llm-training-eks:"
 
@@ -103,12 +105,13 @@ def test_the_agent_config_sends_the_key_series_to_the_stacks_log_group(stack: st
         assert set(declaration) <= set(docs["metric_declaration_fields"])
 
 
-def test_the_series_are_vllms_gauges_and_counters_with_the_dimension_labels() -> None:
-    """Each series CloudWatch gets exists in vLLM 0.24.0 under that name (a counter with the
+@pytest.mark.parametrize("version", VLLMS)
+def test_the_series_are_vllms_gauges_and_counters_with_the_dimension_labels(version: str) -> None:
+    """Each series CloudWatch gets exists in the vLLM of every pinned image under that name (a counter with the
     `_total` its client library adds; the KV cache gauge is no longer `gpu_cache_usage_perc`), is
     a type the agent converts (it drops histograms: the latency series cannot go this way), and
     carries the labels the metric's dimensions name."""
-    vllm, docs = upstream.facts(VLLM), upstream.facts(DOCS)
+    vllm, docs = upstream.facts(f"vllm-v{version}-metrics"), upstream.facts(DOCS)
     assert not vllm["gpu_cache_usage_perc_present"]
     for name in serving.SCRAPED_SERIES:
         base = name.removesuffix(vllm["counter_sample_suffix"])
