@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.launch import plans
+from tests.launch import plans, seams
 from tests.launch.harness import RANKS_PER_NODE, RESUME_LOG, Faults, WorkloadRun, checkpoint_step
 from tests.launch.images import describe
 from tests.launch.pods import namespaces_available
@@ -253,6 +253,9 @@ def test_health_gate_passes_then_training_completes(launch: Any, stack: str, wor
     assert [r.name for r in results] == [j["metadata"]["name"] for j in run.jobs], tail(log)
     assert all(r.succeeded for r in results), tail(log)
     assert_first_launch(run, results[-1].attempts[0].log)
+    # The run-time needs its programs meet where they cross a seam (the Hub offline from /shared,
+    # orted from the image's Open MPI, the AMI's Neuron driver); test_seams.py breaks each one.
+    seams.assert_held(run, results, results[-1].attempts[0].log)
     if plans.is_acceptance(run.training):
         return
     assert_trained(run)

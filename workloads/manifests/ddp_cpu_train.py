@@ -7,7 +7,10 @@ nothing newer; the launcher writes it to $RUN_DIR, where every worker reads it. 
 checkpoint is written by rank 0 to a temporary file and renamed, so a crash never leaves a torn
 one; a restart loads the newest. With --interrupt-once-at, the first attempt stops after the
 first checkpoint at or past that step (a marker in $RUN_DIR remembers it), so the launcher's
-restart and the resume are exercised; the run then fails unless it did resume.
+restart and the resume are exercised; the run then fails unless it did resume. Every rank
+meets at a barrier before destroying the process group: a rank that tears down its gloo pairs
+while rank 0 still writes the result can abort at exit ("terminate called without an active
+exception", SIGABRT; seen once in CI, rank 2 of 3), which would fail a finished run.
 """
 
 from __future__ import annotations
@@ -100,10 +103,7 @@ def main() -> int:
         with open(os.path.join(run_dir, "result.json"), "w") as f:
             json.dump(result, f)
         print(f"done: {json.dumps(result)}", flush=True)
-    # Every rank leaves together: a rank that tears down its gloo pairs while rank 0 still writes
-    # the result can abort at exit ("terminate called without an active exception", SIGABRT),
-    # which fails a finished run and costs a whole restart (seen once in CI, rank 2 of 3).
-    dist.barrier()
+    dist.barrier()  # all ranks leave together (one that tore down gloo early could abort at exit)
     dist.destroy_process_group()
     return 0
 
