@@ -155,6 +155,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         registry_urls=dict(registry.urls),
         role_arns=dict(addons.role_arns),
         kubernetes_version=cfg.cluster.kubernetes_version,
+        serving_metrics=cfg.scrapes_serving,
         **load_balancer_inputs(cfg.network, network.vpc_id, ctx.cluster_name, cfg.availability_zones, cfg.addons),
         provider=cluster.provider,
         nodes_ready=[cluster.system_node_group],
@@ -191,6 +192,17 @@ def _release_version(cfg: StackConfig, ng: NodeGroupConfig) -> str:
     if release is None:  # config_problems reports it; a program built without that check stops here
         raise ConfigError(amis.release_problems(cfg))
     return release.release_version
+
+
+def _tenant_objects(key: str, addons: ClusterAddons, volume: SharedVolume, queues: TeamQueues) -> list[Any]:
+    """What the runs of one tenant (a team, or `default`) are created after: its namespace, the
+    namespace's NetworkPolicies, its claim and its queues."""
+    return [
+        addons.namespaces[key],
+        *addons.network_policies[key],
+        volume.claims[key],
+        *queues.team_objects.get(key, []),
+    ]
 
 
 def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons | None = None) -> ClusterLayer:
@@ -237,20 +249,13 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         # What every run waits for, and what only the runs of one team wait for (their namespace,
         # its policies, claim and queues): declared per team, so the plan grows with runs + teams.
         depends_on=[addons.mpi_operator, *addons.releases.values(), *queues.flavors],
-        tenant_depends_on={
-            key: [
-                addons.namespaces[key],
-                *addons.network_policies[key],
-                volume.claims[key],
-                *queues.team_objects.get(key, []),
-            ]
-            for key in tenants
-        },
+        tenant_depends_on={key: _tenant_objects(key, addons, volume, queues) for key in tenants},
         queues=queues.queues,
         priority_classes=queues.priority_classes,
         teams=dict(cfg.teams),
         storage=inputs.storage,
         load_balancing=inputs.load_balancing,
+        serving_metrics=inputs.serving_metrics,
     )
     return ClusterLayer(addons, queues, volume, platform)
 

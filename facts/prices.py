@@ -23,6 +23,12 @@ Sources (as of PRICES_AS_OF):
 - EKS control plane: $0.10 per cluster-hour in standard support, $0.60 in extended
   support (Amazon EKS pricing page; cloudburn.io "Amazon EKS pricing", 2026-03).
 - NAT gateway: $0.045 per gateway-hour, data processing not included (Amazon VPC pricing).
+- Network Load Balancer: $0.0225 per load-balancer-hour in US East, capacity units (NLCU-hours,
+  $0.006 each) not included (Elastic Load Balancing pricing page; cross-checked: awsnegotiations.com
+  "Elastic Load Balancer Cost", May 2026, and the Vantage handbook's ELB page). A serving run's
+  internal NLB is made by the AWS Load Balancer Controller, not by this stack, and billed as the
+  run's while it stands. The US East rate is used for us-west-2 too (the same there, unverified);
+  `tools.cost --live` does not ask the Price List API for it: it is always this table's.
 - FSx for Lustre PERSISTENT_2 SSD, per GB-month by throughput tier (MB/s/TiB): Amazon FSx
   for Lustre pricing page; the 125 tier's $0.145 cross-checked (c3x.dev, aws_fsx_lustre_file_system).
 """
@@ -65,6 +71,7 @@ PROXIES: dict[str, str] = {"trn2u.48xlarge": "trn2.48xlarge"}
 EKS_CONTROL_PLANE_HOURLY = 0.10
 EKS_EXTENDED_SUPPORT_HOURLY = 0.60
 NAT_GATEWAY_HOURLY = 0.045
+NETWORK_LOAD_BALANCER_HOURLY = 0.0225
 FSX_PERSISTENT_2_GB_MONTH: dict[int, float] = {125: 0.145, 250: 0.210, 500: 0.340, 1000: 0.600}
 
 HOURS_PER_MONTH = 730

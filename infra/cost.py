@@ -40,6 +40,9 @@ class Prices:
     def nat_hourly(self) -> float:
         return table.NAT_GATEWAY_HOURLY
 
+    def nlb_hourly(self) -> float:
+        return table.NETWORK_LOAD_BALANCER_HOURLY
+
     def fsx_gb_month(self, throughput_mbps_per_tib: int) -> float:
         return table.FSX_PERSISTENT_2_GB_MONTH[throughput_mbps_per_tib]
 
@@ -231,8 +234,11 @@ def runs_from_config(
             entry, basis = modeled_run_cost(name, instance_type, run.nodes, modeled, cfg.region, prices)
         else:
             instance = instances.get(instance_type)
-            hourly = run.node_share(instance) * prices.instance_hourly(instance_type, cfg.region)
+            balancers = run.load_balancers * prices.nlb_hourly()
+            hourly = run.node_share(instance) * prices.instance_hourly(instance_type, cfg.region) + balancers
             basis = run.hourly_basis(instance, write_mb_per_second(cfg.storage), cfg.workloads) or basis
+            if balancers:
+                basis += f"; its internal NLB ${balancers:g}/h included, its capacity units (NLCU) not"
             entry = {
                 "name": name,
                 "instanceType": instance_type,

@@ -93,6 +93,8 @@ class ClusterInputs:
     vpc_id: pulumi.Input[str] = ""
     load_balancing: InternalLoadBalancing | None = None
     """Where internal load balancers go (infra.network.internal_load_balancing)."""
+    serving_metrics: bool = False
+    """Whether the CloudWatch add-on (aws layer) runs the serving scraper (config scrapes_serving)."""
 
     @property
     def run_groups(self) -> dict[str, NodeGroupFacts]:
@@ -229,6 +231,7 @@ def aws_layer_output(ci: ClusterInputs) -> dict[str, Any]:
         "registryUrls": dict(ci.registry_urls),
         "serviceAccountRoleArns": dict(ci.role_arns),
         "vpcId": ci.vpc_id,
+        "servingMetrics": ci.serving_metrics,
         **load_balancing_output(ci.load_balancing),
     }
 
@@ -271,6 +274,7 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
         kubernetes_version=r.get("kubernetesVersion", str),
         load_balancing=_load_balancing(r),
         vpc_id=r.get("vpcId", str) or "",
+        serving_metrics=bool(r.get("servingMetrics", bool)),
     )
     needed = [
         FSX_CSI_ROLE,
@@ -302,6 +306,7 @@ def platform_output(p: Platform) -> dict[str, Any]:
         "storage": storage_output(p.storage),
         "leaderWorkerSet": p.leader_worker_set,
         "podsReadyTimeoutMinutes": p.pods_ready_timeout_minutes,
+        "servingMetrics": p.serving_metrics,
         **load_balancing_output(p.load_balancing),
     }
 
@@ -331,6 +336,7 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
         leader_worker_set=bool(r.get("leaderWorkerSet", bool)),
         pods_ready_timeout_minutes=r.get("podsReadyTimeoutMinutes", int) or 0,
         load_balancing=_load_balancing(r),
+        serving_metrics=bool(r.get("servingMetrics", bool)),
     )
     for queue in sorted(set(platform.queues) - set(platform.namespaces)):
         r.problem(f"namespaces.{queue}", "missing (the queue's team has no namespace); deploy that stack again")

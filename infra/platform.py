@@ -167,6 +167,8 @@ class Platform:
     a serving run across nodes needs it."""
     load_balancing: InternalLoadBalancing | None = None
     """Where internal load balancers go; None: no Load Balancer Controller (or a VPC the stack did not create)."""
+    serving_metrics: bool = False
+    """Whether the CloudWatch add-on runs the serving scraper: a server's metrics policy admits it then only."""
 
     def namespace_for(self, team: str | None) -> str:
         """The namespace a run of `team` lives in (the default one without a team)."""

@@ -77,6 +77,7 @@ def context(
         source=found,
         file_system_mb_per_second=write_mb_per_second(platform.storage),
         load_balancing=platform.load_balancing,
+        serving_metrics=platform.serving_metrics,
     )
 
 

@@ -202,6 +202,11 @@ class RunConfig(ProcessEnv):
         """Nodes' worth of the node group the run holds while it runs (its cost per hour)."""
         return self.nodes
 
+    @property
+    def load_balancers(self) -> int:
+        """Load balancers AWS makes for the run's objects (billed by the hour besides its nodes)."""
+        return 0
+
     def hourly_basis(
         self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
     ) -> str | None:

@@ -356,6 +356,11 @@ class VllmServeWorkload(RunConfig):
     def node_share(self, instance: instances.InstanceType) -> float:
         return self.replicas * self.nodes * self.devices(instance) / max(instance.accelerator_count, 1)
 
+    @property
+    def load_balancers(self) -> int:
+        """`endpoint: internalLoadBalancer`: one NLB (the Load Balancer Controller's)."""
+        return 1 if self.endpoint == "internalLoadBalancer" else 0
+
     def served_parameters(self, workloads: Mapping[str, RunConfig]) -> float | None:
         """Parameters of the model served: the Hub model's as configured, or the training run's shape."""
         trained = workloads.get(self.model.workload or "")

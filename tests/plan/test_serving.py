@@ -146,7 +146,9 @@ def test_the_startup_probe_covers_the_modeled_load_and_kueue_waits_longer(stack:
     (entry,) = [e for e in cost.runs_from_config(cfg, cost.Prices()) if e["name"] == name]
     assert f"a replica starts in up to {allowed // 60} min" in entry["stepTimeBasis"]
     share = run.replicas * serving.devices_for(ng.instance, run.tensor_parallel) / ng.instance.accelerator_count
-    assert entry["hourly"] == pytest.approx(share * cost.Prices().instance_hourly(ng.instance_type, cfg.region), 1e-3)
+    balancer = cost.Prices().nlb_hourly() if run.endpoint == "internalLoadBalancer" else 0
+    nodes = share * cost.Prices().instance_hourly(ng.instance_type, cfg.region)
+    assert entry["hourly"] == pytest.approx(nodes + balancer, 1e-4)
 
 
 @pytest.mark.parametrize("stack", SERVE_STACKS)

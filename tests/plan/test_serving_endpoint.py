@@ -18,11 +18,11 @@ import config
 from config.addons import AddonsConfig
 from config.workloads import VllmServeWorkload
 from facts import load_balancer_controller as lbc
-from facts import serving
+from facts import prices, serving
 from infra import charts, layers
 from infra.platform import InternalLoadBalancing, Platform
 from tests import upstream
-from tests.conftest import plan_exit, resources, stack_plan, stack_values
+from tests.conftest import plan_exit, resources, run_plan, stack_plan, stack_values
 from workloads import deploy
 from workloads.manifests import serve_endpoint
 
@@ -211,6 +211,27 @@ def test_clusterip_makes_no_balancer_objects() -> None:
     plan = stack_plan("p5-train-serve")
     names = [r["inputs"]["metadata"]["name"] for r in resources(plan, "kubernetes:core/v1:Service")]
     assert not [n for n in names if n.endswith("-lb")]
+
+
+def test_the_load_balancers_hourly_fee_is_in_the_runs_cost() -> None:
+    """The NLB is the controller's, not a resource of the stack, but billed while the run stands:
+    the run's cost per hour is its nodes' share plus one NLB-hour (facts/prices.py), and says so;
+    the same run behind its ClusterIP Service costs the nodes' share only."""
+
+    def cost(values: dict[str, Any]) -> dict[str, Any]:
+        (entry,) = [r for r in run_plan(values, STACK)["cost"]["trainingRuns"] if r["name"] == "qwen"]
+        return dict(entry)
+
+    balanced = cost(stack_values(STACK))
+
+    def in_cluster_only(values: dict[str, Any]) -> None:
+        _qwen(values)["endpoint"] = "clusterIP"
+        del _qwen(values)["certificateArn"]
+
+    in_cluster = cost(_with(in_cluster_only))
+    assert balanced["hourly"] == pytest.approx(in_cluster["hourly"] + prices.NETWORK_LOAD_BALANCER_HOURLY, abs=1e-4)
+    assert "internal NLB $0.0225/h included" in balanced["stepTimeBasis"]
+    assert "NLB" not in in_cluster["stepTimeBasis"]
 
 
 # ----------------------------------------------------------------- refusals

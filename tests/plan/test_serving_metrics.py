@@ -24,7 +24,7 @@ import pytest
 import config
 from facts import serving
 from facts.names import CLOUDWATCH_NAMESPACE
-from infra import charts, metrics
+from infra import charts, layers, metrics
 from tests import upstream
 from tests.conftest import MINIMAL, plan_exit, resources, run_plan, stack_plan, stack_values
 from tests.plan.test_observability import cw_addon, insights_groups
@@ -225,6 +225,12 @@ def test_serving_metrics_false_turns_the_scraper_off() -> None:
     plan = run_plan(values, "p5-train-serve")
     assert "agents" not in values_of(plan)
     assert not [g for g in insights_groups(plan) if g.endswith("/prometheus")]
+    # ...and no server admits a scraper that does not run.
+    policies = {
+        r["inputs"]["metadata"]["name"] for r in resources(plan, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    }
+    assert "chat-clients" in policies, policies
+    assert not [n for n in policies if n.endswith("-metrics")], policies
 
 
 def test_an_aws_layer_stack_scrapes_when_asked_in_every_namespace() -> None:
@@ -258,3 +264,32 @@ def test_the_metrics_policy_is_rendered_for_each_server() -> None:
             if p.role == "vLLM server"
         ]
         assert servers and {f"{s}-metrics" for s in servers} <= names
+
+
+@pytest.mark.parametrize("scrape", [True, False])
+def test_a_runs_layer_server_admits_the_scraper_only_where_the_aws_layer_runs_it(scrape: bool, tmp_path: Any) -> None:
+    """The scraper is the aws layer's (the CloudWatch add-on); the runs layer learns whether it
+    runs from the platform output, which the cluster layer passes on from the aws layer's."""
+    from tests.plan.test_layers import LAYERED, _layered_files, _plan_file
+    from tests.plan.test_serving_endpoint import _patient_queue, _serve_on_trn1
+
+    def observe(c: dict[str, Any]) -> None:
+        c.setdefault(NS + "addons", {})["observability"] = {"servingMetrics": scrape}
+
+    def serve(c: dict[str, Any]) -> None:
+        _serve_on_trn1(c)
+        del c[NS + "workloads"]["qwen"]["endpoint"]
+
+    d = _layered_files(tmp_path, {"aws": observe, "cluster": _patient_queue, "runs": serve})
+    plans = {}
+    for layer in ("aws", "cluster", "runs"):
+        code, plans[layer], err = _plan_file(d / f"Pulumi.{LAYERED[layer]}.yaml")
+        assert code == 0, f"{layer}: {err}"
+    assert plans["aws"]["outputs"][layers.AWS_LAYER_OUTPUT]["servingMetrics"] is scrape
+    assert plans["cluster"]["outputs"][layers.PLATFORM_OUTPUT]["servingMetrics"] is scrape
+    names = {
+        r["inputs"]["metadata"]["name"]
+        for r in resources(plans["runs"], "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    }
+    assert "qwen-clients" in names, names
+    assert ("qwen-metrics" in names) is scrape, names

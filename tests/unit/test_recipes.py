@@ -74,7 +74,7 @@ def built_with(recipe: str, extra: dict[str, Any], stack: dict[str, Any] | None 
 
     class _Platform:
         storage_claim, shared_mount, storage = "shared-fsx", "/shared", cfg.storage
-        load_balancing = None
+        load_balancing, serving_metrics = None, True
         node_groups = {
             ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)),
             SYSTEM_NODE_GROUP: NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),

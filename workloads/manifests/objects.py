@@ -82,6 +82,8 @@ class Context:
     """The shared file system's throughput (what a server reads its weights at)."""
     load_balancing: InternalLoadBalancing | None = None
     """Where an internal load balancer goes (a serving run's `endpoint: internalLoadBalancer`)."""
+    serving_metrics: bool = False
+    """Whether the cluster's CloudWatch add-on scrapes servers (a server admits it then only)."""
 
     @property
     def mpirun(self) -> str:

@@ -308,9 +308,17 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
         Step(f"{workload_name}-svc", "service", svc, after=after),
         Step(f"{workload_name}-clients", "clients", clients_policy(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-clients-egress", "clients", client_egress(workload_name, run, ctx), after=after),
-        Step(f"{workload_name}-metrics", "clients", metrics_policy(workload_name, ctx), after=after),
+        # Only where the CloudWatch add-on runs the scraper the policy would admit.
+        *_metrics_steps(workload_name, ctx, after),
         *_load_balancer_steps(workload_name, run, ctx, after),
     ]
+
+
+def _metrics_steps(workload_name: str, ctx: Context, after: tuple[str, ...]) -> list[Step]:
+    """The policy that admits the CloudWatch add-on's scraper: only where the add-on runs it."""
+    if not ctx.serving_metrics:
+        return []
+    return [Step(f"{workload_name}-metrics", "clients", metrics_policy(workload_name, ctx), after=after)]
 
 
 def _load_balancer_steps(
