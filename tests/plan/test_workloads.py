@@ -76,7 +76,7 @@ def test_every_mpijob_validates_against_the_mpijob_schema(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", WORKLOAD_STACKS)
 def test_every_core_object_validates_with_kubernetes_validate(stack: str) -> None:
-    # Kueue objects have no schema in kubernetes_validate; tests/unit/test_queues.py checks them.
+    # Kueue objects have no schema in kubernetes_validate; tests/plan/test_queues.py checks them.
     objs = [
         r["inputs"]
         for r in k8s_resources(stack_plan(stack))
