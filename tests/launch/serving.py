@@ -149,6 +149,7 @@ class ServingRun(WorkloadRun):
         if pinned is not None:
             facts["joinSeconds"] = lws.JOIN_SECONDS
             facts["vllm"] = upstream.facts(pinned.facts)
+            facts["vllmSeries"] = upstream.facts(f"{pinned.facts}-metrics")
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["servingCoresPerDevice"] = serving.neuron_cores_per_device(instance)
         return facts
@@ -206,9 +207,22 @@ class ServingRun(WorkloadRun):
             )
         return f"http://{self.service_name(service)}:{port['port']}/v1/completions"
 
-    def call(self, name: str, namespace: str, labels: dict[str, str], model: str) -> tuple[int, str]:
-        """A client pod in `namespace` with `labels` that asks the Service for a completion."""
-        spec = PodSpec(name, [], [], {}, [sys.executable, "-S", str(CLIENT), self.url(), model])
+    def scrape_url(self) -> str:
+        """Where a Prometheus scraper reads a server pod: the port and path of the pod template's
+        `prometheus.io/` annotations (the CloudWatch agent's relabelling, infra.metrics), on a ready
+        pod's address (the Service's name resolves to those here)."""
+        (service,) = [s for s in self.plan["services"] if s["spec"].get("type", "ClusterIP") == "ClusterIP"]
+        template = (
+            self.server["spec"].get("leaderWorkerTemplate", {}).get("leaderTemplate") or self.server["spec"]["template"]
+        )
+        notes = template["metadata"]["annotations"]
+        return f"http://{self.service_name(service)}:{notes['prometheus.io/port']}{notes['prometheus.io/path']}"
+
+    def call(self, name: str, namespace: str, labels: dict[str, str], model: str | None) -> tuple[int, str]:
+        """A client pod in `namespace` with `labels` that asks the Service for a completion (with
+        `model` None: a scraper that reads the metrics of a server pod)."""
+        args = [self.url(), model] if model is not None else ["--get", self.scrape_url()]
+        spec = PodSpec(name, [], [], {}, [sys.executable, "-S", str(CLIENT), *args])
         spec.peer = Peer(name, namespace, labels)
         pod = self.cluster.start(spec)
         code = pod.wait(timeout=30)

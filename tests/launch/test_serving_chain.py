@@ -4,12 +4,16 @@ training run it serves trained and converted by its conversion Job; the Deployme
 started (`vllm serve` with the rendered arguments, checked by the stand-in against the pinned
 vLLM's options), probed with the rendered startup and readiness probes, and called through the
 Service by a client pod that carries the labels or namespace the config names, through the
-namespaces' NetworkPolicies; a client without them is refused. Also: a server whose model folder
-lacks its weights never gets ready; the staging Job without egress fails."""
+namespaces' NetworkPolicies; a client without them is refused; the CloudWatch add-on's scraper
+(its namespace, its operator's pod labels) reads, at the port and path of the pod's scrape
+annotations, every series CloudWatch keeps, labelled with the served name, and another pod of its
+namespace is refused. Also: a server whose model folder lacks its weights never gets ready; the
+staging Job without egress fails."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,9 @@ from typing import Any
 import pytest
 
 from config.stackfile import read_stack_file
+from facts import serving
+from facts.names import CLOUDWATCH_NAMESPACE
+from infra import metrics
 from tests.conftest import EXAMPLES
 from tests.launch import plans
 from tests.launch.serving import ServingRun
@@ -83,6 +90,15 @@ def test_the_model_is_served_to_its_clients_only(serve: Any, stack: str, workloa
     if not config.get("namespaces"):
         code, out = run.call("outsider", "elsewhere", labels, name)
         assert code != 0 and "failed" in out, out
+
+    # The metrics seam: the server's policy, its scrape annotations, the names its vLLM exposes
+    # and the series the agent keeps (the example stacks run the scraper: servingMetrics default).
+    code, out = run.call("scraper", CLOUDWATCH_NAMESPACE, metrics.scraper_pod_labels(), None)
+    assert code == 0, f"{out}\n{logs(run)}"
+    for series in serving.SCRAPED_SERIES:
+        assert re.search(rf'^{re.escape(series)}{{[^}}]*model_name="{re.escape(name)}"', out, re.M), (series, out[:800])
+    code, out = run.call("not-the-scraper", CLOUDWATCH_NAMESPACE, {"app": "something-else"}, None)
+    assert code != 0 and "failed" in out, out
 
 
 @pytest.mark.parametrize(("stack", "workload"), TRAINED[:1])

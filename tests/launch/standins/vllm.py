@@ -17,8 +17,9 @@ world (tensor x pipeline parallel) divisible by N and --node-rank below it; a --
 rank > 0 connects to --master-addr:--master-port (retrying, as torch's TCPStore client does,
 until the job facts' "joinSeconds") and stays up; the node of rank 0 listens there and waits as
 long for the N - 1 others (else torch's "Timed out after ... waiting for clients"), and only then
-serves on --host:--port: GET /health (200) and POST /v1/completions for the name of
---served-model-name (a completion; another name: vLLM's 404 error body).
+serves on --host:--port: GET /health (200), GET /metrics (the Prometheus series of its vLLM,
+job facts "vllmSeries") and POST /v1/completions for the name of --served-model-name (a
+completion; another name: vLLM's 404 error body).
 """
 
 from __future__ import annotations
@@ -177,6 +178,22 @@ def join_group(a: argparse.Namespace, facts: dict) -> list[socket.socket]:
     return list(joined.values())
 
 
+def exposition(served: str) -> str:
+    """/metrics as prometheus_client writes it: every series of the image's vLLM (job facts
+    "vllmSeries", its PrometheusStatLogger's) with its labels, a counter's sample with `_total`, a
+    histogram's as `_bucket`, `_count` and `_sum`."""
+    facts = job()["vllmSeries"]
+    labels = ",".join(f'{k}="{served if k == "model_name" else "0"}"' for k in facts["labelnames"])
+    samples = {"gauge": ("",), "counter": (facts["counter_sample_suffix"],), "histogram": ("_count", "_sum")}
+    lines = []
+    for name, kind in sorted(facts["series"].items()):
+        lines.append(f"# TYPE {name} {kind}")
+        if kind == "histogram":
+            lines.append(f'{name}_bucket{{{labels},le="+Inf"}} 0.0')
+        lines += [f"{name}{suffix}{{{labels}}} 0.0" for suffix in samples[kind]]
+    return "\n".join(lines) + "\n"
+
+
 def handler(served: str, max_len: int) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"
@@ -193,6 +210,14 @@ def handler(served: str, max_len: int) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
+            if self.path == job()["vllm"]["metrics_path"]:
+                body = exposition(served).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             self._send(200, None) if self.path == job()["vllm"]["health_path"] else self._send(
                 404, {"detail": "Not Found"}
             )
