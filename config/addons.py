@@ -120,7 +120,8 @@ class ObservabilityConfig(Model):
         None,
         description="Scrape the vLLM servers' /metrics with a CloudWatch agent of the add-on into"
         " /aws/containerinsights/<cluster>/prometheus and the `ContainerInsights/Prometheus` metrics; true on the"
-        " aws stack of a layered environment whose runs layer serves (it cannot see the runs).",
+        " aws stack of a layered environment whose runs layer serves (it cannot see the runs). Each server's"
+        " NetworkPolicy admits the scraper only where it runs.",
         json_schema_extra={"x-default": "true when a workload of the stack serves (`vllm-serve`), else false"},
     )
 
