@@ -71,10 +71,13 @@ test: lint typecheck pytest ## lint, type check and the whole test suite: what C
 # and repository tests that plan example stacks too: test_policy_crossguard.py (the real policy
 # pack over every example's plan), test_deploy_routing.py and test_timeouts.py (the CI routing
 # with each deploy's time budget, from the offline plans); together over half of the unit and
-# repository tests' time. `make test` runs them all.
+# repository tests' time; and `make plan` run for real, and each layered example stack's CI route
+# checked against its aws layer's plan. `make test` runs them all.
 test-fast: lint-code ## lint-code, and the unit and repository tests: under a minute on 2 cores
 	$(VENV)/bin/pytest -q -n auto tests/unit tests/repo --ignore=tests/unit/test_policy_crossguard.py \
-	  --ignore=tests/repo/test_deploy_routing.py --ignore=tests/repo/test_timeouts.py
+	  --ignore=tests/repo/test_deploy_routing.py --ignore=tests/repo/test_timeouts.py \
+	  --deselect tests/repo/test_makefile.py::test_make_plan_json_of_the_real_venv_is_json_only \
+	  --deselect tests/repo/test_delivery.py::test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner
 
 # Workflows: structure against the GitHub workflow schema (vendored in check-jsonschema, no
 # network), security with zizmor's offline audits (unpinned actions, injection, permissions...).
