@@ -2,14 +2,15 @@
 heading (`docs/training.md, "Build the images"`, the convention of comments, Dockerfiles and
 workflows) is a heading of that page; an anchor cited outside a Markdown link
 (`docs/deploy.md#example-stacks` in a comment) exists; a `make X` shown as a command is a target
-of the Makefile. Markdown links themselves are tests/repo/test_docs.py's."""
+of the Makefile; every example stack has its row in docs/deploy.md's table. Markdown links
+themselves are tests/repo/test_docs.py's."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import EXAMPLE_STACKS, ROOT
 from tests.repo.test_docs import anchors
 from tests.repo.test_references import text_files
 
@@ -139,3 +140,24 @@ def test_every_make_command_in_the_docs_is_a_target() -> None:
         if name not in targets
     ]
     assert not wrong, "make commands the Makefile has no target for:\n" + "\n".join(wrong)
+
+
+def examples_listed(section: str) -> set[str]:
+    """The example stacks a table names: `examples/Pulumi.<name>.yaml`, and a layered trio's
+    shorthand (`examples/Pulumi.x-aws.yaml`, `-cluster.yaml`, `-runs.yaml`)."""
+    names = set(re.findall(r"examples/Pulumi\.([\w-]+)\.yaml", section))
+    for base, rest in re.findall(r"examples/Pulumi\.([\w-]+)-aws\.yaml`((?:, `-\w+\.yaml`)+)", section):
+        names |= {f"{base}-{layer}" for layer in re.findall(r"`-(\w+)\.yaml`", rest)}
+    return names
+
+
+def test_the_example_stacks_table_names_every_example_stack() -> None:
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    section = text.split("\n## Example stacks\n", 1)[1].split("\n## ", 1)[0]
+    assert examples_listed("`examples/Pulumi.a-aws.yaml`, `-cluster.yaml`, `-runs.yaml` | x") == {
+        "a-aws",
+        "a-cluster",
+        "a-runs",
+    }
+    missing = sorted(set(EXAMPLE_STACKS) - examples_listed(section))
+    assert not missing, f'docs/deploy.md, "Example stacks" lacks a row for {missing}'
