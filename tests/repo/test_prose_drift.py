@@ -2,8 +2,9 @@
 heading (`docs/training.md, "Build the images"`, the convention of comments, Dockerfiles and
 workflows) is a heading of that page; an anchor cited outside a Markdown link
 (`docs/deploy.md#example-stacks` in a comment) exists; a `make X` shown as a command is a target
-of the Makefile; every example stack has its row in docs/deploy.md's table. Markdown links
-themselves are tests/repo/test_docs.py's."""
+of the Makefile; a `python -m tools.X` named anywhere is a command of tools/; every example
+stack has its row in docs/deploy.md's table. Markdown links themselves are
+tests/repo/test_docs.py's."""
 
 from __future__ import annotations
 
@@ -161,3 +162,26 @@ def test_the_example_stacks_table_names_every_example_stack() -> None:
     }
     missing = sorted(set(EXAMPLE_STACKS) - examples_listed(section))
     assert not missing, f'docs/deploy.md, "Example stacks" lacks a row for {missing}'
+
+
+COMMAND = re.compile(r"python -m (tools(?:\.\w+)+)")
+
+
+def is_command(module: str) -> bool:
+    """Whether `python -m <module>` runs something: a project module with a `__main__` guard."""
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    return path.is_file() and 'if __name__ == "__main__":' in path.read_text()
+
+
+def test_every_tools_command_named_anywhere_runs() -> None:
+    assert is_command("tools.plan") and not is_command("tools.plan_view") and not is_command("tools.nope")
+    wrong = sorted(
+        {
+            f"{path.relative_to(ROOT)}: python -m {module}"
+            for path in text_files()
+            if path != Path(__file__)
+            for module in COMMAND.findall(path.read_text(errors="replace"))
+            if not is_command(module)
+        }
+    )
+    assert not wrong, "commands that are not a module of tools/ with a __main__:\n" + "\n".join(wrong)
