@@ -86,7 +86,7 @@ class StackConfig(Model):
         None,
         description=(
             "Hugging Face token, stored encrypted (`pulumi config set --secret huggingFaceToken hf_...`); "
-            "required by the recipes that download gated files (`llama2-neuron`)."
+            "required by a run whose recipe downloads gated files (the plan names the run)."
         ),
     )
 

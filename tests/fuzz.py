@@ -1,6 +1,6 @@
 """A seeded mutator of stack files and the contract every mutant must keep.
 
-The contract (README, "What config refuses"): a stack file either plans with exit 0, and then
+The contract (docs/configuration.md, "What config refuses"): a stack file either plans with exit 0, and then
 everything it declares passes the rules of the systems it reaches (botocore's models for the
 AWS inputs, Kubernetes' name and label rules for the objects), or it exits 2 with one short
 line per problem naming its key (or the file, for a file that is not a stack file), with

@@ -1,6 +1,11 @@
 """The code's shape: data flows one way between the layers, no import circle, no import hidden
 in a function to dodge one, files and functions small enough to read.
 
+Size is a prompt to look, not a place to cut: a module over 400 lines says in one comment line
+why it is one file (`# size: <why>`) and is listed as a warning; only past 450 lines, or over 400
+without a reason, does the test fail. Code is split where the design has a seam, never just to
+get under a number. A function stays within 60 lines.
+
 Layers, lowest first: facts -> config -> infra -> workloads -> stack -> tools. The policy pack
 reads facts only and the tools run it; __main__ is the entry point above all. A module may
 import its own layer and the layers below it, never one above.
@@ -9,6 +14,8 @@ import its own layer and the layers below it, never one above.
 from __future__ import annotations
 
 import ast
+import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -23,8 +30,12 @@ ALLOWED = {
     "policy": {"facts", "policy"},
     "__main__": {*LAYERS},
 }
-MAX_FILE_LINES = 400
+WARN_FILE_LINES = 400
+"""Past this a module carries a `# size:` line saying why it is one file, and the test warns."""
+MAX_FILE_LINES = 450
+"""Past this a module fails, reason or not: split it at a seam of the design."""
 MAX_FUNCTION_LINES = 60
+SIZE_REASON = re.compile(r"^# size: \S.*$", re.MULTILINE)
 
 
 def project_files() -> dict[str, Path]:
@@ -126,11 +137,37 @@ def test_no_project_import_hides_in_a_function() -> None:
     assert not hidden
 
 
+def size_problem(path: Path, text: str) -> str | None:
+    """Why a module's length fails the test (None when it passes; a warning may still be due)."""
+    lines = text.count("\n")
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    if lines > MAX_FILE_LINES:
+        return f"{name} has {lines} lines, over {MAX_FILE_LINES}: split it where the design has a seam"
+    if lines > WARN_FILE_LINES and not SIZE_REASON.search(text):
+        return f"{name} has {lines} lines, over {WARN_FILE_LINES}, and no `# size: <why it is one file>` line"
+    return None
+
+
+def test_the_size_rule_reads_a_reason_and_fails_past_the_cap(tmp_path: Path) -> None:
+    short, reasoned = "x = 1\n" * WARN_FILE_LINES, "# size: one table\n" + "x = 1\n" * WARN_FILE_LINES
+    assert size_problem(tmp_path / "a.py", short) is None
+    assert size_problem(tmp_path / "a.py", reasoned) is None
+    assert "no `# size:" in str(size_problem(tmp_path / "a.py", short + "x = 1\n"))
+    assert "over 450" in str(size_problem(tmp_path / "a.py", reasoned + "x = 1\n" * 50))
+    assert size_problem(tmp_path / "a.py", "# size:\n" + short) is not None, "an empty reason is none"
+
+
 @pytest.mark.parametrize("module", sorted(FILES))
 def test_files_and_functions_stay_small(module: str) -> None:
     path = FILES[module]
     text = path.read_text()
-    assert text.count("\n") <= MAX_FILE_LINES, f"{path.relative_to(ROOT)} has {text.count(chr(10))} lines"
+    problem = size_problem(path, text)
+    assert problem is None, problem
+    if text.count("\n") > WARN_FILE_LINES:
+        reason = SIZE_REASON.search(text)
+        warnings.warn(
+            f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines; {reason and reason.group(0)}", stacklevel=1
+        )
     long = [
         f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
         for node in ast.walk(ast.parse(text))
