@@ -38,7 +38,7 @@ from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
 from infra.network import Network, load_balancer_inputs
 from infra.nodegroups import AcceleratedNodeGroup
-from infra.platform import NodeGroupFacts, Platform
+from infra.platform import Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
 from infra.registry import Registry
 from infra.storage import FileSystemRef, SharedStorage, SharedVolume
@@ -138,18 +138,19 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     # groups there are (EC2 allows 60 per group by default).
     lustre_client_rules = storage.allow_clients({"cluster": cluster.security_group_id})
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
-    facts = {
-        ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng), releases[ng.name]) for ng in cfg.node_groups
+    groups = {
+        ng.name: ng.node_group(cfg.node_group_az(ng), releases[ng.name], f"nodeGroups[{i}].maxSize")
+        for i, ng in enumerate(cfg.node_groups)
     }
-    addons.declare_aws(cluster, list(facts.values()), storage.file_system.arn)
+    addons.declare_aws(cluster, list(groups.values()), storage.file_system.arn)
     runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
     fs = storage.file_system
     inputs = ClusterInputs(
         region=cfg.region,
         cluster_name=cluster.name,
         kubeconfig=cluster.kubeconfig,
-        node_groups=facts,
-        system_group=NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
+        node_groups=groups,
+        system_group=cfg.system_node_group.node_group(cfg.availability_zones),
         file_system=FileSystemRef(id=fs.id, dns_name=fs.dns_name, mount_name=fs.mount_name),
         storage=cfg.storage,
         registry_urls=dict(registry.urls),
@@ -322,7 +323,7 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     """A cluster-layer stack on the aws layer's outputs; exports the `Platform` for the runs."""
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     inputs = layers.parse_aws_layer(values, ref.require_output(KUBECONFIG_OUTPUT), cfg.lower_stack)
-    problems = checks.team_problems(cfg.teams, layers.group_views(inputs.run_groups, cfg.lower_stack))
+    problems = checks.team_problems(cfg.teams, inputs.run_groups)
     accelerated = sum(1 for g in inputs.run_groups.values() if g.accelerated)
     problems += checks.flavors_fit(cfg.teams, accelerated, where="teams", default_queue=cfg.queueing.default_queue)
     if inputs.region != cfg.region:
@@ -346,7 +347,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
     """A runs-layer stack: the training runs on the cluster layer's `Platform`."""
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     platform = layers.parse_platform(values, None, cfg.lower_stack)
-    groups = layers.group_views(platform.node_groups, cfg.lower_stack)
+    groups = platform.node_groups
     balancer = None if platform.load_balancing else layers.NO_BALANCER
     problems = [
         *checks.images_exist(cfg.workloads, platform.registry_urls),

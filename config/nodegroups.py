@@ -12,6 +12,7 @@ from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did
 from config.capacity import CapacityConfig
 from facts import instances, kubernetes
 from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
+from facts.nodegroups import NodeGroup
 
 # EKS AMI release versions: <Kubernetes version>-<build date> (awslabs/amazon-eks-ami CHANGELOG).
 _RELEASE_RE = re.compile(r"1\.[0-9]{1,3}\.[0-9]{1,3}-20[0-9]{6}", re.ASCII)
@@ -260,3 +261,17 @@ class NodeGroupConfig(Model):
     def node_labels(self) -> dict[str, str]:
         """Labels of the group's nodes: hardware-derived ones, the node-group name, then extras."""
         return {**self.instance.labels, NODE_GROUP_LABEL: self.name, **self.labels}
+
+    def node_group(self, availability_zone: str, release_version: str = "", max_key: str = "") -> NodeGroup:
+        """The group as every layer sees it, in `availability_zone` on AMI `release_version`;
+        `max_key` names where its maxSize is set, for messages."""
+        return NodeGroup(
+            name=self.name,
+            instance=self.instance,
+            nodes=self.desired_size,
+            max_nodes=self.max,
+            availability_zone=availability_zone,
+            labels=self.node_labels,
+            release_version=release_version,
+            max_key=max_key,
+        )

@@ -17,7 +17,7 @@ from config.training import size_bytes
 from config.workloads import RunConfig
 from facts import drivers
 from facts.fabric import FLOORS, GATE_ITERS, SELFTEST_SIZE
-from infra.platform import NodeGroupFacts
+from facts.nodegroups import NodeGroup
 from workloads.manifests.mpijob import (
     HOSTFILE,
     SSH_OPTIONS,
@@ -142,7 +142,7 @@ def node_check(ctx: Context) -> str:
     )
 
 
-def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[str, str]) -> str:
+def _neuron_collective(run: RunConfig, ng: NodeGroup, size: str, env: dict[str, str]) -> str:
     """nccom-test across the nodes, started on the first worker (as the Neuron docs say) with
     NEURON_RT_ROOT_COMM_ID set to that worker's IP, by absolute path. nccom-test starts its own
     MPI processes on the hosts, so the session gets the image's PATH and LD_LIBRARY_PATH (the
