@@ -29,21 +29,27 @@ class Placement:
     """Training processes per node (one per NeuronCore or GPU; 0 without accelerators)."""
     ranks: int
     """The world size: every rank of every node."""
+    devices_per_node: int
+    """Accelerators the run uses on each node: all of them, or a serving replica's share."""
     devices: int
     """Accelerators (Neuron devices or GPUs) across the nodes."""
     efa_devices: int
     """EFA devices across the nodes."""
 
 
-def placement(instance: instances.InstanceType, nodes: int) -> Placement:
-    """The totals of `nodes` nodes of `instance`: the one place that multiplies per-node counts."""
+def placement(instance: instances.InstanceType, nodes: int, devices_per_node: int | None = None) -> Placement:
+    """The totals of `nodes` nodes of `instance`: the one place that multiplies per-node counts.
+    `devices_per_node`: what the run takes of each node's accelerators (default all of them; a
+    vLLM replica may take fewer)."""
     per_node = instance.ranks_per_node
+    used = instance.accelerator_count if devices_per_node is None else devices_per_node
     return Placement(
         instance=instance,
         nodes=nodes,
         ranks_per_node=per_node,
         ranks=nodes * per_node,
-        devices=nodes * instance.accelerator_count,
+        devices_per_node=used,
+        devices=nodes * used,
         efa_devices=nodes * instance.efa_interfaces,
     )
 
