@@ -17,7 +17,6 @@ stack's `layer` names, reading the layer below through a stack reference.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.workloads import RECIPES
 from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
+from facts.nodegroups import NodeGroupLaunch
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner, runner_label
@@ -130,18 +130,18 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         with_kubernetes_provider=kubernetes,
         opts=after_logs,
     )
-    releases = {ng.name: _release_version(cfg, ng) for ng in cfg.node_groups}
-    node_groups = _node_groups(cfg, ctx, network, cluster, releases, on_aws)
+    launches = _launches(cfg)
+    node_groups = {
+        name: AcceleratedNodeGroup(f"ng-{name}", launch, ctx, network, cluster, opts=on_aws)
+        for name, launch in launches.items()
+    }
     # Every node carries the cluster security group (the system group as EKS gives it, the
     # accelerated groups on each interface of their launch templates), so one pair of rules
     # admits them all and the file system's group keeps 4 rules each way however many node
     # groups there are (EC2 allows 60 per group by default).
     lustre_client_rules = storage.allow_clients({"cluster": cluster.security_group_id})
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
-    groups = {
-        ng.name: ng.node_group(cfg.node_group_az(ng), releases[ng.name], f"nodeGroups[{i}].maxSize")
-        for i, ng in enumerate(cfg.node_groups)
-    }
+    groups = {name: launch.group for name, launch in launches.items()}
     addons.declare_aws(cluster, list(groups.values()), storage.file_system.arn)
     runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
     fs = storage.file_system
@@ -170,21 +170,13 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
 
 
-def _node_groups(
-    cfg: StackConfig,
-    ctx: StackContext,
-    network: Network,
-    cluster: Cluster,
-    releases: Mapping[str, str],
-    opts: pulumi.ResourceOptions,
-) -> dict[str, AcceleratedNodeGroup]:
-    """Every accelerated group, on a pinned AMI release whose driver fits the images run on it
-    (config.amis; config_problems refused the stack when none fits)."""
+def _launches(cfg: StackConfig) -> dict[str, NodeGroupLaunch]:
+    """Every accelerated group as the aws layer launches it, on a pinned AMI release whose
+    driver fits the images run on it (config.amis; config_problems refused the stack when none
+    fits): the one place the stack file's node groups become `NodeGroup`s."""
     return {
-        ng.name: AcceleratedNodeGroup(
-            f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, releases[ng.name], opts=opts
-        )
-        for ng in cfg.node_groups
+        ng.name: ng.launch(cfg.node_group_az(ng), _release_version(cfg, ng), f"nodeGroups[{i}].maxSize")
+        for i, ng in enumerate(cfg.node_groups)
     }
 
 
@@ -289,10 +281,10 @@ def _aws_outputs(cfg: StackConfig, layer: AwsLayer) -> Outputs:
         "oidcProviderArn": layer.cluster.oidc_provider_arn,
         "nodeGroups": {
             name: {
-                "instanceType": ng.config.instance_type,
-                "desiredSize": ng.config.desired_size,
+                "instanceType": ng.launch.group.instance.name,
+                "desiredSize": ng.launch.group.nodes,
                 "availabilityZone": ng.availability_zone,
-                "capacity": ng.config.capacity.type,
+                "capacity": ng.launch.capacity.kind,
             }
             for name, ng in layer.node_groups.items()
         },

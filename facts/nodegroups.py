@@ -5,15 +5,19 @@ stack-file models build it (`config.nodegroups.NodeGroupConfig.node_group`,
 `config.cluster.SystemNodeGroupConfig.node_group`), a layered stack reads it from its lower
 stack's JSON (`infra.layers`), and the components, queues, charts and workload builders take
 it. `Placement` is a run's share of one: its totals (ranks, devices, EFA devices) are
-multiplied out here and nowhere else.
+multiplied out here and nowhere else. `NodeGroupLaunch` adds what only the aws layer needs to
+launch an accelerated group (capacity source, update and repair settings); it is built from
+the stack file (`NodeGroupConfig.launch`) and never crosses a layer.
 
 No config and no Pulumi here: facts are what every layer may import.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from facts import instances
 from facts.names import EFA_RESOURCE, NODE_GROUP_LABEL
@@ -135,3 +139,60 @@ class NodeGroup:
 
 NodeGroups = Mapping[str, NodeGroup]
 """Node group name -> the group."""
+
+CapacityKind = Literal["on-demand", "reservation", "capacity-block", "spot"]
+
+
+@dataclass(frozen=True)
+class LaunchCapacity:
+    """Where a group's instances come from, as its launch template and node group say it."""
+
+    kind: CapacityKind
+    reservation_id: str | None = None
+    reservation_group_arn: str | None = None
+    placement_group_name: str | None = None
+    """An existing placement group to launch into (a reservation's own, or one named for on-demand)."""
+    new_placement_group: bool = False
+    """Launch into a new `cluster` placement group (on-demand and spot only)."""
+    scale_down_at: dt.datetime | None = None
+    """When a Capacity Block group scales to 0, before its instances are reclaimed."""
+
+    @property
+    def targets_reservation(self) -> bool:
+        """A capacity reservation or Capacity Block: the launch template names its target."""
+        return self.kind in ("reservation", "capacity-block")
+
+
+@dataclass(frozen=True)
+class RepairRule:
+    """What EKS node auto repair does when the node monitoring agent reports one condition."""
+
+    condition: str
+    reason: str
+    action: str
+    wait_minutes: int
+
+
+@dataclass(frozen=True)
+class NodeRepair:
+    """EKS node auto repair of a group: off, or on with its limits and per-condition rules."""
+
+    enabled: bool
+    max_unhealthy_percentage: int | None = None
+    max_parallel: int = 1
+    rules: tuple[RepairRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeGroupLaunch:
+    """An accelerated node group with what the aws layer needs to launch it."""
+
+    group: NodeGroup
+    min_nodes: int
+    max_unavailable: int
+    """Nodes an update may replace at once."""
+    update_strategy: str
+    """EKS NodegroupUpdateConfig.updateStrategy: DEFAULT (surge) or MINIMAL (reserved groups)."""
+    root_volume_size_gib: int
+    capacity: LaunchCapacity
+    repair: NodeRepair

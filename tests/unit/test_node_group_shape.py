@@ -10,11 +10,12 @@ from __future__ import annotations
 import pytest
 
 from config.cluster import SystemNodeGroupConfig
-from config.nodegroups import NodeGroupConfig
+from config.nodegroups import DEFAULT_REPAIR_REASONS, NodeGroupConfig
 from facts import instances
 from facts.names import NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 from facts.nodegroups import NodeGroup, placement
 from infra import layers
+from infra.nodegroups import node_repair_args
 
 # (instance, nodes) -> (ranks, devices, EFA devices). Per node, from the EC2 accelerated
 # instance pages: trn1.32xlarge 16 Trainium chips (32 NeuronCores), 8 EFA; trn2.48xlarge 16
@@ -64,3 +65,36 @@ def test_the_system_group_has_one_shape_too() -> None:
     assert not system.accelerated and system.max_key == "systemNodeGroup.maxSize"
     r = layers._Reader("dev-aws", "awsLayer", {"s": layers.node_group_output(system)})
     assert r.node_group("s", SYSTEM_NODE_GROUP) == system
+
+
+def test_the_launch_of_a_capacity_block_group_says_what_its_config_says() -> None:
+    ng = group_config(
+        capacity={
+            "type": "capacity-block",
+            "reservationId": "cr-0123456789abcdef0",
+            "endsAt": "2027-01-10T11:30:00Z",
+            "scaleDownMinutesBeforeEnd": 45,
+        },
+        maxUnavailable=2,
+    )
+    launch = ng.launch("us-west-2d", "1.35.6-20260625")
+    assert launch.group == ng.node_group("us-west-2d", "1.35.6-20260625")
+    c = launch.capacity
+    assert (c.kind, c.reservation_id, c.targets_reservation, c.new_placement_group) == (
+        "capacity-block",
+        "cr-0123456789abcdef0",
+        True,
+        False,
+    )
+    assert c.scale_down_at is not None and c.scale_down_at.strftime("%H:%M") == "10:45"
+    assert (launch.min_nodes, launch.max_unavailable, launch.update_strategy) == (4, 2, "MINIMAL")
+    # Repair on by default, replacing nodes on the fatal Neuron errors.
+    assert launch.repair.enabled and {r.reason for r in launch.repair.rules} == set(DEFAULT_REPAIR_REASONS["neuron"])
+    assert all(r.action == "Replace" for r in launch.repair.rules)
+
+
+def test_an_on_demand_group_launches_into_a_new_placement_group_and_surges() -> None:
+    launch = group_config(nodeRepair={"enabled": False}).launch("us-west-2d", "1.35.6-20260625")
+    assert launch.capacity.new_placement_group and not launch.capacity.targets_reservation
+    assert launch.update_strategy == "DEFAULT" and not launch.repair.enabled
+    assert node_repair_args(launch.repair).enabled is False
