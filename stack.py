@@ -17,7 +17,6 @@ stack's `layer` names, reading the layer below through a stack reference.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.workloads import RECIPES
 from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
+from facts.nodegroups import NodeGroupLaunch
 from infra import cost, layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner, runner_label
@@ -38,7 +38,7 @@ from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
 from infra.network import Network, load_balancer_inputs
 from infra.nodegroups import AcceleratedNodeGroup
-from infra.platform import NodeGroupFacts, Platform
+from infra.platform import Platform
 from infra.queues import TeamQueues, kueue_manager_config, teams_of
 from infra.registry import Registry
 from infra.storage import FileSystemRef, SharedStorage, SharedVolume
@@ -130,26 +130,27 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         with_kubernetes_provider=kubernetes,
         opts=after_logs,
     )
-    releases = {ng.name: _release_version(cfg, ng) for ng in cfg.node_groups}
-    node_groups = _node_groups(cfg, ctx, network, cluster, releases, on_aws)
+    launches = _launches(cfg)
+    node_groups = {
+        name: AcceleratedNodeGroup(f"ng-{name}", launch, ctx, network, cluster, opts=on_aws)
+        for name, launch in launches.items()
+    }
     # Every node carries the cluster security group (the system group as EKS gives it, the
     # accelerated groups on each interface of their launch templates), so one pair of rules
     # admits them all and the file system's group keeps 4 rules each way however many node
     # groups there are (EC2 allows 60 per group by default).
     lustre_client_rules = storage.allow_clients({"cluster": cluster.security_group_id})
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
-    facts = {
-        ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng), releases[ng.name]) for ng in cfg.node_groups
-    }
-    addons.declare_aws(cluster, list(facts.values()), storage.file_system.arn)
+    groups = {name: launch.group for name, launch in launches.items()}
+    addons.declare_aws(cluster, list(groups.values()), storage.file_system.arn)
     runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
     fs = storage.file_system
     inputs = ClusterInputs(
         region=cfg.region,
         cluster_name=cluster.name,
         kubeconfig=cluster.kubeconfig,
-        node_groups=facts,
-        system_group=NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
+        node_groups=groups,
+        system_group=cfg.system_node_group.node_group(cfg.availability_zones),
         file_system=FileSystemRef(id=fs.id, dns_name=fs.dns_name, mount_name=fs.mount_name),
         storage=cfg.storage,
         registry_urls=dict(registry.urls),
@@ -169,21 +170,13 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
 
 
-def _node_groups(
-    cfg: StackConfig,
-    ctx: StackContext,
-    network: Network,
-    cluster: Cluster,
-    releases: Mapping[str, str],
-    opts: pulumi.ResourceOptions,
-) -> dict[str, AcceleratedNodeGroup]:
-    """Every accelerated group, on a pinned AMI release whose driver fits the images run on it
-    (config.amis; config_problems refused the stack when none fits)."""
+def _launches(cfg: StackConfig) -> dict[str, NodeGroupLaunch]:
+    """Every accelerated group as the aws layer launches it, on a pinned AMI release whose
+    driver fits the images run on it (config.amis; config_problems refused the stack when none
+    fits): the one place the stack file's node groups become `NodeGroup`s."""
     return {
-        ng.name: AcceleratedNodeGroup(
-            f"ng-{ng.name}", ng, ctx, cfg.node_group_az(ng), network, cluster, releases[ng.name], opts=opts
-        )
-        for ng in cfg.node_groups
+        ng.name: ng.launch(cfg.node_group_az(ng), _release_version(cfg, ng), f"nodeGroups[{i}].maxSize")
+        for i, ng in enumerate(cfg.node_groups)
     }
 
 
@@ -288,10 +281,10 @@ def _aws_outputs(cfg: StackConfig, layer: AwsLayer) -> Outputs:
         "oidcProviderArn": layer.cluster.oidc_provider_arn,
         "nodeGroups": {
             name: {
-                "instanceType": ng.config.instance_type,
-                "desiredSize": ng.config.desired_size,
+                "instanceType": ng.launch.group.instance.name,
+                "desiredSize": ng.launch.group.nodes,
                 "availabilityZone": ng.availability_zone,
-                "capacity": ng.config.capacity.type,
+                "capacity": ng.launch.capacity.kind,
             }
             for name, ng in layer.node_groups.items()
         },
@@ -322,7 +315,7 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     """A cluster-layer stack on the aws layer's outputs; exports the `Platform` for the runs."""
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     inputs = layers.parse_aws_layer(values, ref.require_output(KUBECONFIG_OUTPUT), cfg.lower_stack)
-    problems = checks.team_problems(cfg.teams, layers.group_views(inputs.run_groups, cfg.lower_stack))
+    problems = checks.team_problems(cfg.teams, inputs.run_groups)
     accelerated = sum(1 for g in inputs.run_groups.values() if g.accelerated)
     problems += checks.flavors_fit(cfg.teams, accelerated, where="teams", default_queue=cfg.queueing.default_queue)
     if inputs.region != cfg.region:
@@ -346,7 +339,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
     """A runs-layer stack: the training runs on the cluster layer's `Platform`."""
     ref, values = layers.read_lower_stack(cfg.layer, cfg.lower_stack)
     platform = layers.parse_platform(values, None, cfg.lower_stack)
-    groups = layers.group_views(platform.node_groups, cfg.lower_stack)
+    groups = platform.node_groups
     balancer = None if platform.load_balancing else layers.NO_BALANCER
     problems = [
         *checks.images_exist(cfg.workloads, platform.registry_urls),

@@ -10,7 +10,9 @@ from pydantic import Field, field_validator, model_validator
 from config.aws import check, check_log_retention
 from config.base import KeyProblem, Model, check_sizes, ipv4_cidr, matches
 from facts import instances
+from facts.names import NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 from facts.networks import covers_internet, never_a_peer
+from facts.nodegroups import NodeGroup
 from facts.regions import PARTITION
 
 # EKS standard support as of 2026-11 (EKS user guide, kubernetes-versions; endoflife.date/amazon-eks):
@@ -208,3 +210,16 @@ class SystemNodeGroupConfig(Model):
     @property
     def max(self) -> int:
         return self.max_size if self.max_size is not None else self.desired_size + 2
+
+    def node_group(self, availability_zones: list[str]) -> NodeGroup:
+        """The system node group as every layer sees it (MPI launchers and CPU runs, recipe
+        ddp-cpu, run there), spread over `availability_zones`."""
+        return NodeGroup(
+            name=SYSTEM_NODE_GROUP,
+            instance=self.instance,
+            nodes=self.desired_size,
+            max_nodes=self.max,
+            availability_zone=",".join(availability_zones),
+            labels={NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
+            max_key="systemNodeGroup.maxSize",
+        )

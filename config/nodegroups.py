@@ -12,6 +12,7 @@ from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did
 from config.capacity import CapacityConfig
 from facts import instances, kubernetes
 from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
+from facts.nodegroups import LaunchCapacity, NodeGroup, NodeGroupLaunch, NodeRepair, RepairRule
 
 # EKS AMI release versions: <Kubernetes version>-<build date> (awslabs/amazon-eks-ami CHANGELOG).
 _RELEASE_RE = re.compile(r"1\.[0-9]{1,3}\.[0-9]{1,3}-20[0-9]{6}", re.ASCII)
@@ -74,6 +75,18 @@ class NodeRepairConfig(Model):
         description="Per-condition actions; default: replace on fatal Neuron/NVIDIA hardware errors.",
         json_schema_extra={"x-default": "replace on fatal Neuron and NVIDIA errors"},
     )
+
+    def repair(self, accelerator: str | None) -> NodeRepair:
+        """The settings as the node group component takes them, with the effective overrides."""
+        rules = (
+            RepairRule(o.condition, o.reason, o.action, o.wait_minutes) for o in self.effective_overrides(accelerator)
+        )
+        return NodeRepair(
+            self.enabled,
+            self.max_unhealthy_node_threshold_percentage,
+            self.max_parallel_nodes_repaired_count,
+            tuple(rules),
+        )
 
     def effective_overrides(self, accelerator: str | None) -> list[RepairOverride]:
         """The configured overrides, or the defaults for the accelerator."""
@@ -260,3 +273,38 @@ class NodeGroupConfig(Model):
     def node_labels(self) -> dict[str, str]:
         """Labels of the group's nodes: hardware-derived ones, the node-group name, then extras."""
         return {**self.instance.labels, NODE_GROUP_LABEL: self.name, **self.labels}
+
+    def node_group(self, availability_zone: str, release_version: str = "", max_key: str = "") -> NodeGroup:
+        """The group as every layer sees it, in `availability_zone` on AMI `release_version`;
+        `max_key` names where its maxSize is set, for messages."""
+        return NodeGroup(
+            name=self.name,
+            instance=self.instance,
+            nodes=self.desired_size,
+            max_nodes=self.max,
+            availability_zone=availability_zone,
+            labels=self.node_labels,
+            release_version=release_version,
+            max_key=max_key,
+        )
+
+    def launch(self, availability_zone: str, release_version: str, max_key: str = "") -> NodeGroupLaunch:
+        """The group with what the aws layer needs to launch it (infra.nodegroups)."""
+        c = self.capacity
+        capacity = LaunchCapacity(
+            c.type,
+            c.reservation_id,
+            c.reservation_group_arn,
+            c.placement_group_name,
+            new_placement_group=self.creates_placement_group,
+            scale_down_at=c.scale_down_at,
+        )
+        return NodeGroupLaunch(
+            group=self.node_group(availability_zone, release_version, max_key),
+            min_nodes=self.min,
+            max_unavailable=self.max_unavailable,
+            update_strategy=self.update_strategy,
+            root_volume_size_gib=self.root_volume_size_gib,
+            capacity=capacity,
+            repair=self.node_repair.repair(self.instance.accelerator),
+        )

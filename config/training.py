@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
-from facts import instances, needs
+from facts import instances, needs, nodegroups
 
 # Llama2 shapes, parallelism and batch sizes of neuronx-nemo-megatron's launch scripts
 # (2.21_release: llama_7b.sh, llama_13b.sh, llama_70b.sh; tests/upstream/neuronx-nemo-megatron-2.21.yaml),
@@ -377,8 +377,8 @@ class BertDataConfig(Model):
 def parallelism_problems(key: str, m: ModelConfig, nodes: int, instance: instances.InstanceType) -> list[str]:
     """TP x PP divides the ranks, the global batch divides into data-parallel micro batches,
     and tensor parallelism stays within one node."""
-    per_node = instance.ranks_per_node
-    ranks = nodes * per_node
+    placed = nodegroups.placement(instance, nodes)
+    per_node, ranks = placed.ranks_per_node, placed.ranks
     model_parallel = m.tensor_parallel * m.pipeline_parallel
     if ranks % model_parallel:
         return [

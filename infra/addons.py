@@ -25,12 +25,12 @@ from facts.names import (
     app_labels,
     component_type,
 )
+from facts.nodegroups import NodeGroup
 from infra import charts, metrics, tenancy
 from infra.charts import HelmChart
 from infra.cluster import Cluster
 from infra.context import StackContext
 from infra.iam import fsx_csi_controller_policy, irsa_trust_policy, neuron_health_policy, pod_identity_trust_policy
-from infra.platform import NodeGroupFacts
 from infra.tenancy import Tenant
 
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
@@ -119,9 +119,7 @@ class ClusterAddons(pulumi.ComponentResource):
         ]
         return self.log_groups
 
-    def declare_aws(
-        self, cluster: Cluster, groups: Sequence[NodeGroupFacts], file_system_arn: pulumi.Input[str]
-    ) -> None:
+    def declare_aws(self, cluster: Cluster, groups: Sequence[NodeGroup], file_system_arn: pulumi.Input[str]) -> None:
         """The aws-layer half: EKS managed add-ons and the IAM roles of add-on service accounts."""
         self._cluster = cluster
         self._eks_managed_addons(self._config)
@@ -149,7 +147,7 @@ class ClusterAddons(pulumi.ComponentResource):
     def declare_kubernetes(
         self,
         provider: k8s.Provider,
-        groups: Sequence[NodeGroupFacts],
+        groups: Sequence[NodeGroup],
         role_arns: Mapping[str, pulumi.Input[str]],
         kueue_config: str,
         tenants: Mapping[str, Tenant],
@@ -349,7 +347,7 @@ class ClusterAddons(pulumi.ComponentResource):
     def _device_plugins(
         self,
         addons: AddonsConfig,
-        groups: Sequence[NodeGroupFacts],
+        groups: Sequence[NodeGroup],
         role_arns: Mapping[str, pulumi.Input[str]],
         role_ready: Sequence[pulumi.Resource],
     ) -> None:
@@ -375,7 +373,7 @@ class ClusterAddons(pulumi.ComponentResource):
     def _neuron(
         self,
         addons: AddonsConfig,
-        groups: Sequence[NodeGroupFacts],
+        groups: Sequence[NodeGroup],
         health_role_arn: pulumi.Input[str],
         role_ready: Sequence[pulumi.Resource],
     ) -> None:

@@ -1,7 +1,7 @@
 """The Helm charts of the cluster add-ons and the values we give them (pure functions).
 
 Every release goes only where it belongs. Node selectors and tolerations come from the
-node-group catalog (`NodeGroupFacts`), never typed by hand.
+node-group catalog (`NodeGroup`), never typed by hand.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pulumi
 
 from facts import eks_addons, instances, leaderworkerset, load_balancer_controller
 from facts.names import ACCELERATOR_LABEL, EFA_LABEL, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
-from infra.platform import NodeGroupFacts
+from facts.nodegroups import NodeGroup
 
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
 SYSTEM_NODE_SELECTOR = {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
@@ -66,7 +66,7 @@ def mpi_operator_manifest_url(version: str) -> str:
 # --------------------------------------------------------------------------- placement (pure)
 
 
-def tolerations_for(groups: Iterable[NodeGroupFacts]) -> list[dict[str, str]]:
+def tolerations_for(groups: Iterable[NodeGroup]) -> list[dict[str, str]]:
     """Exactly the taints of the node groups served, each once, in a stable order."""
     seen: dict[tuple[str, str, str], dict[str, str]] = {}
     for g in groups:
@@ -75,15 +75,15 @@ def tolerations_for(groups: Iterable[NodeGroupFacts]) -> list[dict[str, str]]:
     return [seen[k] for k in sorted(seen)]
 
 
-def efa_groups(groups: Iterable[NodeGroupFacts]) -> list[NodeGroupFacts]:
+def efa_groups(groups: Iterable[NodeGroup]) -> list[NodeGroup]:
     return [g for g in groups if g.instance.efa]
 
 
-def accelerator_groups(groups: Iterable[NodeGroupFacts], accelerator: instances.Accelerator) -> list[NodeGroupFacts]:
+def accelerator_groups(groups: Iterable[NodeGroup], accelerator: instances.Accelerator) -> list[NodeGroup]:
     return [g for g in groups if g.accelerator == accelerator]
 
 
-def efa_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
+def efa_device_plugin_values(groups: Sequence[NodeGroup]) -> dict[str, Any]:
     """EFA nodes only: elsewhere the plugin crash-loops with "No devices found". The chart also
     keeps its DaemonSet to an allow-list of instance types (supportedInstanceLabels, a required
     node affinity): a type missing from the pinned chart's list gets no plugin, no EFA devices,
@@ -98,7 +98,7 @@ def efa_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]
     }
 
 
-def nvidia_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, Any]:
+def nvidia_device_plugin_values(groups: Sequence[NodeGroup]) -> dict[str, Any]:
     """GPU nodes only. Our nodes carry `nvidia.com/gpu.present=true`, which the chart's default
     affinity selects on when node-feature-discovery is not installed."""
     return {
@@ -108,7 +108,7 @@ def nvidia_device_plugin_values(groups: Sequence[NodeGroupFacts]) -> dict[str, A
 
 
 def neuron_values(
-    groups: Sequence[NodeGroupFacts], scheduler: bool, health_role_arn: str, kubernetes_version: str
+    groups: Sequence[NodeGroup], scheduler: bool, health_role_arn: str, kubernetes_version: str
 ) -> dict[str, Any]:
     """Device plugin and node problem detector on Neuron nodes. The detector only reports
     (`NeuronHealth`): EKS node auto-repair is the one component that remediates (two remediators
@@ -168,7 +168,7 @@ def lws_values(chart_version: str) -> dict[str, Any]:
     }
 
 
-def fsx_csi_values(groups: Sequence[NodeGroupFacts], controller_role_arn: str, region: str) -> dict[str, Any]:
+def fsx_csi_values(groups: Sequence[NodeGroup], controller_role_arn: str, region: str) -> dict[str, Any]:
     """Controller (two replicas) on system nodes with its IRSA role; the node plugin on every
     node, accelerated ones included (that is where jobs mount `/shared`). The controller, which
     calls the FSx API, gets the region explicitly: with IMDS closed to pods (hop limit 1) it

@@ -25,13 +25,13 @@ from pulumi.runtime.sync_await import _sync_await
 from pydantic import BaseModel, ValidationError
 
 from config import ConfigError
-from config.checks import GroupView
 from config.storage import StorageConfig
 from config.teams import TeamConfig
 from facts import instances
 from facts.names import LOWER_LAYER, SYSTEM_NODE_GROUP
+from facts.nodegroups import NodeGroup
 from infra.addons import FSX_CSI_ROLE, NEURON_HEALTH_ROLE
-from infra.platform import InternalLoadBalancing, NodeGroupFacts, Platform
+from infra.platform import InternalLoadBalancing, Platform
 from infra.storage import FileSystemRef
 
 AWS_LAYER_OUTPUT = "awsLayer"
@@ -73,14 +73,14 @@ class ClusterInputs:
     region: str
     cluster_name: pulumi.Input[str]
     kubeconfig: pulumi.Input[str]
-    node_groups: Mapping[str, NodeGroupFacts]
+    node_groups: Mapping[str, NodeGroup]
     file_system: FileSystemRef
     storage: StorageConfig
     """The shared file system's size, throughput and kind (for the volume and checkpoint plans)."""
     registry_urls: Mapping[str, pulumi.Input[str]]
     role_arns: Mapping[str, pulumi.Input[str]]
     """Add-on service account -> the IAM role the aws layer made for it (infra.addons)."""
-    system_group: NodeGroupFacts | None = None
+    system_group: NodeGroup | None = None
     """The system node group (MPI launchers and CPU runs); None only in hand-made test inputs."""
     # Only when one stack holds both layers: the live resources the cluster layer waits for.
     provider: Any = None
@@ -97,7 +97,7 @@ class ClusterInputs:
     """Whether the CloudWatch add-on (aws layer) runs the serving scraper (config scrapes_serving)."""
 
     @property
-    def run_groups(self) -> dict[str, NodeGroupFacts]:
+    def run_groups(self) -> dict[str, NodeGroup]:
         """The node groups runs and team quotas may name: the accelerated ones and the system group."""
         system = {SYSTEM_NODE_GROUP: self.system_group} if self.system_group is not None else {}
         return {**self.node_groups, **system}
@@ -114,7 +114,7 @@ def storage_output(st: StorageConfig) -> dict[str, Any]:
     }
 
 
-def node_group_output(g: NodeGroupFacts) -> dict[str, Any]:
+def node_group_output(g: NodeGroup) -> dict[str, Any]:
     return {
         "instanceType": g.instance.name,
         "nodes": g.nodes,
@@ -159,7 +159,7 @@ class _Reader:
             self.problem(f"{path}.{k}", f"expected a string, got {found[k]!r}")
         return {k: v for k, v in found.items() if isinstance(v, str)}
 
-    def node_groups(self, path: str = "nodeGroups") -> dict[str, NodeGroupFacts]:
+    def node_groups(self, path: str = "nodeGroups") -> dict[str, NodeGroup]:
         out = {}
         for name in self.get(path, dict) or {}:
             group = self.node_group(f"{path}.{name}", name)
@@ -167,7 +167,7 @@ class _Reader:
                 out[name] = group
         return out
 
-    def node_group(self, key: str, name: str) -> NodeGroupFacts | None:
+    def node_group(self, key: str, name: str) -> NodeGroup | None:
         """One node group at `key`; the system group's instance type is a general-purpose one."""
         itype = self.get(f"{key}.instanceType", str)
         nodes, max_nodes = self.get(f"{key}.nodes", int), self.get(f"{key}.maxNodes", int)
@@ -179,7 +179,9 @@ class _Reader:
             return None
         if itype is None or nodes is None or max_nodes is None or az is None or release is None:
             return None
-        return NodeGroupFacts(name, catalog[itype], nodes, max_nodes, az, labels, release)
+        size = "systemNodeGroup.maxSize" if name == SYSTEM_NODE_GROUP else "nodeGroups[].maxSize"
+        where = f"{size} of the aws stack, as read through {self.stack}"
+        return NodeGroup(name, catalog[itype], nodes, max_nodes, az, labels, release, max_key=where)
 
     def storage(self, path: str) -> StorageConfig:
         """The file system's settings at `path` (capacityGib, throughputPerTib, deploymentType)."""
@@ -345,16 +347,6 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
 
 
 # --------------------------------------------------------------------------- reading the lower stack
-
-
-def group_views(groups: Mapping[str, NodeGroupFacts], lower_stack: str) -> dict[str, GroupView]:
-    """The lower layer's node groups as the config rules see them."""
-
-    def where(name: str) -> str:
-        key = "systemNodeGroup.maxSize" if name == SYSTEM_NODE_GROUP else "nodeGroups[].maxSize"
-        return f"{key} of the aws stack, as read through {lower_stack}"
-
-    return {name: GroupView(name, g.instance, g.nodes, g.max_nodes, where(name)) for name, g in groups.items()}
 
 
 def read_lower_stack(layer: str, stack_name: str) -> tuple[pulumi.StackReference, dict[str, Any]]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from config.nodegroups import NodeGroupConfig
 from facts import instances
 from facts.names import component_type
+from facts.nodegroups import NodeGroupLaunch, NodeRepair
 from infra.cluster import REPLACED_FIRST, Cluster, node_group_name_prefix, node_launch_template_args
 from infra.context import StackContext
 from infra.network import Network
@@ -80,15 +80,14 @@ def nodeadm_user_data(instance: instances.InstanceType) -> str:
     return base64.b64encode(mime.encode()).decode()
 
 
-def node_repair_args(ng: NodeGroupConfig) -> aws.eks.NodeGroupNodeRepairConfigArgs:
+def node_repair_args(repair: NodeRepair) -> aws.eks.NodeGroupNodeRepairConfigArgs:
     """EKS node auto repair: on by default, replacing nodes with fatal accelerator errors."""
-    repair = ng.node_repair
     if not repair.enabled:
         return aws.eks.NodeGroupNodeRepairConfigArgs(enabled=False)
     return aws.eks.NodeGroupNodeRepairConfigArgs(
         enabled=True,
-        max_unhealthy_node_threshold_percentage=repair.max_unhealthy_node_threshold_percentage,
-        max_parallel_nodes_repaired_count=repair.max_parallel_nodes_repaired_count,
+        max_unhealthy_node_threshold_percentage=repair.max_unhealthy_percentage,
+        max_parallel_nodes_repaired_count=repair.max_parallel,
         node_repair_config_overrides=[
             aws.eks.NodeGroupNodeRepairConfigNodeRepairConfigOverrideArgs(
                 node_monitoring_condition=o.condition,
@@ -96,7 +95,7 @@ def node_repair_args(ng: NodeGroupConfig) -> aws.eks.NodeGroupNodeRepairConfigAr
                 repair_action=o.action,
                 min_repair_wait_time_mins=o.wait_minutes,
             )
-            for o in repair.effective_overrides(ng.instance.accelerator)
+            for o in repair.rules
         ]
         or None,
     )
@@ -111,29 +110,28 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        ng: NodeGroupConfig,
+        launch: NodeGroupLaunch,
         ctx: StackContext,
-        availability_zone: str,
         network: Network,
         cluster: Cluster,
-        release_version: str,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(component_type("infra", "AcceleratedNodeGroup"), name, None, opts)
+        ng, capacity = launch.group, launch.capacity
         self._name = name
         self._full_name = f"{ctx.cluster_name}-{ng.name}"
         self._tags = ctx.owned_tags
-        self.config = ng
-        self.availability_zone = availability_zone
+        self.launch = launch
+        self.availability_zone = ng.availability_zone
         sg, efa_rules = self._efa_security_group(network)
         self.security_group_id = sg.id
-        lt = self._launch_template(ng, [cluster.security_group_id, sg.id])
+        lt = self._launch_template(launch, [cluster.security_group_id, sg.id])
         self.node_group = aws.eks.NodeGroup(
             f"{name}-ng",
             cluster_name=cluster.name,
             node_group_name_prefix=node_group_name_prefix(ng.name),
             node_role_arn=cluster.node_role.arn,
-            subnet_ids=[network.private_subnet_ids[availability_zone]],
+            subnet_ids=[network.private_subnet_ids[ng.availability_zone]],
             instance_types=[ng.instance.name],
             ami_type=ng.instance.ami_type,
             # Follows the control plane: raising cluster.kubernetesVersion upgrades the cluster
@@ -142,18 +140,18 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             # The AMI release, pinned: its kernel driver must fit the images' runtimes (config.amis);
             # without it EKS takes its newest release, whose Neuron driver may refuse the images'
             # runtime. Allowed with our launch template, which names no AMI (EKS CreateNodegroup).
-            release_version=release_version,
-            capacity_type=EKS_CAPACITY_TYPE[ng.capacity.type],
+            release_version=ng.release_version,
+            capacity_type=EKS_CAPACITY_TYPE[capacity.kind],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                desired_size=ng.desired_size, min_size=ng.min, max_size=ng.max
+                desired_size=ng.nodes, min_size=launch.min_nodes, max_size=ng.max_nodes
             ),
             # Reserved groups have no spare capacity to surge into: MINIMAL replaces nodes in place.
             update_config=aws.eks.NodeGroupUpdateConfigArgs(
-                max_unavailable=ng.max_unavailable, update_strategy=ng.update_strategy
+                max_unavailable=launch.max_unavailable, update_strategy=launch.update_strategy
             ),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str)),
-            labels=ng.node_labels,
-            node_repair_config=node_repair_args(ng),
+            labels=dict(ng.labels),
+            node_repair_config=node_repair_args(launch.repair),
             taints=[
                 aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in ng.instance.taints
             ],
@@ -163,11 +161,11 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
                 parent=self, depends_on=[*cluster.node_policy_attachments, *efa_rules], **REPLACED_FIRST
             ),
         )
-        if ng.capacity.scale_down_at is not None:
-            self._scale_down_before_block_ends(ng, ng.capacity.scale_down_at)
+        if capacity.scale_down_at is not None:
+            self._scale_down_before_block_ends(capacity.scale_down_at)
         self.register_outputs({"nodeGroup": self.node_group.node_group_name, "securityGroupId": sg.id})
 
-    def _scale_down_before_block_ends(self, ng: NodeGroupConfig, when: dt.datetime) -> None:
+    def _scale_down_before_block_ends(self, when: dt.datetime) -> None:
         """A Capacity Block's instances are reclaimed when it ends: scale the group's Auto Scaling
         group to 0 `scaleDownMinutesBeforeEnd` (at least 30) before, so nodes drain first (EKS user
         guide, capacity-blocks and capacity-blocks-mng; EC2 Auto Scaling guide, Capacity Blocks)."""
@@ -212,20 +210,20 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
         )
         return sg, [ingress, egress]
 
-    def _launch_template(self, ng: NodeGroupConfig, groups: list[pulumi.Input[str]]) -> aws.ec2.LaunchTemplate:
+    def _launch_template(self, launch: NodeGroupLaunch, groups: list[pulumi.Input[str]]) -> aws.ec2.LaunchTemplate:
         """One EFA interface per network card, the placement group, the capacity target, RAID0 NVMe."""
         name, full_name, child = self._name, self._full_name, pulumi.ResourceOptions(parent=self)
-        instance = ng.instance
+        instance, capacity = launch.group.instance, launch.capacity
         # A new cluster placement group for on-demand and spot, or an existing one they name; a
         # reservation or Capacity Block launches only in the group it was made in (its
         # PlacementGroupArn), or in none (EC2 user guide, placement groups and capacity
         # reservations; preflight compares the two).
         placement = None
-        if ng.creates_placement_group:
+        if capacity.new_placement_group:
             pg = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags={"Name": full_name}, opts=child)
             placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pg.name)
-        elif ng.capacity.placement_group_name:
-            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=ng.capacity.placement_group_name)
+        elif capacity.placement_group_name:
+            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=capacity.placement_group_name)
         interfaces = [
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(
                 network_card_index=slot.network_card_index,
@@ -239,16 +237,16 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             for slot in efa_interface_layout(instance)
         ]
         reservation = None
-        if ng.capacity.targets_reservation:
+        if capacity.targets_reservation:
             target = aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs
             reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                 capacity_reservation_target=target(
-                    capacity_reservation_id=ng.capacity.reservation_id,
-                    capacity_reservation_resource_group_arn=ng.capacity.reservation_group_arn,
+                    capacity_reservation_id=capacity.reservation_id,
+                    capacity_reservation_resource_group_arn=capacity.reservation_group_arn,
                 )
             )
         market = None
-        if ng.capacity.type == "capacity-block":
+        if capacity.kind == "capacity-block":
             market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
         return aws.ec2.LaunchTemplate(
             f"{name}-lt",
@@ -258,6 +256,8 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
             capacity_reservation_specification=reservation,
             instance_market_options=market,
             user_data=nodeadm_user_data(instance),
-            **node_launch_template_args(name=full_name, root_volume_size_gib=ng.root_volume_size_gib, tags=self._tags),
+            **node_launch_template_args(
+                name=full_name, root_volume_size_gib=launch.root_volume_size_gib, tags=self._tags
+            ),
             opts=child,
         )

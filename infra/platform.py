@@ -1,9 +1,9 @@
 """The one typed value the workload layer receives from the infrastructure layer.
 
-Workload builders are pure: they take `NodeGroupFacts` (a node group's instance type from
-the catalog, its size and AZ) and return Kubernetes dicts. The Pulumi layer also gets the
-provider, each team's namespace and view of the shared storage, the registry URLs and the
-queues from `Platform`.
+Workload builders are pure: they take a `NodeGroup` (facts.nodegroups: a node group's
+instance type from the catalog, its size and AZ) and return Kubernetes dicts. The Pulumi
+layer also gets the provider, each team's namespace and view of the shared storage, the
+registry URLs and the queues from `Platform`.
 """
 
 from __future__ import annotations
@@ -12,107 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from config.cluster import SystemNodeGroupConfig
-from config.nodegroups import NodeGroupConfig
 from config.storage import StorageConfig
 from config.teams import TeamConfig
-from facts import instances
-from facts.names import DEFAULT_QUEUE, EFA_RESOURCE, NODE_GROUP_LABEL, SHARED_MOUNT, SYSTEM_NODE_GROUP
+from facts.names import DEFAULT_QUEUE, SHARED_MOUNT
+from facts.nodegroups import NodeGroup
 
 LAUNCHER_REQUESTS = {"cpu": "1", "memory": "4Gi"}
 """What an MPI launcher requests (it only runs mpirun); Kueue quotas count it on the system nodes."""
 LAUNCHER_LIMITS = {"cpu": "2", "memory": "4Gi"}
-
-
-@dataclass(frozen=True)
-class NodeGroupFacts:
-    """What a job needs to know to fill one node of a node group."""
-
-    name: str
-    instance: instances.InstanceType
-    nodes: int
-    max_nodes: int
-    availability_zone: str
-    """The group's AZ; the system node group spans several (comma-separated)."""
-    labels: Mapping[str, str]
-    release_version: str = ""
-    """The EKS AMI release of its nodes (config.amis.pinned_release; "" for the system group),
-    whose driver the runs' images must fit (facts.amis, facts.drivers)."""
-
-    @classmethod
-    def from_config(cls, ng: NodeGroupConfig, availability_zone: str, release_version: str = "") -> NodeGroupFacts:
-        return cls(
-            name=ng.name,
-            instance=ng.instance,
-            nodes=ng.desired_size,
-            max_nodes=ng.max,
-            availability_zone=availability_zone,
-            labels=ng.node_labels,
-            release_version=release_version,
-        )
-
-    @classmethod
-    def from_system(cls, s: SystemNodeGroupConfig, availability_zones: list[str]) -> NodeGroupFacts:
-        """The system node group, where MPI launchers and CPU runs (recipe ddp-cpu) run."""
-        return cls(
-            name=SYSTEM_NODE_GROUP,
-            instance=s.instance,
-            nodes=s.desired_size,
-            max_nodes=s.max,
-            availability_zone=",".join(availability_zones),
-            labels={NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
-        )
-
-    @property
-    def accelerated(self) -> bool:
-        """Accelerators and EFA (an accelerated node group), or CPUs only (the system node group)."""
-        return self.instance.accelerator is not None
-
-    @property
-    def accelerator(self) -> instances.Accelerator:
-        assert self.instance.accelerator is not None, f"{self.instance.name} has no accelerator"
-        return self.instance.accelerator
-
-    @property
-    def device_resource(self) -> str:
-        """The extended resource of the node's accelerators."""
-        assert self.instance.device_resource is not None, f"{self.instance.name} has no accelerator"
-        return self.instance.device_resource
-
-    def tolerations(self) -> list[dict[str, str]]:
-        """Tolerations for exactly this node group's taints."""
-        return [t.toleration() for t in self.instance.taints]
-
-    def node_selector(self) -> dict[str, str]:
-        """Selects the nodes of this node group and no other."""
-        return {NODE_GROUP_LABEL: self.name}
-
-    @property
-    def slots_per_worker(self) -> int:
-        """MPI slots of one worker: a rank per accelerator rank; one on a CPU node, where
-        torchrun starts the processes."""
-        return self.instance.ranks_per_node or 1
-
-    @property
-    def shm_gib(self) -> int:
-        """The worker's memory-backed /dev/shm (counted in its memory): a quarter of it."""
-        it = self.instance
-        return (it.allocatable_memory_gib if self.accelerated else it.cpu_worker_memory_gib) // 4 or 1
-
-    def worker_requests(self) -> dict[str, str]:
-        """What one MPI worker requests: on an accelerated group the whole node (every
-        accelerator and EFA device, the allocatable CPU and memory); on the system group a
-        quarter of a node (the controllers and launchers keep the rest). MPIJobs and Kueue
-        quotas both use it, so a quota of N nodes covers exactly N workers."""
-        it = self.instance
-        if not self.accelerated:
-            return {"cpu": str(it.cpu_worker_vcpus), "memory": f"{it.cpu_worker_memory_gib}Gi"}
-        return {
-            self.device_resource: str(it.accelerator_count),
-            EFA_RESOURCE: str(it.efa_interfaces),
-            "cpu": str(it.allocatable_vcpus),
-            "memory": f"{it.allocatable_memory_gib}Gi",
-        }
 
 
 @dataclass(frozen=True)
@@ -138,7 +45,7 @@ class Platform:
     storage_claim: str
     """Name of the ReadWriteMany PersistentVolumeClaim of the shared file system, one in each
     team's namespace."""
-    node_groups: Mapping[str, NodeGroupFacts]
+    node_groups: Mapping[str, NodeGroup]
     registry_urls: Mapping[str, Any] = field(default_factory=dict)
     """Repository name -> repository URL (a Pulumi Output in a real program)."""
     shared_mount: str = SHARED_MOUNT

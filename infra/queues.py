@@ -10,7 +10,7 @@ cannot spend another team's quota by pointing a LocalQueue of its own at it. Wit
 `default` queue in `training` owns every node group (the system group's CPU worker slots
 included), so every MPIJob of every stack goes through a queue.
 
-Quotas are whole nodes times what one worker requests (`NodeGroupFacts.worker_requests`,
+Quotas are whole nodes times what one worker requests (`NodeGroup.worker_requests`,
 the same function the MPIJob builder uses), so a quota of N nodes admits exactly N workers.
 """
 
@@ -33,7 +33,8 @@ from facts.names import (
     app_labels,
     component_type,
 )
-from infra.platform import LAUNCHER_REQUESTS, NodeGroupFacts
+from facts.nodegroups import NodeGroup
+from infra.platform import LAUNCHER_REQUESTS
 from infra.tenancy import tenants_of
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -63,7 +64,7 @@ class Team:
     def priority_class(self) -> str:
         return f"team-{self.name}"
 
-    def max_launchers(self, groups: Mapping[str, NodeGroupFacts]) -> int:
+    def max_launchers(self, groups: Mapping[str, NodeGroup]) -> int:
         """Runs the queue can have admitted at once (each takes at least one node), so the
         launchers' quota on the system nodes never holds a run back."""
         total = 0
@@ -94,7 +95,7 @@ def present_quotas(wanted: Mapping[str, int], present: int) -> dict[str, int]:
 
 
 def teams_of(
-    teams: Mapping[str, TeamConfig], groups: Mapping[str, NodeGroupFacts], default_queue: bool = False
+    teams: Mapping[str, TeamConfig], groups: Mapping[str, NodeGroup], default_queue: bool = False
 ) -> list[Team]:
     """The configured teams (quotas within the nodes present), and the `default` team over
     every node group of `groups` (the accelerated ones and the system group) when there are no
@@ -124,7 +125,7 @@ def _labels() -> dict[str, str]:
     return app_labels("queueing")
 
 
-def resource_flavor(g: NodeGroupFacts) -> Obj:
+def resource_flavor(g: NodeGroup) -> Obj:
     """The flavor of one accelerated node group.
 
     `nodeLabels` makes Kueue pin admitted pods to the group (and match our own selectors);
@@ -162,13 +163,13 @@ def _quantity(value: str, times: int, plus: str = "0") -> str:
     return str(int(value) * times + int(plus))
 
 
-def covered_resources(groups: Sequence[NodeGroupFacts]) -> list[str]:
+def covered_resources(groups: Sequence[NodeGroup]) -> list[str]:
     """Every resource an MPIJob on these node groups requests: accelerators, EFA, CPU, memory."""
     devices = sorted({g.device_resource for g in groups if g.accelerated})
     return [*devices, EFA_RESOURCE, "cpu", "memory"]
 
 
-def cluster_queue(team: Team, groups: Mapping[str, NodeGroupFacts]) -> Obj:
+def cluster_queue(team: Team, groups: Mapping[str, NodeGroup]) -> Obj:
     """A team's ClusterQueue: per node group, nodes x one worker's requests; on the system
     flavor, room for the team's launchers (plus its CPU workers, where its quota is on the
     system group). One resource group, so every flavor lists every covered resource (0 where
@@ -204,7 +205,7 @@ def cluster_queue(team: Team, groups: Mapping[str, NodeGroupFacts]) -> Obj:
     }
 
 
-def _flavor_resources(covered: Sequence[str], g: NodeGroupFacts, q: Quota) -> list[Obj]:
+def _flavor_resources(covered: Sequence[str], g: NodeGroup, q: Quota) -> list[Obj]:
     """One flavor's quota: q.nodes x one worker's requests of each covered resource (0 where
     the group has none of it), and as much again for q.borrowing_limit_nodes."""
     per_node = g.worker_requests()
@@ -239,12 +240,12 @@ def priority_class(team: Team) -> Obj:
     }
 
 
-def flavor_objects(groups: Mapping[str, NodeGroupFacts]) -> list[Obj]:
+def flavor_objects(groups: Mapping[str, NodeGroup]) -> list[Obj]:
     """A flavor per accelerated node group, then the system node group's."""
     return [*(resource_flavor(g) for g in groups.values() if g.name != SYSTEM_NODE_GROUP), system_flavor()]
 
 
-def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroupFacts]) -> list[Obj]:
+def queue_objects(teams: Sequence[Team], groups: Mapping[str, NodeGroup]) -> list[Obj]:
     """Every Kueue object of the stack: flavors first, then each team's queues and priority."""
     objs = flavor_objects(groups)
     for team in teams:
@@ -320,7 +321,7 @@ class TeamQueues(pulumi.ComponentResource):
         self,
         name: str,
         teams: Sequence[Team],
-        groups: Mapping[str, NodeGroupFacts],
+        groups: Mapping[str, NodeGroup],
         provider: Any,
         kueue: pulumi.Resource,
         namespaces: Mapping[str, pulumi.Resource],

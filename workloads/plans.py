@@ -12,8 +12,8 @@ from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import Run
 from facts.names import SYSTEM_NODE_GROUP
+from facts.nodegroups import NodeGroup
 from infra import cost
-from infra.platform import NodeGroupFacts
 
 
 def run_plans(
@@ -36,7 +36,7 @@ def run_plans(
 
 
 def with_startup(
-    plans: dict[str, dict[str, dict[str, object]]], workloads: Mapping[str, Run], groups: Mapping[str, NodeGroupFacts]
+    plans: dict[str, dict[str, dict[str, object]]], workloads: Mapping[str, Run], groups: Mapping[str, NodeGroup]
 ) -> dict[str, dict[str, dict[str, object]]]:
     """`plans` with each run's way to its first step (image pulls, compile: config.startup)."""
     system = groups[SYSTEM_NODE_GROUP].instance

@@ -4,8 +4,8 @@ Each returns the problems it finds as `key.path: message` lines. The raw-dict ru
 stack values defensively, so they still run (and are reported with the rest) when another
 key is invalid; the others run on a validated `StackConfig`.
 
-Runs and team quotas are checked against node groups as a `GroupView`: from `nodeGroups` in
-an all-in-one stack, and from the lower layer's outputs in a layered one (`stack.py` calls
+Runs and team quotas are checked against node groups (`facts.nodegroups.NodeGroup`): from
+`nodeGroups` in an all-in-one stack, and from the lower layer's outputs in a layered one (`stack.py` calls
 `runs_problems` and `team_problems` once it has read them).
 """
 
@@ -15,7 +15,7 @@ from config.amis import release_problems
 from config.checks.access import api_path, tag_keys_distinct, tag_rules
 from config.checks.addons import efa_plugin_counts_devices, eks_addon_versions_known
 from config.checks.capacity import capacity_problems
-from config.checks.groups import Groups, GroupView, groups_of
+from config.checks.groups import Groups, groups_of
 from config.checks.network import flavors_fit, network_problems
 from config.checks.runs import checkpoint_share, checkpoints_fit, images_exist, run_names, runs_problems
 from config.checks.serving import layered_serving, serving_problems
@@ -34,7 +34,6 @@ from config.stack import StackConfig
 
 __all__ = [
     "RAW_RULES",
-    "GroupView",
     "Groups",
     "checkpoint_share",
     "checkpoints_fit",

@@ -1,44 +1,29 @@
-"""What the rules know of a node group, wherever it is declared."""
+"""The node groups the rules check runs and quotas against, wherever they are declared."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
-from facts import instances
 from facts.names import SYSTEM_NODE_GROUP
+from facts.nodegroups import NodeGroup, NodeGroups
+
+Groups = NodeGroups
+"""Node group name -> the group (`facts.nodegroups.NodeGroup`, the one shape of every layer)."""
 
 
-@dataclass(frozen=True)
-class GroupView:
-    """What the rules know of a node group, wherever it is declared."""
-
-    name: str
-    instance: instances.InstanceType
-    nodes: int
-    """desiredSize: the nodes running now (Kueue's quota)."""
-    max_nodes: int
-    """maxSize: the most nodes the group can be scaled to."""
-    max_key: str
-    """The key that sets `max_nodes`, for messages: `nodeGroups[0].maxSize`, or where the lower layer has it."""
-
-
-Groups = Mapping[str, GroupView]
-"""Node group name -> its view."""
-
-
-def groups_of(cfg: StackConfig) -> dict[str, GroupView]:
+def groups_of(cfg: StackConfig) -> dict[str, NodeGroup]:
     """The node groups a stack declares itself: the accelerated ones and the system node group
-    (where CPU runs and the MPI launchers run)."""
-    s = cfg.system_node_group
+    (where CPU runs and the MPI launchers run). Their AMI releases are not pinned yet: the rules
+    that read them (config.amis) run on their own."""
+    azs = cfg.availability_zones
+    # A stack with no AZ at all is reported by the network rules; these rules still run.
+    first = azs[0] if azs else ""
     return {
         **{
-            ng.name: GroupView(ng.name, ng.instance, ng.desired_size, ng.max, f"nodeGroups[{i}].maxSize")
+            ng.name: ng.node_group(ng.availability_zone or first, max_key=f"nodeGroups[{i}].maxSize")
             for i, ng in enumerate(cfg.node_groups)
         },
-        SYSTEM_NODE_GROUP: GroupView(SYSTEM_NODE_GROUP, s.instance, s.desired_size, s.max, "systemNodeGroup.maxSize"),
+        SYSTEM_NODE_GROUP: cfg.system_node_group.node_group(azs),
     }
 
 

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping
 
 from config.base import did_you_mean
 from config.checkpoints import GIB, MAX_WRITE_SHARE, STORAGE_SHARE, write_mb_per_second
-from config.checks.groups import Groups, GroupView
+from config.checks.groups import Groups
 from config.names import plain_secrets, run_name, run_objects
 from config.stack import StackConfig
 from config.storage import StorageConfig
@@ -15,6 +15,7 @@ from config.workloads import RECIPES, RunConfig, WorkloadConfig
 from facts import instances, versions
 from facts.limits import NCCL_TESTS_BUFFERS, NCCL_TESTS_RESERVED_BYTES
 from facts.names import PLATFORM_ENV
+from facts.nodegroups import NodeGroup
 
 
 def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]:
@@ -51,7 +52,7 @@ def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
 CPU_RECIPES = [name for name, model in RECIPES.items() if model.RUNS_ON_CPU]
 
 
-def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+def accelerator_matches(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     """A CPU recipe runs on the system node group (an accelerated node's taints keep its pods
     off); every other recipe needs an accelerated group, of its accelerator where it names one."""
     it = ng.instance
@@ -77,7 +78,7 @@ def accelerator_matches(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     ]
 
 
-def nodes_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+def nodes_fit(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     """A run fits the node group's ceiling. Fewer nodes running now (a group scaled to 0) is no
     problem: Kueue's quota follows desiredSize, so the run waits in its queue until they are."""
     if run.nodes <= ng.max_nodes:
@@ -99,7 +100,7 @@ def image_repository_exists(key: str, run: RunConfig, repositories: Collection[s
     ]
 
 
-def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+def versions_fit(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     """A Neuron run's SDK (from neuronSdk, the image tag, or the repository's Dockerfile) trains
     on the node group's instance family, and the recipe's framework is still supported by it."""
     if ng.instance.accelerator != "neuron" or run.PUBLIC_IMAGES:
@@ -119,7 +120,7 @@ def versions_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     ]
 
 
-def gpu_kernels_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+def gpu_kernels_fit(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     """A GPU run's built image has kernels for the node group's GPUs: nccl-tests (and the
     health gate with it) built for sm_80/sm_90 cannot run on a B200 (sm_100) or B300 (sm_103)."""
     built, arch = run.built_image, ng.instance.cuda_arch
@@ -134,7 +135,7 @@ def gpu_kernels_fit(key: str, run: RunConfig, ng: GroupView) -> list[str]:
     ]
 
 
-def health_check_fits(key: str, run: RunConfig, ng: GroupView) -> list[str]:
+def health_check_fits(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     """nccl-tests allocates three buffers of the message size on every GPU and keeps 1 GiB free;
     a larger size it shrinks in silence, so the gate would test less than it says, or nothing."""
     it, hc = ng.instance, run.health_check

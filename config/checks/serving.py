@@ -64,11 +64,12 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
         )
     memory = serving.device_memory_gib(ng.instance)
     weights = (parameters or 0) * serving.BYTES_PER_PARAMETER / 2**30
-    room = run.devices(ng.instance) * run.nodes * (memory or 0) * serving.MEMORY_SHARE
+    devices = run.replica_placement(ng.instance).devices
+    room = devices * (memory or 0) * serving.MEMORY_SHARE
     if run.parameters is None and memory and weights > room:
         problems.append(
             f"workloads.{name}.tensorParallel: {run.model.workload!r}'s {weights:,.0f} GiB of bf16 weights do not fit"
-            f" {run.devices(ng.instance) * run.nodes} x {memory} GiB at {serving.MEMORY_SHARE:.0%};"
+            f" {devices} x {memory} GiB at {serving.MEMORY_SHARE:.0%};"
             " raise tensorParallel"
         )
     startup = run.startup_seconds(ng.instance, write_mb_per_second(cfg.storage), parameters)

@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from config.base import did_you_mean
-from config.checks.groups import Groups, GroupView
+from config.checks.groups import Groups
 from config.checks.runs import known_node_group
 from config.stack import StackConfig
 from config.startup import PULL_GB, PULL_SECONDS, minimum_timeout_minutes
 from config.teams import TeamConfig
 from config.workloads import RunConfig, WorkloadConfig
 from facts.names import SYSTEM_NODE_GROUP
+from facts.nodegroups import NodeGroup
 
 
-def quotas_fit(name: str, team: TeamConfig, ng: GroupView, shares: list[tuple[str, int]]) -> list[str]:
+def quotas_fit(name: str, team: TeamConfig, ng: NodeGroup, shares: list[tuple[str, int]]) -> list[str]:
     """The teams of one node group never ask for more nodes than it can have (reported once, at
     the team that tips it over). While the group runs fewer nodes (scaled down or to 0), Kueue gets
     the quotas scaled down to the nodes present (`infra.queues.teams_of`), so queued runs wait."""

@@ -23,6 +23,7 @@ from config.workloads.recipe import (
     UnknownStepTime,
 )
 from facts import instances, needs, versions
+from facts.nodegroups import placement
 
 BERT_LARGE_PARAMETERS = 335_000_000
 """BERT-large with its pretraining heads (Devlin et al. 2019: 340M; bert-large-uncased: 335M)."""
@@ -104,7 +105,7 @@ class BertNeuronWorkload(RunConfig):
         return BERT_LARGE_PARAMETERS
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
-        ranks = self.nodes * instance.ranks_per_node
+        ranks = placement(instance, self.nodes).ranks
         if self.training.grad_accum(ranks) is None:
             t = self.training
             return [

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from config.training import size_bytes
 from facts import fabric, instances
+from facts.nodegroups import placement
 
 DCGM_LEVEL_1_SECONDS = 60
 """The GPU per-node check, `dcgmi diag -r 1`: "quick deployment checks, normally lasting seconds"
@@ -113,7 +114,7 @@ def acceptance_time(
     `sweep`, sweeping up to it) against `floor` GB/s."""
     gated = size_bytes(size)
     swept = doubling(size_bytes(fabric.SWEEP_FROM), gated) if sweep else ()
-    ranks = nodes * instance.ranks_per_node
+    ranks = placement(instance, nodes).ranks
     if instance.accelerator == "neuron":
         self_test = size_bytes(fabric.SELFTEST_SIZE)
         runs = [

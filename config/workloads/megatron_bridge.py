@@ -27,6 +27,7 @@ from config.workloads.recipe import (
 )
 from facts import instances, needs
 from facts import megatron_bridge as bridge
+from facts.nodegroups import placement
 
 SHARED = "/shared/"
 RECIPE_DEFAULT = "the library recipe's (facts/megatron_bridge.py)"
@@ -362,7 +363,7 @@ def parallelism_problems(key: str, run: MegatronBridgeWorkload, instance: instan
     """Each problem as `<key>.<camelCase path>: ...`, with what would be valid."""
     r, shape = run.resolved(), run.hf_model.shape
     tp, pp, cp, vp = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["vp"])
-    gpus = run.nodes * instance.accelerator_count
+    gpus = placement(instance, run.nodes).devices
     out = []
     if tp > instance.accelerator_count:
         out.append(f"{key}.parallelism.tensorParallel: {tp} spans nodes; at most {instance.accelerator_count}")

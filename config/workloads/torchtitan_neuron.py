@@ -31,6 +31,7 @@ from config.workloads.recipe import (
     UnknownStepTime,
 )
 from facts import instances, versions
+from facts.nodegroups import placement
 
 QWEN3_8B = {"vocab": 151936, "hidden": 4096, "layers": 36, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn": 12288}
 """torchtitan's Qwen3 "8B" model config (torchtitan/models/qwen3/__init__.py), untied embeddings."""
@@ -252,7 +253,7 @@ class TorchTitanNeuronWorkload(RunConfig):
         m, per_node = self.model, instance.ranks_per_node
         if per_node % m.tensor_parallel:
             return [f"{key}.model.tensorParallel: {m.tensor_parallel} does not divide the {per_node} ranks of a node"]
-        dp = self.nodes * per_node // m.tensor_parallel
+        dp = placement(instance, self.nodes).ranks // m.tensor_parallel
         if m.global_batch_size % (dp * m.local_batch_size):
             return [
                 f"{key}.model.globalBatchSize: {m.global_batch_size} is not a multiple of {dp} data-parallel ranks x"

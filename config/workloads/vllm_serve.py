@@ -30,6 +30,7 @@ from config.workloads.recipe import (
     UnknownStepTime,
 )
 from facts import images, instances, leaderworkerset, needs, serving
+from facts.nodegroups import Placement, placement
 
 HUB_REPO_RE = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?"
 HUB_MODEL_PATTERNS = ("*.json", "*.safetensors", "tokenizer.model", "*.tiktoken")
@@ -266,6 +267,10 @@ class VllmServeWorkload(RunConfig):
             return instance.accelerator_count
         return serving.devices_for(instance, self.tensor_parallel) * self.pipeline_parallel
 
+    def replica_placement(self, instance: instances.InstanceType) -> Placement:
+        """One replica's totals on `instance`: its nodes and the devices it takes on them."""
+        return placement(instance, self.nodes, self.devices(instance))
+
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """The image, the tensor-parallel degree and the replicas against the node group's instance."""
         pinned = serving.image_for(instance)
@@ -305,10 +310,11 @@ class VllmServeWorkload(RunConfig):
                 f" {instance.name}; set nodes: {need} (a LeaderWorkerSet) with pipelineParallel"
                 f" {ranks // self.tensor_parallel}"
             ]
-        if self.spans_nodes and ranks != self.nodes * per_node:
+        whole = placement(instance, self.nodes).ranks
+        if self.spans_nodes and ranks != whole:
             return [
-                f"{key}.pipelineParallel: a replica of {self.nodes} nodes takes their {self.nodes * per_node} GPUs, so"
-                f" tensorParallel x pipelineParallel must be {self.nodes * per_node}, not {ranks} (vLLM's"
+                f"{key}.pipelineParallel: a replica of {self.nodes} nodes takes their {whole} GPUs, so"
+                f" tensorParallel x pipelineParallel must be {whole}, not {ranks} (vLLM's"
                 f" multi-node layout: tensorParallel {per_node}, pipelineParallel {self.nodes})"
             ]
         return []
@@ -316,7 +322,7 @@ class VllmServeWorkload(RunConfig):
     def _fits(self, key: str, instance: instances.InstanceType) -> list[str]:
         """Replicas packed on the node group's nodes, and the weights in a replica's memory."""
         problems = []
-        devices = self.devices(instance) * self.nodes
+        devices = self.replica_placement(instance).devices
         if not self.spans_nodes and instance.accelerator_count % devices:
             problems.append(
                 f"{key}.tensorParallel: a replica of {devices} devices does not divide the {instance.accelerator_count}"

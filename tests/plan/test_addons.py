@@ -12,13 +12,13 @@ import config
 import stack as program
 from facts import eks_addons, names
 from facts.names import STORAGE_CLAIM, WORKLOADS_NAMESPACE
+from facts.nodegroups import NodeGroup
 from infra.charts import (
     accelerator_groups,
     efa_groups,
     mpi_operator_manifest_url,
     tolerations_for,
 )
-from infra.platform import NodeGroupFacts
 from tests.conftest import (
     API_PATH,
     BASE,
@@ -49,12 +49,12 @@ def releases(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["inputs"]["name"]: r["inputs"] for r in resources(plan, RELEASE)}
 
 
-def facts_of(values: dict[str, Any]) -> list[NodeGroupFacts]:
+def facts_of(values: dict[str, Any]) -> list[NodeGroup]:
     cfg = config.parse(config.from_stack_values(values))
-    return [NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups]
+    return [ng.node_group(cfg.node_group_az(ng)) for ng in cfg.node_groups]
 
 
-def taints_as_tolerations(groups: list[NodeGroupFacts]) -> list[dict[str, str]]:
+def taints_as_tolerations(groups: list[NodeGroup]) -> list[dict[str, str]]:
     return sorted(
         (
             {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}

@@ -25,7 +25,6 @@ import config
 from config.workloads import DdpCpuWorkload
 from facts import images, instances
 from facts.names import SYSTEM_NODE_GROUP
-from infra.platform import NodeGroupFacts
 from infra.queues import cluster_queue, queue_objects, teams_of
 from tests import upstream
 from tests.conftest import API_PATH, EXAMPLES, placed, resources, stack_plan, stack_values
@@ -109,7 +108,7 @@ def test_accelerated_recipes_stay_off_the_system_node_group() -> None:
 def test_a_team_may_hold_system_quota_for_cpu_runs() -> None:
     teams = {"platform": {"nodeGroup": "system", "nodes": 2, "borrowingLimitNodes": 0}}
     cfg = parse({"team": "platform"}, teams=teams, queueing={"defaultQueue": False})
-    system = NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones)
+    system = cfg.system_node_group.node_group(cfg.availability_zones)
     groups = {"system": system}
     (team,) = teams_of(cfg.teams, groups)
     queue = cluster_queue(team, groups)
@@ -195,8 +194,8 @@ def test_accelerated_workers_still_take_their_own_flavor() -> None:
 def test_the_default_queue_counts_the_system_worker_slots() -> None:
     cfg = parse({})
     groups = {
-        "trn1": NodeGroupFacts.from_config(cfg.node_groups[0], "us-west-2d"),
-        SYSTEM_NODE_GROUP: NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
+        "trn1": cfg.node_groups[0].node_group("us-west-2d"),
+        SYSTEM_NODE_GROUP: cfg.system_node_group.node_group(cfg.availability_zones),
     }
     objs = queue_objects(teams_of({}, groups), groups)
     assert [o["metadata"]["name"] for o in objs if o["kind"] == "ResourceFlavor"] == ["trn1", "system"]
@@ -271,7 +270,7 @@ def _launch(tmp: Path, run: dict[str, Any]) -> tuple[str, dict[str, str]]:
     cfg = parse({"nodes": 1, "processesPerNode": 2, "steps": 12, "checkpointEverySteps": 4, **run})
     wl = cfg.workloads["first"]
     assert isinstance(wl, DdpCpuWorkload)
-    group = NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones)
+    group = cfg.system_node_group.node_group(cfg.availability_zones)
     ctx = Context(
         namespace="training", storage_claim="shared-fsx", shared_mount=str(tmp), node_group=group, image="x:1"
     )

@@ -13,7 +13,7 @@ import yaml
 import config
 from facts import names
 from facts.names import QUEUE_LABEL
-from infra.platform import LAUNCHER_REQUESTS, NodeGroupFacts
+from infra.platform import LAUNCHER_REQUESTS
 from infra.queues import Quota, Team, cluster_queue, kueue_manager_config, teams_of
 from tests.conftest import resources, stack_plan, stack_values
 
@@ -111,7 +111,7 @@ def test_queues_are_created_after_kueue_and_jobs_after_the_queues() -> None:
 def _capacity(cfg: config.StackConfig) -> dict[tuple[str, str], float]:
     out: dict[tuple[str, str], float] = {}
     for ng in cfg.node_groups:
-        facts = NodeGroupFacts.from_config(ng, cfg.node_group_az(ng))
+        facts = ng.node_group(cfg.node_group_az(ng))
         for res, q in facts.worker_requests().items():
             out[(ng.name, res)] = quantity(q) * ng.desired_size
     return out
@@ -187,15 +187,15 @@ def test_two_teams_share_one_reserved_node_group_one_borrowing() -> None:
 
 def test_without_teams_one_default_queue_owns_every_node_group() -> None:
     cfg = parsed("p5-capacity-block")
-    (team,) = teams_of(
-        cfg.teams, {ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)) for ng in cfg.node_groups}
-    )
+    (team,) = teams_of(cfg.teams, {ng.name: ng.node_group(cfg.node_group_az(ng)) for ng in cfg.node_groups})
     assert team.name == "default" and team.quotas == {"p5": Quota(2, None)}
 
 
 def test_launcher_quota_covers_as_many_runs_as_nodes_can_hold() -> None:
-    g = NodeGroupFacts.from_config(
-        parsed("trn1-shared").node_groups[0], parsed("trn1-shared").node_group_az(parsed("trn1-shared").node_groups[0])
+    g = (
+        parsed("trn1-shared")
+        .node_groups[0]
+        .node_group(parsed("trn1-shared").node_group_az(parsed("trn1-shared").node_groups[0]))
     )
     cq = cluster_queue(Team("t", {"trn1": Quota(1, 2)}, "team-t"), {"trn1": g})
     (group,) = cq["spec"]["resourceGroups"]

@@ -14,7 +14,7 @@ import config
 from config import amis as ami_rules
 from facts import amis, drivers, images
 from facts.names import SYSTEM_NODE_GROUP
-from infra.platform import NodeGroupFacts
+from facts.nodegroups import NodeGroup
 from tests import upstream
 from tests.conftest import MINIMAL, plan_exit
 from workloads.manifests.healthcheck import driver_check
@@ -189,7 +189,7 @@ def test_a_runs_layer_image_is_held_to_the_aws_layers_release() -> None:
 
 def _gate(runtime: images.Runtime, instance: str, driver: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """The per-node driver check as bash runs it, on a node that shows `driver`."""
-    group = NodeGroupFacts("g", config.nodegroups.instances.ACCELERATED[instance], 1, 1, "az", {})
+    group = NodeGroup("g", config.nodegroups.instances.ACCELERATED[instance], 1, 1, "az", {})
     script = driver_check(Context("ns", "claim", "/shared", group, "image", runtime=runtime))
     version = tmp_path / "version"
     version.write_text(f"{driver}\n")
@@ -225,5 +225,5 @@ def test_an_unknown_runtime_is_printed_not_gated(tmp_path: Path) -> None:
 
 
 def test_the_system_group_has_no_release() -> None:
-    assert NodeGroupFacts.from_system(config.cluster.SystemNodeGroupConfig(), ["a"]).release_version == ""
+    assert config.cluster.SystemNodeGroupConfig().node_group(["a"]).release_version == ""
     assert SYSTEM_NODE_GROUP == "system"

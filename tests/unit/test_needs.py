@@ -10,7 +10,7 @@ import pytest
 
 from config.workloads import RECIPES
 from facts import instances, needs
-from infra.platform import NodeGroupFacts
+from facts.nodegroups import NodeGroup
 from tests import upstream
 from workloads.manifests import hub
 from workloads.manifests.objects import Context
@@ -68,7 +68,7 @@ def test_a_nemo_run_stages_what_its_tokenizer_reads(tokenizer: dict[str, str], r
 
 
 def _ctx() -> Context:
-    group = NodeGroupFacts("g", instances.get("trn1.32xlarge"), 1, 1, "a", {})
+    group = NodeGroup("g", instances.get("trn1.32xlarge"), 1, 1, "a", {})
     return Context("ns", "claim", "/shared", group, "img")
 
 

@@ -9,7 +9,6 @@ import pytest
 import config
 from config.workloads import RECIPES, RunConfig
 from facts.names import SYSTEM_NODE_GROUP
-from infra.platform import NodeGroupFacts
 from tests.conftest import placed
 from workloads import manifests
 from workloads.deploy import context
@@ -76,8 +75,8 @@ def built_with(recipe: str, extra: dict[str, Any], stack: dict[str, Any] | None 
         storage_claim, shared_mount, storage = "shared-fsx", "/shared", cfg.storage
         load_balancing, serving_metrics = None, True
         node_groups = {
-            ng.name: NodeGroupFacts.from_config(ng, cfg.node_group_az(ng)),
-            SYSTEM_NODE_GROUP: NodeGroupFacts.from_system(cfg.system_node_group, cfg.availability_zones),
+            ng.name: ng.node_group(cfg.node_group_az(ng)),
+            SYSTEM_NODE_GROUP: cfg.system_node_group.node_group(cfg.availability_zones),
         }
 
         def namespace_for(self, team: str | None) -> str:

@@ -77,7 +77,7 @@ def launch(workload_name: str, run: BertNeuronWorkload, ctx: Context, data: str)
     a checkpoint exists: the script resumes from the newest ckpt_<step>.pt in its output
     directory and refuses `--resume_ckpt` when there is none."""
     t = run.training
-    ranks = run.nodes * ctx.node_group.instance.ranks_per_node
+    ranks = ctx.node_group.placement(run.nodes).ranks
     # The tutorial divides gradient accumulation by the node count, keeping the global batch.
     accum = t.grad_accum(ranks) or 1
     common = [

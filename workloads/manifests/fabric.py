@@ -73,7 +73,7 @@ def sweep(run: FabricAcceptanceRun, ctx: Context, size: str, env: dict[str, str]
             f" {ALL_REDUCE_PERF} -b {fabric.SWEEP_FROM} -e {size} -f 2 -g 1 -c 1 -n {fabric.SWEEP_ITERS}"
             ' -J "$RUN_DIR/all_reduce_perf.json"'
         )
-    total = run.nodes * ng.instance.ranks_per_node
+    total = ng.placement(run.nodes).ranks
     exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k.startswith(("FI_", "CCOM_")))
     remote = (
         f"PATH=$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH {exported} NEURON_RT_ROOT_COMM_ID=$root:{NEURON_ROOT_COMM_PORT}"

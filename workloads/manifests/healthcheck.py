@@ -17,7 +17,7 @@ from config.training import size_bytes
 from config.workloads import RunConfig
 from facts import drivers
 from facts.fabric import FLOORS, GATE_ITERS, SELFTEST_SIZE
-from infra.platform import NodeGroupFacts
+from facts.nodegroups import NodeGroup
 from workloads.manifests.mpijob import (
     HOSTFILE,
     SSH_OPTIONS,
@@ -142,12 +142,12 @@ def node_check(ctx: Context) -> str:
     )
 
 
-def _neuron_collective(run: RunConfig, ng: NodeGroupFacts, size: str, env: dict[str, str]) -> str:
+def _neuron_collective(run: RunConfig, ng: NodeGroup, size: str, env: dict[str, str]) -> str:
     """nccom-test across the nodes, started on the first worker (as the Neuron docs say) with
     NEURON_RT_ROOT_COMM_ID set to that worker's IP, by absolute path. nccom-test starts its own
     MPI processes on the hosts, so the session gets the image's PATH and LD_LIBRARY_PATH (the
     launcher runs the same image) and the EFA settings explicitly: ssh gives sshd's defaults."""
-    total = run.nodes * ng.instance.ranks_per_node
+    total = ng.placement(run.nodes).ranks
     exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k.startswith(("FI_", "CCOM_")))
     # One double-quoted string: $PATH, $LD_LIBRARY_PATH, $root and $ips expand on the launcher.
     # nccom-test runs Open MPI's mpirun itself, as root over ssh: mpirun refuses root unless both

@@ -18,7 +18,8 @@ from typing import Any
 from config.workloads import RunConfig
 from facts.images import PULL_SECONDS, Runtime
 from facts.names import EGRESS_INTERNET, EGRESS_LABEL, PRIORITY_LABEL, QUEUE_LABEL, RUN_ID_LABEL, app_labels
-from infra.platform import InternalLoadBalancing, NodeGroupFacts
+from facts.nodegroups import NodeGroup
+from infra.platform import InternalLoadBalancing
 from workloads.manifests.security import (
     DIRS_CAPABILITIES,
     DIRS_EXCEPTION,
@@ -55,7 +56,7 @@ class Source:
     workload: str
     run: RunConfig
     run_id: str
-    node_group: NodeGroupFacts
+    node_group: NodeGroup
     image: str
 
 
@@ -66,7 +67,7 @@ class Context:
     namespace: str
     storage_claim: str
     shared_mount: str
-    node_group: NodeGroupFacts
+    node_group: NodeGroup
     image: str
     shared_sub_path: str = ""
     """The directory of the file system the run's pods see at `shared_mount` ("": all of it)."""
