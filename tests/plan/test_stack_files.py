@@ -85,6 +85,22 @@ def test_every_command_reads_the_teams_file_first_then_the_example(command: str,
     assert "'Team Copy'" in rest[0] and "Example Copy" not in err.getvalue()
 
 
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_empty_or_missing_stack_says_how_to_start_one(command: str, dirs: tuple[Path, Path]) -> None:
+    """A stack never started (no file, an empty one, one without aws:region) gets one line, exit 2,
+    with the command that starts it from an example, in every command."""
+    team, _ = dirs
+    for text in (None, "", "config: {}\n", "config:\n  llm-training-eks:cluster:\n    name: llm-mine\n"):
+        path = team / "Pulumi.mine.yaml"
+        path.unlink(missing_ok=True)
+        if text is not None:
+            path.write_text(text)
+        err = io.StringIO()
+        assert COMMANDS[command](["--stack", "mine"], err) == 2, (text, err.getvalue())
+        (line,) = err.getvalue().splitlines()
+        assert "`make new-stack STACK=" in line and "FROM=dev`" in line, line
+
+
 def test_a_name_in_neither_place_lists_both(dirs: tuple[Path, Path]) -> None:
     """The project's dev at the root is an example, not one of your stacks."""
     team, examples = dirs
