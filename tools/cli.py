@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from config import ConfigError, StackConfig, parse_stack_values
+from config import ConfigError, StackConfig, offline_warnings, parse_stack_values
 from config.stackfile import UsageError, read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,9 +143,13 @@ def bad_input(e: Exception, stderr: Any) -> int:
 
 
 def load_stack_config(args: argparse.Namespace, stderr: Any) -> StackConfig | None:
-    """The validated config of the stack the arguments name, or None after reporting why not."""
+    """The validated config of the stack the arguments name, or None after reporting why not;
+    what only deploying needs is a warning on stderr (config.offline_warnings)."""
     try:
-        return parse_stack_values(read_stack_file(stack_file(args, stderr)))
+        cfg = parse_stack_values(read_stack_file(stack_file(args, stderr)))
     except (UsageError, ConfigError) as e:
         bad_input(e, stderr)
         return None
+    for line in offline_warnings(cfg):
+        print(line, file=stderr)
+    return cfg
