@@ -118,8 +118,9 @@ def test_missing_stack_is_exit_2_listing_the_stacks() -> None:
     code, _, err = _main("--stack", "nope")
     assert code == 2 and "Traceback" not in err
     assert err == (
-        "error: --stack nope: no Pulumi.nope.yaml at the root (your stacks: none) nor in examples/"
-        f" (examples: {', '.join(EXAMPLE_STACKS)}); or pass --config-file PATH\n"
+        "error: --stack nope: no Pulumi.nope.yaml at the root (your stacks: none) nor among the examples"
+        f" ({', '.join(EXAMPLE_STACKS)}); start it from an example with `make new-stack STACK=nope FROM=dev`"
+        " (or FROM= another example), or pass --config-file PATH\n"
     )
 
 
