@@ -3,8 +3,9 @@
 # tests/repo/test_makefile.py fails when one is missing). Each target that runs something creates
 # .venv and installs the pinned requirements first (only when the requirements changed).
 #
-# STACK=<name> means your Pulumi.<name>.yaml at the root if there is one, else the example
-# examples/Pulumi.<name>.yaml (tools/cli.py; stderr says which when both exist).
+# STACK=<name> means your Pulumi.<name>.yaml at the root if there is one, else the example of that
+# name: examples/Pulumi.<name>.yaml, or the project's own dev, Pulumi.dev.yaml at the root (tools/cli.py;
+# stderr says which when yours hides an example).
 # FORMAT=json prints only the plan's JSON on stdout; OUT=dir also writes plan.json and the
 # Kubernetes objects there. LAUNCH_HARNESS=1 (as root; .ci/run sets it) installs and runs the
 # launch-chain harness (tests/launch); without it nothing is installed and it skips.
@@ -30,7 +31,7 @@ WORKFLOWS := $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
   schema docs clean launch-deps checkov
 
 help: ## this list; `make` alone prints it and builds nothing
-	@echo "make targets (STACK=<name>: your Pulumi.<name>.yaml at the root, else examples/Pulumi.<name>.yaml):"
+	@echo "make targets (STACK=<name>: your Pulumi.<name>.yaml at the root, else the example <name>):"
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:[^=]*## / {printf "  make %-12s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 	@echo "commands (.venv/bin/python -m tools.<name> --help for their options):"
 	@for f in $$(grep -l '^if __name__ == "__main__":' tools/*.py); do \
@@ -45,7 +46,7 @@ ifneq ($(filter new-stack snapshot,$(MAKECMDGOALS)),)
 endif
 ifneq ($(filter new-stack,$(MAKECMDGOALS)),)
   ifeq ($(FROM),)
-    $(error make new-stack needs FROM=<example> (examples/Pulumi.<example>.yaml), e.g. FROM=dev)
+    $(error make new-stack needs FROM=<example> (examples/Pulumi.<example>.yaml, or dev), e.g. FROM=dev)
   endif
 endif
 
@@ -58,7 +59,7 @@ cost: venv ## what STACK costs an hour and a month (JSON); LIVE=1 asks the AWS P
 preflight: venv ## ask the AWS account whether STACK can run (quotas, offerings, reservations); needs credentials
 	@$(PY) -m tools.preflight --stack $(STACK)
 
-new-stack: venv ## start your stack Pulumi.<STACK>.yaml from examples/Pulumi.<FROM>.yaml (LOWER=: layered)
+new-stack: venv ## start your stack Pulumi.<STACK>.yaml from the example <FROM> (LOWER=: layered)
 	@$(PY) -m tools.newstack $(STACK) --from $(FROM) $(if $(LOWER),--lower-stack $(LOWER))
 
 snapshot: venv ## write tests/snapshots/<STACK>/: make test then holds your stack to its URNs and objects
@@ -92,8 +93,8 @@ lint-code: venv ## ruff: lint and format check of the Python code
 pytest: venv launch-deps checkov ## the whole test suite (the launch-chain harness only with LAUNCH_HARNESS=1)
 	$(VENV)/bin/pytest -q -n auto
 
-diagram: venv ## regenerate the README's architecture diagram from the example dev stack's plan
-	$(PY) -m tools.diagram --config-file examples/Pulumi.dev.yaml --update-readme
+diagram: venv ## regenerate the README's architecture diagram from the dev stack's plan
+	$(PY) -m tools.diagram --config-file Pulumi.dev.yaml --update-readme
 
 schema: venv ## regenerate schema/stack-config.schema.json from the config models
 	$(PY) -m tools.schema --write

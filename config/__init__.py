@@ -21,7 +21,16 @@ from config.secrets import plain_secret_env
 from config.stack import StackConfig
 from config.stackfile import from_stack_values, namespace_problems, secret_keys
 
-__all__ = ["SECRET_KEYS", "ConfigError", "StackConfig", "from_stack_values", "load", "parse", "parse_stack_values"]
+__all__ = [
+    "SECRET_KEYS",
+    "ConfigError",
+    "StackConfig",
+    "from_stack_values",
+    "load",
+    "offline_warnings",
+    "parse",
+    "parse_stack_values",
+]
 
 SECRET_KEYS = ("huggingFaceToken",)
 """Keys that may only be stored encrypted (`pulumi config set --secret`)."""
@@ -57,12 +66,16 @@ class ConfigError(Exception):
         super().__init__("invalid stack config:\n" + "\n".join(self.problems))
 
 
-def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None, found: Iterable[str] = ()) -> StackConfig:
+def parse(
+    raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None, found: Iterable[str] = (), offline: bool = False
+) -> StackConfig:
     """Validate a config dict (camelCase keys, `region` for aws:region) into a StackConfig.
 
     `secret_keys` are the keys stored encrypted in the stack; when given, a key of
     SECRET_KEYS stored in plain text is a problem. `found`: problems already found in the
-    stack values (keys the program would ignore). Raises ConfigError with every problem found.
+    stack values (keys the program would ignore). `offline`: for a command that deploys nothing,
+    which leaves out what only deploying needs (checks.hub_tokens; offline_warnings says it).
+    Raises ConfigError with every problem found.
     """
     problems: list[str] = list(found)
     if secret_keys is not None:
@@ -82,6 +95,7 @@ def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None, foun
         problems.extend(p for p in rule(raw) if p not in problems)
     if cfg is not None:
         problems.extend(checks.config_problems(cfg))
+        problems.extend([] if offline else checks.hub_tokens(cfg))
     if problems or cfg is None:
         raise ConfigError(problems)
     return cfg
@@ -89,13 +103,24 @@ def parse(raw: Mapping[str, Any], secret_keys: Iterable[str] | None = None, foun
 
 def parse_stack_values(values: Mapping[str, Any]) -> StackConfig:
     """Validate flat stack-file values (`llm-training-eks:key`, `aws:region`; secrets as
-    placeholders). Raises ConfigError."""
+    placeholders) for the offline commands, which read stack files and deploy nothing (see
+    `parse`'s `offline`). Raises ConfigError."""
     secret = [k.rpartition(":")[2] for k in secret_keys(values)]
-    return parse(from_stack_values(values), secret_keys=secret, found=namespace_problems(values))
+    return parse(from_stack_values(values), secret_keys=secret, found=namespace_problems(values), offline=True)
 
 
-def load() -> StackConfig:
-    """Read and validate the current stack's config from the Pulumi engine.
+def offline_warnings(cfg: StackConfig) -> list[str]:
+    """What `pulumi preview`/`up` would refuse that an offline command goes on without, one line
+    each for stderr, naming the command that sets it."""
+    return [
+        f"before pulumi up: {problem} (offline commands go on without it; `pulumi preview` and `up` refuse to start)"
+        for problem in checks.hub_tokens(cfg)
+    ]
+
+
+def load(offline: bool = False) -> StackConfig:
+    """Read and validate the current stack's config from the Pulumi engine (`offline`: from the
+    offline plan's mocks, see `parse`).
 
     On invalid config, logs each problem as a Pulumi error and raises `pulumi.RunError`
     (reported without a traceback) before any resource is declared.
@@ -103,7 +128,7 @@ def load() -> StackConfig:
     values = dict(runtime_config.CONFIG.get())
     secret = [k.rpartition(":")[2] for k in values if runtime_config.is_config_secret(k)]
     try:
-        return parse(from_stack_values(values), secret_keys=secret, found=namespace_problems(values))
+        return parse(from_stack_values(values), secret_keys=secret, found=namespace_problems(values), offline=offline)
     except ConfigError as e:
         for line in e.problems:
             pulumi.log.error(line)

@@ -234,8 +234,11 @@ def format_path(loc: Iterable[Any]) -> str:
 REGION_REQUIRED = (
     "required: the AWS region the stack deploys to (the AWS provider reads aws:region); set it with"
     " `pulumi config set aws:region <region>` (e.g. us-west-2), or write the line `aws:region: us-west-2`"
-    " under `config:` in the stack file"
+    " under `config:` in the stack file; a stack with no file yet, or an empty one: `make new-stack"
+    " STACK=<name> FROM=dev` starts it from an example"
 )
+"""Every stack sets a region, so a stack without one is most often a stack never started (`pulumi
+stack init` without a file, an empty file): the line says how to start one as well."""
 
 
 def _unknown_key(parent: Any, key: str) -> str:

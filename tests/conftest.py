@@ -5,9 +5,10 @@ Layout: `unit/` pure functions (facts, config, builders, policy rules, cost, pre
 `plan/` the program under mocks, by concern; `repo/` the README, workflows, project file and
 code structure; `golden/` the rendered Kubernetes objects and URNs of every example stack.
 
-The subjects are the example stacks in examples/. A team's own stack files at the root are not
-test cases, except those the team keeps snapshots of (tests/snapshots/, `make snapshot`); and
-`--stack NAME` in a test never reaches them (`_examples_only`).
+The subjects are the project's stacks: the examples in examples/ and the project's own dev at the
+root (tools.cli.project_stacks); "example stacks" below means all of them. A team's own stack files
+at the root are not test cases, except those the team keeps snapshots of (tests/snapshots/, `make
+snapshot`); and `--stack NAME` in a test never reaches them (`_examples_only`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from tools import plan as plan_mod
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = cli.EXAMPLES_DIR
 GOLDEN = ROOT / "tests" / "golden"
-EXAMPLE_STACKS = cli.stacks_in(EXAMPLES)
-LAYERED_STACKS = [
-    s for s in EXAMPLE_STACKS if read_stack_file(EXAMPLES / f"Pulumi.{s}.yaml").get("llm-training-eks:layer")
-]
+EXAMPLE_FILES = cli.project_stacks()
+"""The file of each example stack, by name (examples/Pulumi.<name>.yaml, and the root's Pulumi.dev.yaml)."""
+EXAMPLE_STACKS = list(EXAMPLE_FILES)
+LAYERED_STACKS = [s for s in EXAMPLE_STACKS if read_stack_file(EXAMPLE_FILES[s]).get("llm-training-eks:layer")]
 """Stacks of one layer each (`layer: aws | cluster | runs`); tests/plan/test_layers.py shows that
 the three layers of trn1-llama2 declare exactly what the all-in-one trn1-llama2 does."""
 ALL_IN_ONE_STACKS = [s for s in EXAMPLE_STACKS if s not in LAYERED_STACKS]
@@ -94,7 +95,8 @@ def run_plan(values: dict[str, Any], stack: str = "test") -> dict[str, Any]:
 
 
 def example_file(stack: str) -> Path:
-    return EXAMPLES / f"Pulumi.{stack}.yaml"
+    """The file of an example stack (the dev stack's is at the root, the others in examples/)."""
+    return EXAMPLE_FILES[stack]
 
 
 def stack_values(stack: str) -> dict[str, Any]:
@@ -156,14 +158,14 @@ def _no_team_stacks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _examples_only(_no_team_stacks: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--stack NAME` means the example in every test: a team's `Pulumi.dev.yaml` at the root
-    (the first step of the quick start copies it there) must not change what the tests see."""
+    """`--stack NAME` means the example in every test: a team's stack files at the root (say a
+    `Pulumi.p5en.yaml` started from the example) must not change what the tests see."""
     monkeypatch.setattr(cli, "TEAM_DIR", _no_team_stacks)
 
 
 def team_stack_lines() -> list[str]:
     """Which of a team's stacks at the root the suite holds to snapshots, and which it leaves alone."""
-    team = cli.stacks_in(cli.TEAM_DIR)
+    team = cli.team_stacks()
     held = [s for s in team if snapshot.snapshot_dir(s).is_dir()]
     lines = [f"your stacks held to snapshots (tests/snapshots): {', '.join(held)}"] if held else []
     if set(team) - set(held):

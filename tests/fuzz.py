@@ -37,7 +37,7 @@ from config.stack import StackConfig
 from config.stackfile import UsageError, engine_value, from_stack_values, load_yaml, namespace_problems, read_stack_file
 from facts import kubernetes
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, EXAMPLES, stack_yaml
+from tests.conftest import EXAMPLE_STACKS, example_file, stack_yaml
 from tests.plan.test_aws_inputs import SHAPES, values_at
 from tools import plan as plan_mod
 from tools.cli import bad_input
@@ -248,7 +248,7 @@ def _text_mutation(text: str, rng: random.Random) -> tuple[str, str]:
 def cases(seed: int, n: int) -> Iterator[Case]:
     """`n` mutants of the example stacks, the same ones for the same seed."""
     rng = random.Random(seed)
-    bases = {s: load_yaml((EXAMPLES / f"Pulumi.{s}.yaml").read_text()) for s in EXAMPLE_STACKS}
+    bases = {s: load_yaml(example_file(s).read_text()) for s in EXAMPLE_STACKS}
     for i in range(n):
         stack = rng.choice(sorted(bases))
         doc = copy.deepcopy(bases[stack])
@@ -266,7 +266,7 @@ def cases(seed: int, n: int) -> Iterator[Case]:
 def workdir(tmp: Path) -> Path:
     """A directory with the example stacks (a layered mutant plans on its lower stack's file)."""
     for stack in EXAMPLE_STACKS:
-        (tmp / f"Pulumi.{stack}.yaml").write_bytes((EXAMPLES / f"Pulumi.{stack}.yaml").read_bytes())
+        (tmp / f"Pulumi.{stack}.yaml").write_bytes(example_file(stack).read_bytes())
     return tmp
 
 

@@ -1,8 +1,10 @@
 """The command line every tool shares: `--stack NAME | --config-file PATH`, and exit 2 for bad input.
 
-`--stack NAME` reads a team's own `Pulumi.NAME.yaml` at the root of the project (where the
-Pulumi CLI reads it: Pulumi.yaml sets no `stackConfigDir`), else the example stack
-`examples/Pulumi.NAME.yaml`; when both exist the team's wins and stderr says so.
+The project's own stacks are its dev environment, `Pulumi.dev.yaml` at the root (where `pulumi
+stack init dev` reads it), and the examples in `examples/`: committed, planned by the tests, and
+the starting points of `make new-stack`. A team's stacks are the other `Pulumi.NAME.yaml` files at
+the root (Pulumi.yaml sets no `stackConfigDir`). `--stack NAME` reads the team's file of that name,
+else the project's; when a team's file hides an example of its name, stderr says so.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from config import ConfigError, StackConfig, parse_stack_values
+from config import ConfigError, StackConfig, offline_warnings, parse_stack_values
 from config.stackfile import UsageError, read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +25,9 @@ TEAM_DIR = ROOT
 reads them. Never test subjects unless the team keeps snapshots of them (tools.snapshot)."""
 EXAMPLES_DIR = ROOT / "examples"
 """The example stacks: starting points for a team's own, and the subjects of the test suite."""
+PROJECT_DEV = ROOT / "Pulumi.dev.yaml"
+"""The project's own dev environment: at the root, not in examples/, because `pulumi stack init dev`
+and `pulumi stack select dev` read it only there; otherwise a project stack like the examples."""
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}", re.ASCII)
 """A Pulumi stack name (pulumi/pulumi v3.259.0 sdk/go/common/tokens/stack_name.go;
 tests/upstream/pulumi-cli-3.259.0.yaml `stack_name_pattern`)."""
@@ -38,6 +43,25 @@ def check_stack_name(name: str, what: str) -> str:
 def stacks_in(folder: Path) -> list[str]:
     """The names of the stack files `Pulumi.<name>.yaml` in a folder."""
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
+
+
+def project_stacks() -> dict[str, Path]:
+    """The project's stack files by name: the examples and its dev at the root (the test suite's
+    subjects, the documented stacks, what `make new-stack FROM=` starts from)."""
+    found = {name: EXAMPLES_DIR / f"Pulumi.{name}.yaml" for name in stacks_in(EXAMPLES_DIR)}
+    if PROJECT_DEV.is_file():
+        found[PROJECT_DEV.name.removeprefix("Pulumi.").removesuffix(".yaml")] = PROJECT_DEV
+    return dict(sorted(found.items()))
+
+
+def team_stacks() -> list[str]:
+    """A team's own stacks: the stack files at the root that are not the project's."""
+    return [name for name in stacks_in(TEAM_DIR) if TEAM_DIR / f"Pulumi.{name}.yaml" != PROJECT_DEV]
+
+
+def start_hint(name: str) -> str:
+    """How to start a stack that has no file yet (the same words wherever one is missing)."""
+    return f"start it from an example with `make new-stack STACK={name} FROM=dev` (or FROM= another example)"
 
 
 @dataclass(frozen=True)
@@ -67,16 +91,17 @@ def shown(path: Path) -> str:
 
 
 def find_stack(name: str) -> FoundStack:
-    """`Pulumi.NAME.yaml` at the root (a team's stack), else in examples/; UsageError naming both places."""
+    """A team's `Pulumi.NAME.yaml` at the root, else the project's stack of that name; UsageError
+    naming both and saying how to start the stack."""
     check_stack_name(name, "--stack")
-    team, example = TEAM_DIR / f"Pulumi.{name}.yaml", EXAMPLES_DIR / f"Pulumi.{name}.yaml"
-    if team.is_file():
-        return FoundStack(team, example if example.is_file() else None)
-    if example.is_file():
-        return FoundStack(example)
+    team, project = TEAM_DIR / f"Pulumi.{name}.yaml", project_stacks().get(name)
+    if team.is_file() and team != project:
+        return FoundStack(team, project)
+    if project is not None:
+        return FoundStack(project)
     raise UsageError(
-        f"--stack {name}: no Pulumi.{name}.yaml at the root (your stacks: {_listed(stacks_in(TEAM_DIR))}) nor in"
-        f" {shown(EXAMPLES_DIR)}/ (examples: {_listed(stacks_in(EXAMPLES_DIR))}); or pass --config-file PATH"
+        f"--stack {name}: no Pulumi.{name}.yaml at the root (your stacks: {_listed(team_stacks())}) nor among"
+        f" the examples ({_listed(list(project_stacks()))}); {start_hint(name)}, or pass --config-file PATH"
     )
 
 
@@ -87,7 +112,7 @@ def _listed(stacks: list[str]) -> str:
 def add_stack_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """`--stack NAME | --config-file PATH`, the same for every command of the project."""
     source = parser.add_mutually_exclusive_group(required=required)
-    source.add_argument("--stack", help="stack name: your Pulumi.NAME.yaml at the root, else examples/Pulumi.NAME.yaml")
+    source.add_argument("--stack", help="stack name: your Pulumi.NAME.yaml at the root, else the example of that name")
     source.add_argument("--config-file", type=Path, help="any file in the stack-file format")
 
 
@@ -118,9 +143,13 @@ def bad_input(e: Exception, stderr: Any) -> int:
 
 
 def load_stack_config(args: argparse.Namespace, stderr: Any) -> StackConfig | None:
-    """The validated config of the stack the arguments name, or None after reporting why not."""
+    """The validated config of the stack the arguments name, or None after reporting why not;
+    what only deploying needs is a warning on stderr (config.offline_warnings)."""
     try:
-        return parse_stack_values(read_stack_file(stack_file(args, stderr)))
+        cfg = parse_stack_values(read_stack_file(stack_file(args, stderr)))
     except (UsageError, ConfigError) as e:
         bad_input(e, stderr)
         return None
+    for line in offline_warnings(cfg):
+        print(line, file=stderr)
+    return cfg

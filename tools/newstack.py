@@ -3,10 +3,11 @@
     python -m tools.newstack NAME --from EXAMPLE [--lower-stack STACK]
     make new-stack STACK=NAME FROM=EXAMPLE [LOWER=STACK]
 
-The new file is the example's text, comments and all, with two changes: its schema line points
-at schema/ from the root instead of from examples/, and a layered example's `lowerStack` names
-your stack of the layer below (`--lower-stack`, required for a cluster or runs example; the
-example's organization and project are kept). An existing file is never overwritten. Your
+EXAMPLE is any of the project's stacks: an example in examples/ or the project's own dev at the
+root (tools.cli.project_stacks). The new file is its text, comments and all, with two changes: its
+schema line points at schema/ from the root (an example's points from examples/), and a layered
+example's `lowerStack` names your stack of the layer below (`--lower-stack`, required for a
+cluster or runs example; the example's organization and project are kept). An existing file is never overwritten. Your
 stack is yours: the test suite does not plan it unless you keep snapshots of it (tools.snapshot).
 Exit 0; 2 for bad input, one line.
 """
@@ -46,12 +47,18 @@ def from_example(text: str, lower_stack: str | None, example: str = "the example
 
 
 def new_stack(name: str, example: str, lower_stack: str | None) -> str:
-    """Write `Pulumi.<name>.yaml` in the team's folder from `examples/Pulumi.<example>.yaml`; says what it did."""
+    """Write `Pulumi.<name>.yaml` in the team's folder from the project's stack `example`; says what it did."""
     cli.check_stack_name(name, "stack name")
-    source = cli.EXAMPLES_DIR / f"Pulumi.{example}.yaml"
-    if not source.is_file():
-        raise UsageError(f"--from {example}: no such example; examples: {', '.join(cli.stacks_in(cli.EXAMPLES_DIR))}")
+    examples = cli.project_stacks()
+    source = examples.get(example)
+    if source is None:
+        raise UsageError(f"--from {example}: no such example; examples: {', '.join(examples)}")
     target = cli.TEAM_DIR / f"Pulumi.{name}.yaml"
+    if target == cli.PROJECT_DEV:
+        raise UsageError(
+            f"{cli.shown(target)} is the project's own dev stack, there already: use it as it is (`pulumi stack init"
+            f" {name}` reads it), or start a stack under another name"
+        )
     if target.exists():
         raise UsageError(f"{cli.shown(target)} exists already; not overwritten")
     target.write_text(from_example(source.read_text(), lower_stack, cli.shown(source)))
@@ -65,7 +72,9 @@ def main(argv: Sequence[str] | None = None, stderr: Any = None) -> int:
     stderr = stderr or sys.stderr
     parser = argparse.ArgumentParser(prog="python -m tools.newstack", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("name", help="your stack's name: writes Pulumi.NAME.yaml at the root")
-    parser.add_argument("--from", dest="example", required=True, help="the example: examples/Pulumi.EXAMPLE.yaml")
+    parser.add_argument(
+        "--from", dest="example", required=True, help="the example: examples/Pulumi.EXAMPLE.yaml, or dev"
+    )
     parser.add_argument("--lower-stack", help="a cluster or runs example: your stack of the layer below")
     try:
         args = parser.parse_args(argv)

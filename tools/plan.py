@@ -119,7 +119,7 @@ def run(
 
     @pulumi.runtime.test
     def _program() -> Any:
-        declared = stack.build_layer(config.load())
+        declared = stack.build_layer(config.load(offline=True))  # no Hub token needed to plan
 
         async def collect() -> None:
             for key, value in declared.items():
@@ -309,7 +309,10 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
             print(write_out(plan, args.out), file=stderr)
         except OSError as e:
             return bad_input(UsageError(f"--out {args.out}: cannot write there: {e.strerror or e}"), stderr)
-    for line in secrets_to_set(placeholder_secrets(path)):
+    for line in [
+        *secrets_to_set(placeholder_secrets(path)),
+        *config.offline_warnings(config.parse_stack_values(values)),
+    ]:
         print(line, file=stderr)
     blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
     for v in blocking:

@@ -89,9 +89,9 @@ def differences(expected: dict[str, str], folder: Path) -> list[str]:
 def team_stack_file(stack: str) -> Path:
     """Your `Pulumi.<stack>.yaml` at the root; an example is refused (the tests hold those already)."""
     path = cli.find_stack(stack).path
-    if path.parent != cli.TEAM_DIR:
+    if path in cli.project_stacks().values():
         raise UsageError(
-            f"{stack}: an example (examples/{path.name}); the tests hold the examples to tests/golden already"
+            f"{stack}: an example ({cli.shown(path)}); the tests hold the examples to tests/golden already"
             " (UPDATE_GOLDEN=1 regenerates them). A snapshot is for a stack of yours at the root"
         )
     return path

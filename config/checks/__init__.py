@@ -17,7 +17,7 @@ from config.checks.addons import efa_plugin_counts_devices, eks_addon_versions_k
 from config.checks.capacity import capacity_problems
 from config.checks.groups import Groups, groups_of
 from config.checks.network import flavors_fit, network_problems
-from config.checks.runs import checkpoint_share, checkpoints_fit, images_exist, run_names, runs_problems
+from config.checks.runs import checkpoint_share, checkpoints_fit, hub_tokens, images_exist, run_names, runs_problems
 from config.checks.serving import layered_serving, serving_problems
 from config.checks.teams import (
     default_queue_decided,
@@ -40,6 +40,7 @@ __all__ = [
     "config_problems",
     "flavors_fit",
     "groups_of",
+    "hub_tokens",
     "images_exist",
     "layered_serving",
     "run_teams",

@@ -173,13 +173,16 @@ def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> li
 
 
 def run_names(cfg: StackConfig) -> list[str]:
-    """What a run needs of its own stack: a valid name, and the token where its recipe downloads."""
-    named = [
-        p
-        for name, run in cfg.workloads.items()
-        for p in run_name(name) + hugging_face_token(name, run, cfg) + platform_env(name, run)
-    ]
+    """What a run needs of its own stack: a valid name, and the platform's variables left alone."""
+    named = [p for name, run in cfg.workloads.items() for p in run_name(name) + platform_env(name, run)]
     return named + run_objects(cfg.workloads) + plain_secrets(cfg.workloads)
+
+
+def hub_tokens(cfg: StackConfig) -> list[str]:
+    """The token every run whose recipe downloads gated Hub files needs. A rule of deploying, not of
+    planning: `pulumi preview`/`up` refuse without it (config.load), while the offline commands,
+    which download nothing and promise no Pulumi CLI, warn and go on (config.offline_warnings)."""
+    return [p for name, run in cfg.workloads.items() for p in hugging_face_token(name, run, cfg)]
 
 
 def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collection[str]) -> list[str]:

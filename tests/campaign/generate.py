@@ -21,7 +21,7 @@ from config.stackfile import load_yaml
 from facts.instances import ACCELERATED
 from facts.names import PROJECT
 from facts.regions import availability_zones
-from tests.conftest import ALL_IN_ONE_STACKS, CONFIG_NOW, EXAMPLES
+from tests.conftest import ALL_IN_ONE_STACKS, CONFIG_NOW, example_file
 
 NS = f"{PROJECT}:"
 Values = dict[str, Any]
@@ -276,7 +276,7 @@ def split(name: str, v: Values) -> dict[str, Values]:
 def stacks(seed: int, n: int) -> Iterator[Stack]:
     """`n` stacks, the same ones for the same seed."""
     rng = random.Random(seed)
-    bases = {s: load_yaml((EXAMPLES / f"Pulumi.{s}.yaml").read_text())["config"] for s in ALL_IN_ONE_STACKS}
+    bases = {s: load_yaml(example_file(s).read_text())["config"] for s in ALL_IN_ONE_STACKS}
     moves, weights = list(MOVES), list(MOVES.values())
     for i in range(n):
         base = rng.choice(sorted(bases))

@@ -20,7 +20,7 @@ from config.workloads.fabric import FabricAcceptanceRun
 from facts import instances
 from facts.names import NODE_GROUP_LABEL
 from tests import upstream
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLE_FILES, EXAMPLES, example_file
 from tools import plan as plan_mod
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
@@ -93,13 +93,9 @@ def workloads(serving: bool = False) -> list[tuple[str, str, str]]:
     out: tests/plan/test_layers.py holds the layers to exactly the twin's resources, and its teams
     live in its cluster layer, which the harness does not drop as it drops an all-in-one's."""
     found = []
-    for path in sorted(EXAMPLES.glob("Pulumi.*.yaml")):
-        stack = path.name[len("Pulumi.") : -len(".yaml")]
+    for stack, path in EXAMPLE_FILES.items():
         values = read_stack_file(path)
-        if (
-            values.get(f"{PREFIX}layer") == "runs"
-            and (EXAMPLES / f"Pulumi.{stack.removesuffix('-runs')}.yaml").is_file()
-        ):
+        if values.get(f"{PREFIX}layer") == "runs" and stack.removesuffix("-runs") in EXAMPLE_FILES:
             continue
         for name, wl in (values.get(f"{PREFIX}workloads") or {}).items():
             if (wl["recipe"] in SERVING_RECIPES) == serving:
@@ -110,7 +106,7 @@ def workloads(serving: bool = False) -> list[tuple[str, str, str]]:
 def launch_nodes(stack: str, workload: str) -> tuple[int, ...]:
     """The node counts the harness plays a workload at: 2 and 3, or on UltraServer members the
     whole UltraServer (its config refuses a part of one)."""
-    values = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")
+    values = read_stack_file(example_file(stack))
     wl = values[f"{PREFIX}workloads"][workload]
     group = next((g for g in values.get(f"{PREFIX}nodeGroups") or [] if g["name"] == wl.get("nodeGroup")), None)
     us = instances.get(group["instanceType"]).ultraserver if group else None
@@ -123,13 +119,13 @@ def is_acceptance_run(stack: str, workload: str) -> bool:
 
 
 def recipe(stack: str, workload: str) -> str:
-    return str(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["recipe"])
+    return str(read_stack_file(example_file(stack))[f"{PREFIX}workloads"][workload]["recipe"])
 
 
 def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) -> dict[str, Any]:
     """The example stack with only `workload`, on `nodes` nodes, training short; with `faults`
     (a scenario injects its own), without a stop the run asks for itself."""
-    values = copy.deepcopy(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml"))
+    values = copy.deepcopy(read_stack_file(example_file(stack)))
     wl = values[f"{PREFIX}workloads"][workload]
     values[f"{PREFIX}workloads"] = {workload: wl}
     values.pop(f"{PREFIX}teams", None)
@@ -158,7 +154,7 @@ def harness_values(stack: str, workload: str, nodes: int, faults: bool = False) 
 @cache
 def _lower_outputs(stack: str) -> dict[str, Any]:
     """A layered stack's lower outputs, planned once (they do not depend on the workload)."""
-    cfg = config.parse_stack_values(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml"))
+    cfg = config.parse_stack_values(read_stack_file(example_file(stack)))
     return plan_mod.lower_outputs(cfg, EXAMPLES)
 
 
@@ -171,7 +167,7 @@ def _plan(stack: str, workload: str, nodes: int, faults: bool) -> dict[str, Any]
 
 def _asks_to_stop(stack: str, workload: str) -> bool:
     """Whether the workload stops itself once: only then does a faults plan differ (and is planned)."""
-    return "interruptOnceAtStep" in read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]
+    return "interruptOnceAtStep" in read_stack_file(example_file(stack))[f"{PREFIX}workloads"][workload]
 
 
 def network_policies(stack: str, workload: str, nodes: int, faults: bool = False) -> list[dict[str, Any]]:
@@ -205,10 +201,10 @@ def _ordered(resources: list[dict[str, Any]], types: tuple[str, ...]) -> tuple[d
 def _declaring(stack: str, workload: str) -> tuple[str, dict[str, Any]]:
     """The stack file that declares the workload's node group (a runs layer's is its aws layer's)
     and that group's entry."""
-    group = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"]
+    group = read_stack_file(example_file(stack))[f"{PREFIX}workloads"][workload]["nodeGroup"]
     name: str | None = stack
     while name:
-        values = read_stack_file(EXAMPLES / f"Pulumi.{name}.yaml")
+        values = read_stack_file(example_file(name))
         for g in values.get(f"{PREFIX}nodeGroups", []):
             if g["name"] == group:
                 return name, g
@@ -224,7 +220,7 @@ def instance_type(stack: str, workload: str) -> str:
 
 def node_group(stack: str, workload: str) -> str:
     """The name of the workload's node group (`system` for a CPU run)."""
-    return str(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"][workload]["nodeGroup"])
+    return str(read_stack_file(example_file(stack))[f"{PREFIX}workloads"][workload]["nodeGroup"])
 
 
 @cache
@@ -234,7 +230,7 @@ def node_drivers(stack: str, workload: str) -> dict[str, str]:
     without a pin the newest release for its Kubernetes version, which EKS gives a new group
     (tests/upstream/amazon-eks-ami-v20260714.yaml). Module name -> its version."""
     declaring, group = _declaring(stack, workload)
-    plan = plan_mod.run(read_stack_file(EXAMPLES / f"Pulumi.{declaring}.yaml"), f"launch-{declaring}", EXAMPLES)
+    plan = plan_mod.run(read_stack_file(example_file(declaring)), f"launch-{declaring}", EXAMPLES)
     (ng,) = [
         r["inputs"]
         for r in plan["resources"]
@@ -329,7 +325,7 @@ def fitting_driver(stack: str, workload: str, runtime: str | None, family: str) 
     """The newest Neuron driver an AMI release for the group's Kubernetes version carries that a
     runtime library works with: for a scenario that sets the driver need aside."""
     declaring = _declaring(stack, workload)[0]
-    minor = read_stack_file(EXAMPLES / f"Pulumi.{declaring}.yaml").get(f"{PREFIX}cluster", {}).get("kubernetesVersion")
+    minor = read_stack_file(example_file(declaring)).get(f"{PREFIX}cluster", {}).get("kubernetesVersion")
     for row in AMI_RELEASES:
         driver = row["neuron"].removesuffix("-dkms")
         if runtime and (not minor or row["kubernetes"] == minor) and not refusals(driver, runtime, family):
@@ -340,7 +336,7 @@ def fitting_driver(stack: str, workload: str, runtime: str | None, family: str) 
 def serving_values(stack: str, workload: str, nodes: int = 2) -> dict[str, Any]:
     """The example stack with the serving workload only, or with the training run it serves
     (shortened, on `nodes` nodes, as harness_values makes it); teams dropped as there."""
-    values = copy.deepcopy(read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml"))
+    values = copy.deepcopy(read_stack_file(example_file(stack)))
     serve = values[f"{PREFIX}workloads"][workload]
     source = (serve.get("model") or {}).get("workload")
     if source:
@@ -373,7 +369,7 @@ def serving(stack: str, workload: str) -> dict[str, Any]:
         ]
         return [copy.deepcopy(o) for o in _ordered(mine, types)]
 
-    source = [w for w in read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{PREFIX}workloads"] if w != workload]
+    source = [w for w in read_stack_file(example_file(stack))[f"{PREFIX}workloads"] if w != workload]
     steps = [
         o for o in of(workload, (JOB, DEPLOYMENT, LEADER_WORKER_SET)) if o["kind"] == "Job" or component(o) == "serve"
     ]

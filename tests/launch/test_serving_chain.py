@@ -24,7 +24,7 @@ from config.stackfile import read_stack_file
 from facts import serving
 from facts.names import CLOUDWATCH_NAMESPACE
 from infra import metrics
-from tests.conftest import EXAMPLES
+from tests.conftest import example_file
 from tests.launch import plans
 from tests.launch.serving import ServingRun
 from tests.launch.test_launch_chain import _why_not, tail
@@ -40,7 +40,7 @@ GROUPS = [(s, w) for s, w in SERVING if any(o["kind"] == "LeaderWorkerSet" for o
 
 def clients(stack: str, workload: str) -> dict[str, Any]:
     """The workload's `clients` as its stack file gives them."""
-    wl = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")[f"{plans.PREFIX}workloads"][workload]
+    wl = read_stack_file(example_file(stack))[f"{plans.PREFIX}workloads"][workload]
     return dict(wl.get("clients") or {})
 
 

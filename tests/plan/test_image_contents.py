@@ -7,13 +7,11 @@ from __future__ import annotations
 import pytest
 
 from config.stackfile import read_stack_file
-from tests.conftest import EXAMPLES, stack_plan
+from tests.conftest import EXAMPLE_FILES, stack_plan
 from tests.unit.test_images import image_problems
 
 STACKS_WITH_RUNS = sorted(
-    p.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    for p in EXAMPLES.glob("Pulumi.*.yaml")
-    if read_stack_file(p).get("llm-training-eks:workloads")
+    name for name, path in EXAMPLE_FILES.items() if read_stack_file(path).get("llm-training-eks:workloads")
 )
 """Every example stack that runs something (each image its runs use is checked where it runs)."""
 

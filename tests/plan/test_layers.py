@@ -25,7 +25,7 @@ from config.checks import layered_serving
 from config.stackfile import SECRET
 from facts.names import PROJECT, component_type
 from infra import layers
-from tests.conftest import EXAMPLES, run_plan, stack_plan, stack_values, stack_yaml
+from tests.conftest import example_file, run_plan, stack_plan, stack_values, stack_yaml
 from tools import plan as plan_mod
 
 ALL = "trn1-llama2"
@@ -223,7 +223,7 @@ def test_a_day2_change_touches_only_its_layers(change: str) -> None:
 def _layered_files(tmp_path: Path, edit: dict[str, Any]) -> Path:
     """Copies of the three layered stack files in tmp_path, with `edit` applied per layer."""
     for layer, stack in LAYERED.items():
-        doc = yaml.safe_load((EXAMPLES / f"Pulumi.{stack}.yaml").read_text())
+        doc = yaml.safe_load(example_file(stack).read_text())
         if layer in edit:
             edit[layer](doc["config"])
         (tmp_path / f"Pulumi.{stack}.yaml").write_text(stack_yaml(doc))
@@ -269,7 +269,7 @@ def test_scaling_to_zero_while_runs_exist(tmp_path: Path) -> None:
 def test_the_lower_outputs_can_come_from_a_recorded_file(tmp_path: Path) -> None:
     recorded = tmp_path / "cluster-outputs.json"
     recorded.write_text(json.dumps(stack_plan(LAYERED["cluster"])["outputs"]))
-    code, plan, err = _plan_file(EXAMPLES / f"Pulumi.{LAYERED['runs']}.yaml", "--lower-outputs", str(recorded))
+    code, plan, err = _plan_file(example_file(LAYERED["runs"]), "--lower-outputs", str(recorded))
     assert code == 0, err
     assert plan is not None and _changed(stack_plan(LAYERED["runs"]), plan) == set()
     outputs = stack_plan(LAYERED["cluster"])["outputs"]
@@ -286,14 +286,14 @@ def test_the_runs_layer_reads_its_cluster_layers_teams(tmp_path: Path) -> None:
     recorded = tmp_path / "cluster-outputs.json"
     recorded.write_text(json.dumps(stack_plan(cluster)["outputs"]))
     for extra in ((), ("--lower-outputs", str(recorded))):
-        code, plan, err = _plan_file(EXAMPLES / f"Pulumi.{runs}.yaml", *extra)
+        code, plan, err = _plan_file(example_file(runs), *extra)
         assert code == 0, err
         assert plan is not None and _changed(stack_plan(runs), plan) == set()
     # A fraction is no whole number of nodes: still refused, naming the key.
     broken = copy.deepcopy(stack_plan(cluster)["outputs"])
     broken[layers.PLATFORM_OUTPUT]["teams"]["research"]["nodes"] = 2.5
     recorded.write_text(json.dumps(broken))
-    code, _, err = _plan_file(EXAMPLES / f"Pulumi.{runs}.yaml", "--lower-outputs", str(recorded))
+    code, _, err = _plan_file(example_file(runs), "--lower-outputs", str(recorded))
     assert code == 2 and "platform.teams.research: Input should be a valid integer" in err, err
 
 
@@ -302,7 +302,7 @@ def test_a_broken_seam_stops_the_upper_layer_with_exit_2(tmp_path: Path) -> None
     del outputs[layers.AWS_LAYER_OUTPUT]["fileSystem"]["dnsName"]
     recorded = tmp_path / "aws-outputs.json"
     recorded.write_text(json.dumps(outputs))
-    code, _, err = _plan_file(EXAMPLES / f"Pulumi.{LAYERED['cluster']}.yaml", "--lower-outputs", str(recorded))
+    code, _, err = _plan_file(example_file(LAYERED["cluster"]), "--lower-outputs", str(recorded))
     assert code == 2
     assert "awsLayer.fileSystem.dnsName: missing" in err and "Traceback" not in err
 
@@ -344,5 +344,5 @@ def test_a_serving_run_across_nodes_needs_the_cluster_layers_leaderworkerset(tmp
     del outputs[layers.PLATFORM_OUTPUT]["leaderWorkerSet"]
     recorded = tmp_path / "cluster-outputs.json"
     recorded.write_text(json.dumps(outputs))
-    code, _, err = _plan_file(EXAMPLES / f"Pulumi.{LAYERED['runs']}.yaml", "--lower-outputs", str(recorded))
+    code, _, err = _plan_file(example_file(LAYERED["runs"]), "--lower-outputs", str(recorded))
     assert code == 2 and "platform.leaderWorkerSet: missing" in err, err

@@ -88,10 +88,17 @@ def test_a_newcomers_path_in_a_fresh_copy(tmp_path: Path) -> None:
             assert printed[0] == shown[0], "the README shows another first line of the plan"
             assert [ln for ln in printed if ln.startswith("Cost:")] == [ln for ln in shown if ln.startswith("Cost:")]
 
-    made = run("make new-stack STACK=dev FROM=dev")
-    assert made.returncode == 0 and (copy / "Pulumi.dev.yaml").is_file(), made.stderr
-    mine = run("make plan STACK=dev")
-    assert mine.returncode == 0 and "using your Pulumi.dev.yaml" in mine.stderr, mine.stderr[-2000:]
+    # The project's dev is at the root, where `pulumi stack init dev` reads it: no copy to make.
+    assert (copy / "Pulumi.dev.yaml").is_file() and not (copy / "examples" / "Pulumi.dev.yaml").exists()
+    refused = run("make new-stack STACK=dev FROM=dev")
+    assert refused.returncode == 2 and "the project's own dev stack" in refused.stderr, refused.stderr
+    # A stack of one's own from an example with a Hub recipe, as the README shows it.
+    own_commands = [c for c in readme_block("## Your own stack", "sh").splitlines() if c.startswith("make ")]
+    assert [c.split()[1] for c in own_commands] == ["new-stack", "plan"]
+    for command in own_commands:
+        done = run(command)
+        assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
+    assert "pulumi config set --secret huggingFaceToken" in done.stderr, done.stderr[-2000:]
     (copy / "Pulumi.mine.yaml").write_text(readme_block("## Your own stack", "yaml"))
     own = run("make plan STACK=mine")
     assert own.returncode == 0 and own.stdout.startswith("Offline plan of stack 'mine'"), own.stderr[-2000:]

@@ -19,7 +19,7 @@ import stack as program
 from config import stackfile
 from infra.protection import stateful
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, EXAMPLES, MINIMAL, ROOT, stack_yaml
+from tests.conftest import EXAMPLE_STACKS, MINIMAL, ROOT, example_file, stack_yaml
 from tools import plan
 
 
@@ -99,7 +99,7 @@ def test_the_placeholder_is_no_ciphertext_any_secrets_provider_decrypts() -> Non
     with pytest.raises(binascii.Error):  # the service decodes base64 first
         base64.b64decode(plan.PLACEHOLDER_CIPHERTEXT, validate=True)
     for name in EXAMPLE_STACKS:
-        doc = yaml.safe_load((EXAMPLES / f"Pulumi.{name}.yaml").read_text())
+        doc = yaml.safe_load(example_file(name).read_text())
         for key, value in doc["config"].items():
             if isinstance(value, dict) and "secure" in value:
                 assert value["secure"] == plan.PLACEHOLDER_CIPHERTEXT, f"{name}: {key} holds a real ciphertext"
@@ -118,8 +118,9 @@ def test_missing_stack_is_exit_2_listing_the_stacks() -> None:
     code, _, err = _main("--stack", "nope")
     assert code == 2 and "Traceback" not in err
     assert err == (
-        "error: --stack nope: no Pulumi.nope.yaml at the root (your stacks: none) nor in examples/"
-        f" (examples: {', '.join(EXAMPLE_STACKS)}); or pass --config-file PATH\n"
+        "error: --stack nope: no Pulumi.nope.yaml at the root (your stacks: none) nor among the examples"
+        f" ({', '.join(EXAMPLE_STACKS)}); start it from an example with `make new-stack STACK=nope FROM=dev`"
+        " (or FROM= another example), or pass --config-file PATH\n"
     )
 
 

@@ -69,12 +69,13 @@ def test_make_snapshot_writes_and_the_check_then_holds_the_stack(team: Path) -> 
 
 def test_a_snapshot_is_only_of_a_stack_of_yours(team: Path) -> None:
     """An example is held by tests/golden; a snapshot without its stack file fails the check."""
-    err = io.StringIO()
-    assert snapshot.main(["--stack", "dev"], stderr=err) == 2
-    assert err.getvalue() == (
-        "error: dev: an example (examples/Pulumi.dev.yaml); the tests hold the examples to tests/golden already"
-        " (UPDATE_GOLDEN=1 regenerates them). A snapshot is for a stack of yours at the root\n"
-    )
+    for stack, path in (("dev", "Pulumi.dev.yaml"), ("p5en", "examples/Pulumi.p5en.yaml")):
+        err = io.StringIO()
+        assert snapshot.main(["--stack", stack], stderr=err) == 2
+        assert err.getvalue() == (
+            f"error: {stack}: an example ({path}); the tests hold the examples to tests/golden already"
+            " (UPDATE_GOLDEN=1 regenerates them). A snapshot is for a stack of yours at the root\n"
+        )
     (team / "tests" / "snapshots" / "gone").mkdir(parents=True)
     assert snapshot.check("gone") == [
         f"{team}/tests/snapshots/gone holds a snapshot of gone, which has no Pulumi.gone.yaml at the root:"

@@ -422,12 +422,18 @@ def test_bad_workload_config_exits_2_naming_the_key(
     assert "Traceback" not in err.getvalue()
 
 
-def test_llama2_without_hugging_face_token_is_rejected(tmp_path: Path) -> None:
-    path = tmp_path / "Pulumi.bad.yaml"
-    path.write_text(_bad_stack({"llama2": LLAMA}, token=False))
-    err = io.StringIO()
-    assert plan_mod.main(["--config-file", str(path)], stdout=io.StringIO(), stderr=err) == 2
-    assert err.getvalue().startswith("huggingFaceToken: required by workloads.llama2")
+def test_llama2_without_hugging_face_token_plans_offline_with_a_warning(tmp_path: Path) -> None:
+    """The offline plan needs no Pulumi CLI, so no token: it plans (exit 0) and says on stderr the
+    command that sets it; the engine path refusing it is tests/unit/test_config.py's."""
+    path = tmp_path / "Pulumi.notoken.yaml"
+    values = {k: v for k, v in stack_values("trn1-llama2").items() if k != "llm-training-eks:huggingFaceToken"}
+    path.write_text(stack_yaml({"config": values}))
+    out, err = io.StringIO(), io.StringIO()
+    assert plan_mod.main(["--config-file", str(path)], stdout=out, stderr=err) == 0, err.getvalue()
+    assert out.getvalue().startswith("Offline plan of stack 'notoken'")
+    (line,) = err.getvalue().splitlines()
+    assert line.startswith("before pulumi up: huggingFaceToken: required by workloads.llama2"), line
+    assert "`pulumi config set --secret huggingFaceToken hf_...`" in line
 
 
 def test_presets_fit_their_documented_parallelism() -> None:

@@ -29,7 +29,16 @@ from config.stackfile import read_stack_file
 from facts.names import LOWER_LAYER
 from infra.ci_runner import runner_label
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, EXAMPLES, LAYERED_STACKS, ROOT, stack_plan, stack_yaml
+from tests.conftest import (
+    EXAMPLE_FILES,
+    EXAMPLE_STACKS,
+    EXAMPLES,
+    LAYERED_STACKS,
+    ROOT,
+    example_file,
+    stack_plan,
+    stack_yaml,
+)
 from tests.repo.test_workflows import WORKFLOW_DIR, _load, _steps
 from tools import ci
 
@@ -231,16 +240,16 @@ PHASE_OUTPUT = {"preview-in-vpc": "in_vpc", "drift-in-vpc": "in_vpc"}
 
 
 def _aws_stack_under(stack: str) -> str:
-    values = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")
+    values = read_stack_file(example_file(stack))
     while values.get("llm-training-eks:layer") in LOWER_LAYER:
         stack = values["llm-training-eks:lowerStack"].rpartition("/")[2]
-        values = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")
+        values = read_stack_file(example_file(stack))
     return stack
 
 
 @pytest.mark.parametrize("stack", LAYERED_STACKS)
 def test_every_layered_example_stack_goes_to_its_layers_job_on_the_right_runner(stack: str) -> None:
-    layer = read_stack_file(EXAMPLES / f"Pulumi.{stack}.yaml")["llm-training-eks:layer"]
+    layer = read_stack_file(example_file(stack))["llm-training-eks:layer"]
     routes = ci.route([stack], EXAMPLES)
     ((entry,),) = [m for phase, m in routes.items() if m and phase != "in_vpc"]
     assert entry["layer"] == layer and entry in routes[layer]
@@ -345,13 +354,15 @@ def test_the_github_output_format() -> None:
 
 
 def test_the_pull_request_plans_every_example_by_its_file(tmp_path: Path) -> None:
-    """The job summary gets the offline plan of each example stack in examples/, by file: a team's
-    own `Pulumi.dev.yaml` at the root is neither planned in its place nor listed as an example."""
+    """The job summary gets the offline plan of each example stack by its file (the project's dev at
+    the root, the rest in examples/): a team's own `Pulumi.p5en.yaml` at the root is neither planned
+    in the example's place nor listed as an example."""
     (step,) = [s for _, _, s in _steps(PR) if s.get("name") == "Offline plan of every example stack"]
     (tmp_path / "examples").mkdir()
-    for name in EXAMPLE_STACKS:
-        (tmp_path / "examples" / f"Pulumi.{name}.yaml").write_text("")
-    (tmp_path / "Pulumi.dev.yaml").write_text("")
+    files = {name: path.relative_to(ROOT) for name, path in EXAMPLE_FILES.items()}
+    for path in files.values():
+        (tmp_path / path).write_text("")
+    (tmp_path / "Pulumi.p5en.yaml").write_text("")
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text('#!/bin/bash\necho "python $*"\n')
@@ -363,5 +374,5 @@ def test_the_pull_request_plans_every_example_by_its_file(tmp_path: Path) -> Non
     text = summary.read_text()
     assert sorted(re.findall(r"^### Offline plan of the example `(.+)`$", text, re.M)) == EXAMPLE_STACKS
     assert sorted(re.findall(r"^python (.+)$", text, re.M)) == sorted(
-        f"-m tools.plan --config-file examples/Pulumi.{name}.yaml" for name in EXAMPLE_STACKS
+        f"-m tools.plan --config-file {path}" for path in files.values()
     )

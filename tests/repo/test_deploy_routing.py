@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests import upstream
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import ROOT, example_file
 from tests.repo.test_delivery import DEPLOY, PR
 from tools import deploys
 
@@ -128,7 +128,7 @@ def route_like_the_workflow(repo: Path, api: str, sha: str, before: str) -> dict
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     for stack in STACKS:
-        shutil.copy(EXAMPLES / f"Pulumi.{stack}.yaml", tmp_path / f"Pulumi.{stack}.yaml")
+        shutil.copy(example_file(stack), tmp_path / f"Pulumi.{stack}.yaml")
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     wrapper = tmp_path / ".venv" / "bin" / "python"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')

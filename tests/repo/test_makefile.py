@@ -211,7 +211,7 @@ def test_targets_for_a_stack_of_yours_ask_for_its_name_before_installing(tmp_pat
         (["snapshot"], "make snapshot needs STACK=<name> (your stack: Pulumi.<name>.yaml at the root).  Stop."),
         (
             ["new-stack", "STACK=x"],
-            "make new-stack needs FROM=<example> (examples/Pulumi.<example>.yaml), e.g. FROM=dev.  Stop.",
+            "make new-stack needs FROM=<example> (examples/Pulumi.<example>.yaml, or dev), e.g. FROM=dev.  Stop.",
         ),
     ]:
         result = _make(*args, f"VENV={tmp_path}/venv", "PYTHON=false")

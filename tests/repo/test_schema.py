@@ -15,12 +15,14 @@ import pytest
 import yaml
 
 from tests import upstream
-from tests.conftest import EXAMPLE_STACKS, EXAMPLES
+from tests.conftest import EXAMPLE_STACKS, EXAMPLES, example_file
 from tools import cli, newstack, schema
 
 SERVER = upstream.facts("yaml-language-server-1.23.0")
 EXAMPLE_MODELINE = "# yaml-language-server: $schema=../schema/stack-config.schema.json"
-"""The first line of an example stack file (examples/); a team's file at the root has `./schema/...`."""
+"""The first line of an example stack file (examples/)."""
+ROOT_MODELINE = "# yaml-language-server: $schema=./schema/stack-config.schema.json"
+"""The first line of a stack file at the root: the project's dev, and a team's started from an example."""
 
 
 class _NoTimestamps(yaml.SafeLoader):
@@ -40,7 +42,7 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def _stack(name: str) -> Any:
-    return yaml.load((EXAMPLES / f"Pulumi.{name}.yaml").read_text(), Loader=_NoTimestamps)
+    return yaml.load(example_file(name).read_text(), Loader=_NoTimestamps)
 
 
 def _schema_an_editor_loads(text: str, folder: Path) -> Path | None:
@@ -61,8 +63,8 @@ def test_the_committed_schema_is_the_generated_one() -> None:
 def test_every_example_stack_validates_and_names_the_schema(name: str) -> None:
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in _validator().iter_errors(_stack(name))]
     assert not errors, errors
-    path = EXAMPLES / f"Pulumi.{name}.yaml"
-    assert path.read_text().splitlines()[0] == EXAMPLE_MODELINE
+    path = example_file(name)
+    assert path.read_text().splitlines()[0] == (EXAMPLE_MODELINE if path.parent == EXAMPLES else ROOT_MODELINE)
     assert _schema_an_editor_loads(path.read_text(), path.parent) == schema.SCHEMA_FILE
 
 
@@ -70,11 +72,11 @@ def test_every_example_stack_validates_and_names_the_schema(name: str) -> None:
 def test_a_stack_started_from_an_example_names_the_schema_from_the_root(name: str) -> None:
     """`make new-stack` writes a team's file at the root (cli.TEAM_DIR), one folder up from the
     examples: its schema line still reaches the schema, and the rest is the example's."""
-    example = (EXAMPLES / f"Pulumi.{name}.yaml").read_text()
+    example = example_file(name).read_text()
     lower = "prod-below" if "llm-training-eks:lowerStack:" in example else None
     text = newstack.from_example(example, lower)
     assert _schema_an_editor_loads(text, cli.ROOT) == schema.SCHEMA_FILE
-    assert text.splitlines()[0] == "# yaml-language-server: $schema=./schema/stack-config.schema.json"
+    assert text.splitlines()[0] == ROOT_MODELINE
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,10 @@ import config
 import config.cluster
 from config import stackfile
 from facts import names
-from tests.conftest import MINIMAL, stack_yaml
+from tests.conftest import MINIMAL, stack_values, stack_yaml
 from tools import mocks, plan
+
+NS = "llm-training-eks:"
 
 NG = "llm-training-eks:nodeGroups"
 
@@ -239,6 +241,42 @@ def test_engine_strings_parse_like_native_values() -> None:
 def test_other_namespaces_are_ignored() -> None:
     values = dict(MINIMAL, **{"aws:profile": "x", "kubernetes:context": "y", "pulumi:tags": {"a": "b"}})
     config.parse(config.from_stack_values(values))
+
+
+def _load_errors(values: dict[str, Any], monkeypatch: pytest.MonkeyPatch, offline: bool = False) -> list[str]:
+    """The errors config.load logs for these stack values (none when it loads them)."""
+    logged: list[str] = []
+    monkeypatch.setattr(pulumi.log, "error", lambda msg, *a, **k: logged.append(msg))
+    mocks.install("us-west-2", names.PROJECT, "mine")
+    runtime_config.set_all_config(
+        {k: stackfile.engine_value(v) for k, v in values.items()}, list(stackfile.secret_keys(values))
+    )
+    try:
+        config.load(offline=offline)
+    except pulumi.RunError as e:
+        assert str(e).startswith("invalid stack config"), e
+        assert logged
+    return logged
+
+
+def test_pulumi_up_refuses_a_hub_recipe_without_its_token_and_the_offline_plan_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The token is for `pulumi preview`/`up` (config.load in __main__.py) to refuse; the offline
+    plan runs the same load under mocks with offline=True and only warns (tools.plan)."""
+    sft = copy.deepcopy(stack_values("p5en-megatron-bridge"))
+    del sft[NS + "huggingFaceToken"]
+    lines = [x for x in _load_errors(sft, monkeypatch) if x.startswith("huggingFaceToken")]
+    assert "workloads.sft " in " ".join(lines), lines  # the Llama 3.1 SFT run, among the others
+    assert all(x.startswith("huggingFaceToken: required by workloads.") and "config set --secret" in x for x in lines)
+    assert _load_errors(sft, monkeypatch, offline=True) == []
+
+
+def test_an_empty_stack_says_how_to_start_one_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pulumi stack init mine` without a file, then `pulumi preview`: the engine hands over no
+    config at all; one line names aws:region and the command that starts a stack from an example."""
+    (line,) = _load_errors({}, monkeypatch)
+    assert line.startswith("aws:region: required") and "`make new-stack STACK=<name> FROM=dev`" in line
 
 
 @pulumi.runtime.test

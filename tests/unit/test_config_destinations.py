@@ -300,9 +300,14 @@ def test_tag_keys_differ_in_more_than_case() -> None:
 
 
 def test_an_empty_hugging_face_token_is_no_token() -> None:
+    """Refused where Pulumi deploys (config.parse, as config.load calls it); offline, a warning."""
     values = copy.deepcopy(stack_values("trn1-llama2"))
     values[NS + "huggingFaceToken"] = ""
-    refused(values, "huggingFaceToken", "is empty, but required by workloads.llama2")
+    with pytest.raises(config.ConfigError) as e:
+        config.parse(config.from_stack_values(values))
+    assert any(p.startswith("huggingFaceToken: is empty, but required by workloads.llama2") for p in e.value.problems)
+    (warning,) = config.offline_warnings(config.parse_stack_values(values))
+    assert warning.startswith("before pulumi up: huggingFaceToken: is empty, but required by workloads.llama2")
 
 
 def test_a_tiny_step_time_plans_with_a_cost() -> None:

@@ -24,7 +24,7 @@ from moto import mock_aws
 import config
 from facts import quotas as quota_facts
 from tests import upstream
-from tests.conftest import API_PATH, EXAMPLE_STACKS, EXAMPLES, ROOT, placed, stack_values
+from tests.conftest import API_PATH, EXAMPLE_STACKS, ROOT, example_file, placed, stack_values
 from tests.unit.preflight_sources import TOKENS, InvokeMocks, under_provider, wire
 from tests.unit.test_preflight import Session, quota_client, sts_client
 from tools import preflight, quotas
@@ -112,7 +112,7 @@ def test_quota_facts_are_the_recorded_ones() -> None:
 
 def _stack_file(tmp_path: Path, stack: str) -> Path:
     path = tmp_path / f"Pulumi.{stack}.yaml"
-    path.write_text((EXAMPLES / f"Pulumi.{stack}.yaml").read_text())
+    path.write_text(example_file(stack).read_text())
     return path
 
 
