@@ -144,9 +144,10 @@ def test_every_make_command_in_the_docs_is_a_target() -> None:
 
 
 def examples_listed(section: str) -> set[str]:
-    """The example stacks a table names: `examples/Pulumi.<name>.yaml`, and a layered trio's
-    shorthand (`examples/Pulumi.x-aws.yaml`, `-cluster.yaml`, `-runs.yaml`)."""
-    names = set(re.findall(r"examples/Pulumi\.([\w-]+)\.yaml", section))
+    """The example stacks a table names: `examples/Pulumi.<name>.yaml`, the project's own
+    `Pulumi.dev.yaml` at the root, and a layered trio's shorthand (`examples/Pulumi.x-aws.yaml`,
+    `-cluster.yaml`, `-runs.yaml`)."""
+    names = set(re.findall(r"(?:examples/|`)Pulumi\.([\w-]+)\.yaml", section))
     for base, rest in re.findall(r"examples/Pulumi\.([\w-]+)-aws\.yaml`((?:, `-\w+\.yaml`)+)", section):
         names |= {f"{base}-{layer}" for layer in re.findall(r"`-(\w+)\.yaml`", rest)}
     return names
