@@ -1,12 +1,19 @@
-"""Aliases as the engine computes them, and the check that a plan keeps the live resources of
-an earlier one (tools.snapshot.unkept): every earlier URN a URN of the plan or an alias of one
-of its resources, and no two resources claiming one.
+"""Every live resource of an earlier release is kept: `pulumi up` after a change replaces nothing.
 
-The Python SDK sends only a resource's own alias specs (the engine, like Pulumi's MockMonitor,
+A resource's URN is its identity in the Pulumi state. tests/golden/<stack>/urns-earlier.txt holds
+the URNs of each example stack as the last release planned them (frozen from main before the
+workload got its kind: `TrainingRun` became `Workload`). Each of them must be a URN of
+today's plan or an alias of one of its resources (`pulumi.Alias`, as the plan JSON records it:
+tools/mocks.py computes the URNs from the alias specs and multiplies them into the children as
+the engine does), and no two resources may claim one. When a change renames on purpose, it adds
+the alias, this test proves it keeps the live resources, and urns.txt is regenerated; the
+earlier file moves on only with a release (copy urns.txt over it once the change is deployed).
+
+The second half holds the mock monitor to the engine's alias rules on a small program of its own:
+the Python SDK sends only a resource's own alias specs (the engine, like Pulumi's MockMonitor,
 supports them: pulumi/runtime/resource.py `prepare_aliases`; the SDK's own multiplication,
 `all_aliases`, is for engines without), so a child inherits its parent's aliases only where the
-engine computes them (pulumi/pulumi pkg/resource/deploy/step_generator.go `generateAliases`):
-tools/mocks.py does it as the engine does, held here on a small program of its own.
+engine computes them (pulumi/pulumi pkg/resource/deploy/step_generator.go `generateAliases`).
 """
 
 from __future__ import annotations
@@ -15,9 +22,44 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import pytest
 from pulumi.runtime import settings
 
-from tools import mocks, snapshot
+from tests.conftest import EXAMPLE_STACKS, GOLDEN, stack_plan, stack_values
+from tools import mocks, plan, snapshot
+from workloads import deploy
+
+EARLIER = "urns-earlier.txt"
+
+
+def earlier_urns(stack: str) -> list[str]:
+    path = GOLDEN / stack / EARLIER
+    assert path.is_file(), f"no {path}: copy tests/golden/{stack}/urns.txt of the last release there"
+    return path.read_text().splitlines()
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_every_urn_of_the_earlier_release_is_kept(stack: str) -> None:
+    problems = snapshot.unkept(earlier_urns(stack), stack_plan(stack))
+    assert not problems, "\n".join(problems[:10])
+
+
+def test_without_the_workload_alias_every_run_is_deleted_and_created_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deploy, "ALIASES", [])
+    problems = snapshot.unkept(earlier_urns("dev"), plan.run(stack_values("dev"), "dev"))
+    gone = "URN gone (a deleted live resource: no resource has it or aliases it): urn:pulumi:dev::llm-training-eks::"
+    assert problems == [
+        f"{gone}llm-training-eks:workloads:TrainingRun$kubernetes:kubeflow.org/v2beta1:MPIJob::first-run-run-001-train",
+        f"{gone}llm-training-eks:workloads:TrainingRun$kubernetes:networking.k8s.io/v1:NetworkPolicy::first-run-run-001"
+        "-train-peers",
+        f"{gone}pulumi:pulumi:Stack$llm-training-eks:workloads:TrainingRun::first-run",
+    ]
+
+
+def test_a_snapshot_takes_a_urn_gone_that_a_resource_aliases_as_that_resource(tmp_path: Path) -> None:
+    (tmp_path / "urns.txt").write_text("urn:old\nurn:kept\nurn:lost\n")
+    lines = snapshot.differences({"urns.txt": "urn:kept\nurn:new\nurn:added\n"}, tmp_path, {"urn:old": "urn:new"})
+    assert lines == ["URN gone (a deleted live resource unless it has an alias): urn:lost", "URN new: urn:added"]
 
 
 def test_a_urn_two_resources_claim_is_refused() -> None:
@@ -95,9 +137,3 @@ def test_children_inherit_their_parents_aliases_as_the_engine_derives_them() -> 
     }
     # The SDK sent the children no alias: what they inherit is the engine's, here the monitor's.
     assert sent["app-child"] == sent["newname-x"] == sent["newname-x-y"] == 0 and sent["app"] == 1
-
-
-def test_a_snapshot_takes_a_urn_gone_that_a_resource_aliases_as_that_resource(tmp_path: Path) -> None:
-    (tmp_path / "urns.txt").write_text("urn:old\nurn:kept\nurn:lost\n")
-    lines = snapshot.differences({"urns.txt": "urn:kept\nurn:new\nurn:added\n"}, tmp_path, {"urn:old": "urn:new"})
-    assert lines == ["URN gone (a deleted live resource unless it has an alias): urn:lost", "URN new: urn:added"]
