@@ -149,7 +149,11 @@ class StackConfig(Model):
         """The namespaces the stack's serving runs live in (their team's, or the default one)."""
         return tuple(
             sorted(
-                {team_namespace(w.team) if w.team else WORKLOADS_NAMESPACE for w in self.workloads.values() if w.SERVES}
+                {
+                    team_namespace(w.team) if w.team else WORKLOADS_NAMESPACE
+                    for w in self.workloads.values()
+                    if w.KIND == "serving"
+                }
             )
         )
 

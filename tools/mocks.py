@@ -159,8 +159,8 @@ class Registration:
     provider: str
     inputs: dict[str, Any] = field(default_factory=dict)
     aliases: list[str] = field(default_factory=list)
-    """URNs this resource was known by (`aliases`): the engine takes a state entry under one of
-    them as this resource's, not as a resource to delete."""
+    """URNs this resource was known by (`aliases`, its own and those it inherits from its parent's):
+    the engine takes a state entry under one of them as this resource's, not as a resource to delete."""
     delete_before_replace: bool | None = None
     """The resource's own `deleteBeforeReplace` option; None when it leaves the order to the provider."""
     ignore_changes: list[str] = field(default_factory=list)
@@ -189,12 +189,15 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.registrations: dict[str, Registration] = {}
         self.region = mocks.region
+        self.stack_urn = ""
 
     def RegisterResource(self, request: Any) -> Any:
         request = _without_resource_references(request)
         urn = self.make_urn(request.parent, request.type, request.name)
         self._refuse_duplicate(urn)
-        if request.type != "pulumi:pulumi:Stack":
+        if request.type == "pulumi:pulumi:Stack":
+            self.stack_urn = urn
+        else:
             inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
             self.registrations[urn] = Registration(
                 urn=urn,
@@ -242,17 +245,51 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return super().ReadResource(request)
 
     def _alias_urns(self, request: Any) -> list[str]:
-        """The URNs of a registration's aliases, as the engine computes them from alias specs (a
-        spec leaves out what stays the same: name, type, parent)."""
-        urns = list(request.aliasURNs)
+        """The URNs of a registration's aliases, as the engine computes them (pulumi/pulumi
+        pkg/resource/deploy/step_generator.go, generateAliases): each spec collapsed to a URN (a spec
+        leaves out what stays the same: name, type, parent, stack, project), then multiplied by
+        every alias of the parent. The SDK sends only the resource's own specs when the monitor
+        supports them (as the engine and Pulumi's MockMonitor do); a child's aliases inherited
+        from its parent's are the engine's work, so done here. Where the engine takes the one
+        alias its state matched (of the parent, or of an alias's `parent`), this takes them all."""
+        own = list(request.aliasURNs)
         for alias in request.aliases:
             if alias.urn:
-                urns.append(alias.urn)
+                own.append(alias.urn)
                 continue
             spec = alias.spec
-            parent = "" if spec.noParent else (spec.parentUrn or request.parent)
-            urns.append(self.make_urn(parent, spec.type or request.type, spec.name or request.name))
-        return sorted(set(urns))
+            old = (spec.type or request.type, spec.name or request.name, spec.stack, spec.project)
+            if spec.noParent or spec.parentUrn == self.stack_urn:
+                parents = [self.stack_urn]  # top-level; in the mocks' URNs the stack is every top-level parent
+            elif spec.parentUrn:
+                parents = [spec.parentUrn, *self._aliases_of(spec.parentUrn)]
+            else:
+                parents = [request.parent]
+            own += [self._urn(parent, *old) for parent in parents]
+        return sorted(set(own) | set(self._inherited(request.parent, request.type, request.name, own)))
+
+    def _aliases_of(self, urn: str) -> list[str]:
+        reg = self.registrations.get(urn)
+        return reg.aliases if reg else []
+
+    def _inherited(self, parent: str, type_: str, name: str, own: list[str]) -> list[str]:
+        """The aliases a child inherits from its parent's (step_generator.go, inheritedChildAlias):
+        each alias of the parent as the parent of the child and of each of its own aliases; a
+        child named `<parent name>-x` is `<alias name>-x` under a renamed parent."""
+        parent_name = parent.split("::")[-1]
+        known_as = [(type_, name), *((u.split("::")[2].split("$")[-1], u.split("::")[-1]) for u in own)]
+        out = []
+        for parent_alias in self._aliases_of(parent):
+            for child_type, child_name in known_as:
+                if child_name.startswith(parent_name):
+                    child_name = parent_alias.split("::")[-1] + child_name[len(parent_name) :]
+                out.append(self._urn(parent_alias, child_type, child_name))
+        return out
+
+    def _urn(self, parent: str, type_: str, name: str, stack: str = "", project: str = "") -> str:
+        """A URN as this monitor makes them (`make_urn`), in another stack or project if given."""
+        here, home, rest = self.make_urn(parent, type_, name).removeprefix("urn:pulumi:").split("::", 2)
+        return "urn:pulumi:" + "::".join([stack or here, project or home, rest])
 
     def _refuse_duplicate(self, urn: str) -> None:
         if urn in self.registrations or urn in self.resources:

@@ -2,9 +2,11 @@
 reviewer checks first (`python -m tools.plan --format table`).
 
 Each top-level component type has a facts function (`FACTS`) or is listed as resources-only
-(`RESOURCES_ONLY`); the functions read the plan through `tools.plan_view.PlanView`, which
-records every input and child type asked for, so tests/plan/test_plan_table.py fails when one
-is set in no example stack (renamed, or no longer set) instead of a line silently vanishing.
+(`RESOURCES_ONLY`); a component is headed by its type's name, or by what it says it is
+(`TITLES`: a workload by its kind, `Serving chat`). The functions read the plan through
+`tools.plan_view.PlanView`, which records every input and child type asked for, so
+tests/plan/test_plan_table.py fails when one is set in no example stack (renamed, or no longer
+set) instead of a line silently vanishing.
 """
 
 from __future__ import annotations
@@ -185,16 +187,25 @@ def _addons_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     return facts
 
 
-def _is_run(urn: str) -> bool:
-    """A URN of a step of another run (a TrainingRun's child)."""
-    return "workloads:TrainingRun$" in urn
+WORKLOAD = component_type("workloads", "Workload")
 
 
-def _training_run_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
+def _workload_title(comp: dict[str, Any]) -> str:
+    """A workload is headed by its kind, as its component says (`Training first-run`, `Serving chat`)."""
+    return f"{str(comp['inputs']['kind']).capitalize()} {comp['name']}"
+
+
+def _is_acceptance_step(view: PlanView, urn: str) -> bool:
+    """A URN of a step of an acceptance run (a child of a workload of that kind)."""
+    parent = view.parent_of(urn)
+    return parent is not None and parent["type"] == WORKLOAD and parent["inputs"].get("kind") == "acceptance"
+
+
+def _workload_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     i = comp["inputs"]
     facts = [f"recipe {i.get('recipe')}, run {i.get('runId')}, steps in order:"]
     kids = {r["urn"]: r for r in view.children(comp["urn"])}
-    outside = {d for r in kids.values() for d in r["dependencies"] if d not in kids and _is_run(d)}
+    outside = {d for r in kids.values() for d in r["dependencies"] if d not in kids and _is_acceptance_step(view, d)}
     gates = sorted(d.split("::")[-1] for d in outside)
     if gates:
         facts.insert(0, f"created once {', '.join(gates)} passed (the acceptance run of its node group)")
@@ -267,7 +278,7 @@ def _stack_reference_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
 FACTS: dict[str, Callable[[PlanView, dict[str, Any]], list[str]]] = {
     "pulumi:pulumi:StackReference": _stack_reference_facts,
     component_type("infra", "CiRunner"): _ci_runner_facts,
-    component_type("workloads", "TrainingRun"): _training_run_facts,
+    WORKLOAD: _workload_facts,
     component_type("infra", "SharedStorage"): _storage_facts,
     component_type("infra", "Registry"): _registry_facts,
     component_type("infra", "ImageBuilds"): _images_facts,
@@ -277,6 +288,10 @@ FACTS: dict[str, Callable[[PlanView, dict[str, Any]], list[str]]] = {
     component_type("infra", "AcceleratedNodeGroup"): _node_group_facts,
     "pulumi:providers:aws": _provider_facts,
 }
+
+
+TITLES: dict[str, Callable[[dict[str, Any]], str]] = {WORKLOAD: _workload_title}
+"""Top-level component types headed by what the component says it is, not by their type's name."""
 
 
 RESOURCES_ONLY = frozenset(
@@ -319,7 +334,8 @@ def render_table(plan: dict[str, Any], reads: Reads | None = None) -> str:
 
 def _component_lines(view: PlanView, comp: dict[str, Any]) -> list[str]:
     """A top-level component: its kind and name, its facts, its resources, what is protected."""
-    lines = [f"{view.name(comp['type'])} {comp['name']}"]
+    title = TITLES.get(comp["type"])
+    lines = [title(comp) if title else f"{view.name(comp['type'])} {comp['name']}"]
     describe = FACTS.get(comp["type"])
     if describe is None and view.reads is not None and comp["type"] not in RESOURCES_ONLY:
         view.reads.undescribed.add(comp["type"])

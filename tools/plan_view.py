@@ -82,10 +82,16 @@ class PlanView:
         for r in plan["resources"]:
             self._by_parent[r["parent"]].append(r)
         self._types = {r["urn"]: r["type"] for r in plan["resources"]}
+        self._by_urn = {r["urn"]: r for r in plan["resources"]}
         self.names = display_names(r["type"] for r in plan["resources"])
 
     def children(self, urn: str) -> list[dict[str, Any]]:
         return list(self._by_parent.get(urn, []))
+
+    def parent_of(self, urn: str) -> dict[str, Any] | None:
+        """The resource whose child `urn` is (None: a top-level resource, or not in the plan)."""
+        r = self._by_urn.get(urn)
+        return self._by_urn.get(r["parent"]) if r else None
 
     def descendants(self, urn: str) -> list[dict[str, Any]]:
         out = []

@@ -9,7 +9,8 @@ stacks (`Pulumi.<name>.yaml` at the root) are not test subjects until you ask:
 `urns.txt` (every resource's URN, its identity in the Pulumi state: a URN that changes is a
 delete and a re-create of the live resource unless it carries an alias) and one YAML file per
 Kubernetes object the stack renders. Commit the folder; from then on `make test` plans the
-stack and fails on any difference (tests/plan/test_team_snapshots.py). After a deliberate
+stack and fails on any difference (tests/plan/test_team_snapshots.py), but a URN gone that a
+resource of the plan now aliases (`pulumi.Alias`: the same live resource, renamed). After a deliberate
 change, run it again and review the diff; delete the folder to stop. `--check` compares
 without writing. Exit 0; 1 when `--check` finds a difference (one line each); 2 for bad input.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,31 @@ MAX_LINES = 20
 def urns_text(planned: dict[str, Any]) -> str:
     """Every URN of a plan, sorted, one a line."""
     return "".join(f"{urn}\n" for urn in sorted(r["urn"] for r in planned["resources"]))
+
+
+def aliased(planned: dict[str, Any]) -> dict[str, str]:
+    """Every alias of a plan's resources -> the URN of the resource that has it (the plan JSON
+    records a resource's aliases as URNs, those inherited from its parent's included)."""
+    return {alias: r["urn"] for r in planned["resources"] for alias in r.get("aliases") or ()}
+
+
+def unkept(earlier: Iterable[str], planned: dict[str, Any]) -> list[str]:
+    """The URNs of an earlier plan whose live resource `pulumi up` would not keep, one line each:
+    neither a URN of `planned` nor an alias of one of its resources (deleted, and re-created if
+    it has a new URN); or claimed by two resources (the engine refuses the update)."""
+    current = {r["urn"] for r in planned["resources"]}
+    claims: dict[str, set[str]] = {}
+    for r in planned["resources"]:
+        for alias in r.get("aliases") or ():
+            claims.setdefault(alias, set()).add(r["urn"])
+    lines = []
+    for urn in sorted(set(earlier)):
+        by = claims.get(urn, set()) | ({urn} if urn in current else set())
+        if not by:
+            lines.append(f"URN gone (a deleted live resource: no resource has it or aliases it): {urn}")
+        elif len(by) > 1:
+            lines.append(f"URN claimed by {len(by)} resources (the engine refuses the update): {urn}: {sorted(by)}")
+    return lines
 
 
 def object_files(planned: dict[str, Any]) -> dict[str, str]:
@@ -67,13 +93,18 @@ def held_stacks() -> list[str]:
     return sorted(p.name for p in SNAPSHOTS.iterdir() if p.is_dir()) if SNAPSHOTS.is_dir() else []
 
 
-def differences(expected: dict[str, str], folder: Path) -> list[str]:
-    """What differs between a snapshot folder and the files it should hold, one line each."""
+def differences(expected: dict[str, str], folder: Path, aliases: Mapping[str, str] | None = None) -> list[str]:
+    """What differs between a snapshot folder and the files it should hold, one line each; a URN
+    gone that a resource now aliases (`aliases`: alias -> its resource's URN) is that resource,
+    renamed: neither it nor its new URN is a difference."""
     found = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()} if folder.is_dir() else {}
     lines = []
     old, new = set(found.get(URNS, "").splitlines()), set(expected[URNS].splitlines())
-    lines += [f"URN gone (a deleted live resource unless it has an alias): {u}" for u in sorted(old - new)]
-    lines += [f"URN new: {u}" for u in sorted(new - old)]
+    renamed = {u: (aliases or {})[u] for u in old - new if u in (aliases or {})}
+    lines += [
+        f"URN gone (a deleted live resource unless it has an alias): {u}" for u in sorted(old - new - set(renamed))
+    ]
+    lines += [f"URN new: {u}" for u in sorted(new - old - set(renamed.values()))]
     for name in sorted((set(found) | set(expected)) - {URNS}):
         if name not in expected:
             lines.append(f"object gone: {name}")
@@ -113,7 +144,8 @@ def check(stack: str) -> list[str]:
         ]
     if not folder.is_dir():
         return [f"no snapshot in {cli.shown(folder)}/: make snapshot STACK={stack} writes one"]
-    return differences(snapshot_files(plan_of(stack)), folder)
+    planned = plan_of(stack)
+    return differences(snapshot_files(planned), folder, aliased(planned))
 
 
 def write(stack: str) -> str:

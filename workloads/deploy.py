@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from config.amis import image_runtime
 from config.checkpoints import write_mb_per_second
-from config.workloads import Run
+from config.workloads import Kind, Run, RunConfig, TrainingRun
 from facts.names import component_type
 from infra.platform import Platform
 from workloads import manifests
@@ -31,7 +31,7 @@ from workloads.manifests.objects import HUGGING_FACE_TOKEN, SECRET_ENV, Source
 IMAGE_PLACEHOLDER = "registry.invalid/placeholder:0"
 
 
-def image_of(run: Run, registry_urls: Mapping[str, Any], platform: Platform | None = None) -> pulumi.Input[str]:
+def image_of(run: RunConfig, registry_urls: Mapping[str, Any], platform: Platform | None = None) -> pulumi.Input[str]:
     """The run's image: as configured, a recipe's pinned public image for its node group, or
     `<recipe repository URL>:<tag>`, the tag being `imageTag` or the one the stack builds from
     images/<repository>/ (infra/images.py)."""
@@ -42,22 +42,21 @@ def image_of(run: Run, registry_urls: Mapping[str, Any], platform: Platform | No
     repo = run.REPOSITORY
     tag = run.image_tag_or_built
     if repo is None or repo not in registry_urls or tag is None:
-        raise ValueError(f"no registry URL for repository {repo!r} of recipe {run.recipe}")
+        raise ValueError(f"no registry URL for repository {repo!r} of recipe {run.RECIPE}")
     return pulumi.Output.concat(registry_urls[repo], ":", tag)
 
 
-def source_of(run: Run, workloads: Mapping[str, Run]) -> tuple[str, Run, str] | None:
+def source_of(run: Run, workloads: Mapping[str, Run]) -> tuple[str, TrainingRun, str] | None:
     """The training run a serving run converts: (its workload name, its config, its run id)."""
     model = getattr(run, "model", None)
     name = getattr(model, "workload", None)
-    if not isinstance(name, str) or name not in workloads:
+    if not isinstance(name, str) or not isinstance(trained := workloads.get(name), TrainingRun):
         return None
-    trained = workloads[name]
     return name, trained, getattr(model, "run_id", None) or trained.run_id
 
 
 def context(
-    platform: Platform, run: Run, image: str, source: tuple[str, Run, str] | None = None, source_image: str = ""
+    platform: Platform, run: Run, image: str, source: tuple[str, TrainingRun, str] | None = None, source_image: str = ""
 ) -> manifests.Context:
     found = None
     if source is not None:
@@ -81,24 +80,34 @@ def context(
     )
 
 
-class TrainingRun(pulumi.ComponentResource):
-    """One configured workload: its steps (data Jobs, MPIJobs, TensorBoard...) in order. Its
-    inputs carry the run's plans: `checkpoints` (size, write time, share of training time) and,
-    where its recipe models it, `throughput` (tokens/s, MFU, time to first step), which the
+WORKLOAD = component_type("workloads", "Workload")
+ALIASES = [pulumi.Alias(type_=component_type("workloads", "TrainingRun"))]
+"""The type every workload had before it had a kind: with this alias `pulumi up` keeps
+each workload and its objects (the children inherit it), tests/plan/test_urn_aliases.py."""
+
+
+class Workload(pulumi.ComponentResource):
+    """One configured workload, a training run, a server or an acceptance run (`kind`): its steps
+    (data Jobs, MPIJobs, Deployments, Services...) in order. Its inputs say what it is (`kind`,
+    `recipe`, `runId`) and carry a run's plans: `checkpoints` (size, write time, share of training
+    time), `throughput` (tokens/s, MFU) and `startup` where its recipe models them, which the
     offline plan's table shows."""
 
     def __init__(
         self,
         name: str,
+        kind: Kind,
         recipe: str,
         run_id: str,
         plans: Mapping[str, Mapping[str, object]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        props: dict[str, object] = {"recipe": recipe, "runId": run_id}
+        props: dict[str, object] = {"kind": kind, "recipe": recipe, "runId": run_id}
         for key, value in sorted((plans or {}).items()):
             props[key] = dict(value)
-        super().__init__(component_type("workloads", "TrainingRun"), name, props, opts)
+        super().__init__(
+            WORKLOAD, name, props, pulumi.ResourceOptions.merge(pulumi.ResourceOptions(aliases=ALIASES), opts)
+        )
 
 
 def deploy(
@@ -115,8 +124,8 @@ def deploy(
     # Acceptance runs first: every other run on their node group waits for them to pass (an awaited
     # acceptance run sharing the group's quota with a training run admitted first would wait for
     # that run to end, past its timeout; a failed acceptance leaves the capacity unused).
-    for workload_name, run in sorted(workloads.items(), key=lambda kv: (not kv[1].GATES_NODE_GROUP, kv[0])):
-        component = TrainingRun(workload_name, run.recipe, run.run_id, plans.get(workload_name))
+    for workload_name, run in sorted(workloads.items(), key=lambda kv: (kv[1].KIND != "acceptance", kv[0])):
+        component = Workload(workload_name, run.KIND, run.recipe, run.run_id, plans.get(workload_name))
         source = source_of(run, workloads)
         source_image = image_of(source[1], platform.registry_urls, platform) if source else ""
         images = pulumi.Output.all(image_of(run, platform.registry_urls, platform), source_image)
@@ -130,14 +139,14 @@ def deploy(
             def spec(imgs: list[str], i: int = i, run: Run = run, name: str = workload_name, src: Any = source) -> Any:
                 return manifests.steps(name, run, context(platform, run, imgs[0], src, imgs[1]))[i].obj.get("spec")
 
-            gate = [] if run.GATES_NODE_GROUP else gates.get(run.node_group, [])
+            gate = [] if run.KIND == "acceptance" else gates.get(run.node_group, [])
             opts = pulumi.ResourceOptions(
                 parent=component,
                 provider=platform.provider,
                 depends_on=[*platform.depends_on_for(run.team), *gate, *(created[a] for a in step.after)],
             )
             created[step.name] = _apply(step, images.apply(spec), secret_values(step, run, token), opts)
-        if run.GATES_NODE_GROUP:
+        if run.KIND == "acceptance":
             gates.setdefault(run.node_group, []).append(created[skeleton[-1].name])
         out[workload_name] = list(created.values())
         component.register_outputs({})

@@ -11,7 +11,7 @@ from config.names import plain_secrets, run_name, run_objects
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.training import size_bytes
-from config.workloads import RECIPES, RunConfig, WorkloadConfig
+from config.workloads import RECIPES, RunConfig, TrainingRun, WorkloadConfig
 from facts import instances, versions
 from facts.limits import NCCL_TESTS_BUFFERS, NCCL_TESTS_RESERVED_BYTES
 from facts.names import PLATFORM_ENV
@@ -193,14 +193,15 @@ def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collecti
 
 
 def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageConfig) -> list[str]:
-    """The checkpoints every run keeps fit in the shared file system, with room to spare."""
-    kept = {name: p for name, run in sorted(workloads.items()) if (p := run.checkpoint_plan(storage))}
+    """The checkpoints every training run keeps fit in the shared file system, with room to spare."""
+    trained = {name: run for name, run in sorted(workloads.items()) if isinstance(run, TrainingRun)}
+    kept = {name: p for name, run in trained.items() if (p := run.checkpoint_plan(storage))}
     total = sum(p.kept_bytes for p in kept.values())
     room = storage.storage_capacity_gib * GIB * STORAGE_SHARE
     if total <= room:
         return []
     listed = ", ".join(f"{n}: {p.kept} x {p.size_bytes / 1e9:,.0f} GB" for n, p in kept.items())
-    keys = ", ".join(f"workloads.{n}.{workloads[n].checkpoints_kept_key}" for n in kept)
+    keys = ", ".join(f"workloads.{n}.{trained[n].checkpoints_kept_key}" for n in kept)
     return [
         f"storage.storageCapacityGib: the checkpoints the runs keep ({listed}) need {total / 1e12:,.2f} TB, more than"
         f" {STORAGE_SHARE:.0%} of {storage.storage_capacity_gib} GiB; grow the file system (a multiple"
@@ -222,6 +223,8 @@ def checkpoint_share(workloads: Mapping[str, WorkloadConfig], groups: Groups, st
     shortest interval that fits."""
     problems = []
     for name, run in sorted(workloads.items()):
+        if not isinstance(run, TrainingRun):  # only a training run checkpoints
+            continue
         ng = groups.get(run.node_group)
         plan = run.checkpoint_plan(storage, run_step_seconds(run, ng.instance.name)) if ng else None
         share = plan.write_share if plan else None

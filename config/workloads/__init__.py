@@ -1,11 +1,13 @@
-"""Training runs (`workloads`): one model per recipe, discriminated by `recipe`; the registry.
+"""Workloads (`workloads`): one model per recipe, discriminated by `recipe`; the registry.
 
 `workloads` is a map of named runs. Each run names its recipe; the recipe picks its model (a
 union discriminated by `recipe`). A recipe is one module of this package: its config model,
-which states the recipe's facts as class attributes (the accelerator it needs, the ECR
-repository its image is built into from images/<repository>/, the steps it plans, its
-checkpoint model, step-time source, docs row, example stacks, the upstream facts its
-arguments are held against; base.RunConfig lists them), and one builder in
+subclass of the base of its kind (base.TrainingRun, ServingRun or AcceptanceRun, each with
+only the interface of its kind: a server has no checkpoints), which states the recipe's facts
+as class attributes (the accelerator it needs, the ECR repository its image is built into from
+images/<repository>/, the steps it plans, a training run's checkpoint model, step-time source,
+docs row, example stacks, the upstream facts its arguments are held against; base.RunConfig
+lists them), and one builder in
 workloads/manifests/. Checks that need the node groups or the storage (unknown node group,
 accelerator mismatch, node count, ranks and parallelism, Neuron SDK versus instance family,
 checkpoint space) run after parsing, in config/checks/, so each can name its key.
@@ -19,7 +21,7 @@ from typing import Annotated, get_args
 
 from pydantic import Field
 
-from config.workloads.base import RECIPE_FACTS, MegatronRun, RunConfig
+from config.workloads.base import RECIPE_FACTS, AcceptanceRun, Kind, MegatronRun, RunConfig, ServingRun, TrainingRun
 from config.workloads.bert_neuron import BertNeuronWorkload
 from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
@@ -35,11 +37,13 @@ from config.workloads.vllm_serve import VllmServeWorkload
 __all__ = [
     "RECIPES",
     "RECIPE_FACTS",
+    "AcceptanceRun",
     "BertNeuronWorkload",
     "CustomWorkload",
     "DdpCpuWorkload",
     "FabricGpuRun",
     "FabricNeuronRun",
+    "Kind",
     "Llama2NeuronWorkload",
     "Llama3NxdWorkload",
     "MegatronBridgeWorkload",
@@ -47,7 +51,9 @@ __all__ = [
     "NemoGpuWorkload",
     "Run",
     "RunConfig",
+    "ServingRun",
     "TorchTitanNeuronWorkload",
+    "TrainingRun",
     "VllmServeWorkload",
     "WorkloadConfig",
 ]

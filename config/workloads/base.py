@@ -1,9 +1,10 @@
-"""What every training run says, whatever its recipe, and what each recipe must state about itself."""
+"""What every workload says, whatever its kind and recipe; the three kinds (training, serving,
+acceptance), each with only its own interface; and what each recipe must state about itself."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -25,21 +26,30 @@ def _without_unused(schema: dict[str, Any], model: type[Any]) -> None:
         schema.get("properties", {}).pop(to_camel(name), None)
 
 
+Kind = Literal["training", "serving", "acceptance"]
+"""What a workload is: a training run, a server, or an acceptance run of new capacity."""
+
+
 class RunConfig(ProcessEnv):
-    """What every training run says, whatever its recipe.
+    """What every workload says, whatever its kind and recipe. A recipe subclasses the base of
+    its kind (TrainingRun, ServingRun, AcceptanceRun below), never this class directly.
 
     A recipe subclass states its facts as class attributes: the accelerator it needs
     (None: any), the ECR repository of its image (None: the stack must name `image`), and
     the steps it plans, in order (the builder in workloads/manifests/ emits exactly these);
     and, each stated by the recipe itself (inherited from a shared base like MegatronRun at
-    most, never from another recipe; RECIPE_FACTS lists them and a test holds every recipe to
-    them): its checkpoint model, step-time source, docs row, example stacks, and the upstream
-    facts its script arguments are held against.
+    most, never from another recipe; RECIPE_FACTS and its kind's KIND_FACTS list them, a test holds
+    every recipe to them): its step-time source, docs row, example stacks, the upstream facts its
+    script arguments are held against and, a training run, its checkpoint model.
     """
 
     model_config = ConfigDict(json_schema_extra=_without_unused)
 
     RECIPE: ClassVar[str]
+    KIND: ClassVar[Kind]
+    """The workload's kind, stated by the base of its kind: what the plan calls it and what it does."""
+    KIND_FACTS: ClassVar[tuple[str, ...]] = ()
+    """What every recipe of this kind states itself, beside RECIPE_FACTS."""
     ACCELERATOR: ClassVar[instances.Accelerator | None] = None
     REPOSITORY: ClassVar[str | None] = None
     STEPS: ClassVar[tuple[str, ...]]
@@ -50,15 +60,8 @@ class RunConfig(ProcessEnv):
     facts/versions.py); None: any framework its SDK has (bring-your-own code)."""
     PUBLIC_IMAGES: ClassVar[bool] = False
     """The recipe runs a pinned public image per accelerator (facts.serving) unless `image` is set."""
-    SERVES: ClassVar[bool] = False
-    """A server, not a training run: no first training step (its start is modeled in its cost line)."""
-    GATES_NODE_GROUP: ClassVar[bool] = False
-    """An acceptance run: the stack's other runs on its node group are created only once it passed
-    (workloads.deploy), so none competes with it for the group's quota while `pulumi up` waits."""
     RUNS_ON_CPU: ClassVar[bool] = False
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
-    CHECKPOINTS: ClassVar[CheckpointModel]
-    """How big its checkpoints are (bytes per parameter and its source), or why they are not sized."""
     STEP_TIME: ClassVar[StepTime]
     COMPILE: ClassVar[CompileTime]
     """The graph compile before the first step (config.startup)."""
@@ -250,6 +253,52 @@ class RunConfig(ProcessEnv):
         return None
 
     @property
+    def initial_weight_bytes(self) -> int | None:
+        """Bytes of weights the run loads before its first step (0: it starts from random weights;
+        None: unknown)."""
+        return None
+
+    def published_mfu(self, instance_type: str) -> tuple[float, str] | None:
+        """The MFU of the published run the step time is estimated from, and what was measured,
+        where that run states its own model FLOPs; None: the plan computes MFU from the model."""
+        return None
+
+    def throughput_plan(
+        self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
+    ) -> dict[str, object]:
+        """The run's throughput line of the plan (config/workloads/throughput.py): step time and `basis`,
+        tokens/s, MFU, support status, time to the first step and to resume."""
+        return plan_throughput(self, instance_type, step_seconds, basis, storage)
+
+    def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
+        """The recipe's own rules against the instance type of its node group."""
+        model = self.model_shape
+        return parallelism_problems(key, model, self.nodes, instance) if model is not None else []
+
+    def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
+        """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
+        and how the plan names it (None: no published measurement applies)."""
+        source = self.STEP_TIME
+        if not isinstance(source, PublishedStepTime):
+            return None
+        seconds = source.estimate(self, instance_type)
+        return None if seconds is None else (seconds, source.basis)
+
+
+RECIPE_FACTS = ("STEP_TIME", "COMPILE", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION")
+"""What every recipe states itself, whatever its kind (a test names the recipe and the one it lacks)."""
+
+
+class TrainingRun(RunConfig):
+    """A run that trains a model for a number of optimizer steps and checkpoints as it goes: how
+    often, how many it keeps, how big they are against the shared file system."""
+
+    KIND: ClassVar[Kind] = "training"
+    KIND_FACTS: ClassVar[tuple[str, ...]] = ("CHECKPOINTS",)
+    CHECKPOINTS: ClassVar[CheckpointModel]
+    """How big its checkpoints are (bytes per parameter and its source), or why they are not sized."""
+
+    @property
     def checkpoint_interval(self) -> int | None:
         """Steps between checkpoints (None: not counted in steps)."""
         raise NotImplementedError
@@ -275,29 +324,6 @@ class RunConfig(ProcessEnv):
         return None
 
     @property
-    def initial_weight_bytes(self) -> int | None:
-        """Bytes of weights the run loads before its first step (0: it starts from random weights;
-        None: unknown)."""
-        return None
-
-    def published_mfu(self, instance_type: str) -> tuple[float, str] | None:
-        """The MFU of the published run the step time is estimated from, and what was measured,
-        where that run states its own model FLOPs; None: the plan computes MFU from the model."""
-        return None
-
-    def throughput_plan(
-        self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
-    ) -> dict[str, object]:
-        """The run's throughput line of the plan (config/workloads/throughput.py): step time and `basis`,
-        tokens/s, MFU, support status, time to the first step and to resume."""
-        return plan_throughput(self, instance_type, step_seconds, basis, storage)
-
-    def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
-        """The recipe's own rules against the instance type of its node group."""
-        model = self.model_shape
-        return parallelism_problems(key, model, self.nodes, instance) if model is not None else []
-
-    @property
     def checkpoint_parameters(self) -> int | None:
         """Parameters a checkpoint holds (None: unknown, e.g. bring-your-own code)."""
         return None
@@ -318,21 +344,23 @@ class RunConfig(ProcessEnv):
             self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total, self.checkpoint_assumes
         )
 
-    def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
-        """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
-        and how the plan names it (None: no published measurement applies)."""
-        source = self.STEP_TIME
-        if not isinstance(source, PublishedStepTime):
-            return None
-        seconds = source.estimate(self, instance_type)
-        return None if seconds is None else (seconds, source.basis)
+
+class ServingRun(RunConfig):
+    """A server: replicas that stay up, no optimizer step and no checkpoint; its start (weights,
+    engine, compile) and its cost per hour are its cost line's, not a first training step's."""
+
+    KIND: ClassVar[Kind] = "serving"
 
 
-RECIPE_FACTS = ("CHECKPOINTS", "STEP_TIME", "COMPILE", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION")
-"""What every recipe states itself (a test names the recipe and the one it lacks)."""
+class AcceptanceRun(RunConfig):
+    """An acceptance run of new capacity: it trains nothing and writes no checkpoint; the stack's
+    other runs on its node group are created only once it passed (workloads.deploy), so none
+    competes with it for the group's quota while `pulumi up` waits."""
+
+    KIND: ClassVar[Kind] = "acceptance"
 
 
-class MegatronRun(RunConfig):
+class MegatronRun(TrainingRun):
     """A run that trains a Megatron GPT model (NeMo, neuronx-nemo-megatron): shape and schedule."""
 
     model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}), description="Model shape.")

@@ -10,7 +10,7 @@ from pydantic import Field
 from config.checkpoints import CheckpointModel, CheckpointSize
 from config.startup import CompileTime
 from config.training import BertDataConfig, BertTrainingConfig
-from config.workloads.base import RunConfig
+from config.workloads.base import TrainingRun
 from config.workloads.recipe import (
     Arguments,
     Converter,
@@ -29,7 +29,7 @@ BERT_LARGE_PARAMETERS = 335_000_000
 """BERT-large with its pretraining heads (Devlin et al. 2019: 340M; bert-large-uncased: 335M)."""
 
 
-class BertNeuronWorkload(RunConfig):
+class BertNeuronWorkload(TrainingRun):
     """BERT-large phase-1 pretraining on Trainium, data parallel (the Neuron BERT tutorial)."""
 
     RECIPE: ClassVar[str] = "bert-neuron"

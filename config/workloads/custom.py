@@ -8,7 +8,7 @@ from pydantic import Field
 
 from config.checkpoints import CheckpointModel, NotSized
 from config.startup import CompileTime
-from config.workloads.base import RunConfig
+from config.workloads.base import TrainingRun
 from config.workloads.recipe import (
     Arguments,
     Converter,
@@ -24,7 +24,7 @@ from config.workloads.recipe import (
 from facts import instances
 
 
-class CustomWorkload(RunConfig):
+class CustomWorkload(TrainingRun):
     """Bring your own training code: any image and command, run once per node."""
 
     RECIPE: ClassVar[str] = "custom"

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from config.base import KeyProblem
 from config.checkpoints import CheckpointModel, NotSized
 from config.startup import NO_COMPILE, CompileTime
-from config.workloads.base import RunConfig
+from config.workloads.base import TrainingRun
 from config.workloads.recipe import (
     Arguments,
     Converter,
@@ -26,7 +26,7 @@ from facts import images, instances
 from facts.names import SYSTEM_NODE_GROUP
 
 
-class DdpCpuWorkload(RunConfig):
+class DdpCpuWorkload(TrainingRun):
     """PyTorch DDP over gloo on the system nodes' CPUs, the first run of a platform: the MPI operator,
     Kueue, the shared volume, checkpoints, a restart and a resume, with a public image."""
 

@@ -10,10 +10,9 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from config.base import KeyProblem
-from config.checkpoints import CheckpointModel, NotSized
 from config.startup import NO_COMPILE, CompileTime
 from config.storage import StorageConfig
-from config.workloads.base import RunConfig
+from config.workloads.base import AcceptanceRun
 from config.workloads.fabric_time import AcceptanceTime, acceptance_time
 from config.workloads.recipe import Converter, NoConversion, StepTime, UnknownStepTime
 from facts import fabric, instances
@@ -23,11 +22,9 @@ CHECKS_SECONDS = 30 * 60
 all-reduce and the sweep (the modeled length must fit: `problems_on`)."""
 
 
-class FabricAcceptanceRun(RunConfig):
+class FabricAcceptanceRun(AcceptanceRun):
     """A fabric acceptance run: not a recipe itself; `fabric-gpu` and `fabric-neuron` are."""
 
-    GATES_NODE_GROUP: ClassVar[bool] = True
-    CHECKPOINTS: ClassVar[CheckpointModel] = NotSized("it trains nothing and writes no checkpoint")
     CONVERSION: ClassVar[Converter] = NoConversion("an acceptance run measures the fabric and trains no model")
     COMPILE: ClassVar[CompileTime] = NO_COMPILE
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
@@ -90,16 +87,8 @@ class FabricAcceptanceRun(RunConfig):
         self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
     ) -> dict[str, object]:
         """No throughput: the acceptance run's modeled length (and its support status), for the
-        plan's TrainingRun lines."""
+        plan's Acceptance lines."""
         out = super().throughput_plan(instance_type, None, "it trains nothing", storage)
         if instance_type in fabric.FLOORS:
             out["acceptance"] = self.length_on(instances.get(instance_type)).as_dict()
         return out
-
-    @property
-    def checkpoint_interval(self) -> None:
-        return None
-
-    @property
-    def checkpoints_kept(self) -> int:
-        return 0

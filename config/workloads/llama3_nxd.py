@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from config.base import KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, CheckpointSize, transformer_flops_per_token
 from config.startup import CompileTime
-from config.workloads.base import RunConfig
+from config.workloads.base import TrainingRun
 from config.workloads.recipe import (
     Arguments,
     Converter,
@@ -130,7 +130,7 @@ class Llama3NxdData(Model):
         return v
 
 
-class Llama3NxdWorkload(RunConfig):
+class Llama3NxdWorkload(TrainingRun):
     """Llama 3 8B pretraining on trn1/trn1n with NxD (TP + ZeRO-1) on Neuron SDK 2.28: maintenance-only,
     NxD's training APIs end there; new Trainium training is TorchNeuron on trn2/trn3."""
 

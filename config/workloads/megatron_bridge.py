@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from config.base import KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, CheckpointSize
 from config.startup import NO_COMPILE, CompileTime
-from config.workloads.base import RunConfig
+from config.workloads.base import TrainingRun
 from config.workloads.bridge_throughput import STEP_TIME, published_mfu
 from config.workloads.recipe import (
     Arguments,
@@ -141,7 +141,7 @@ class BridgeCheckpoints(Model):
     )
 
 
-class MegatronBridgeWorkload(RunConfig):
+class MegatronBridgeWorkload(TrainingRun):
     """Llama 3.1 or Qwen3 pre-training or SFT with Megatron Bridge on NVIDIA GPU nodes (p5, p5en, p6-b200, p6-b300)."""
 
     RECIPE: ClassVar[str] = "megatron-bridge"

@@ -57,6 +57,6 @@ def loads(run: Any, storage: StorageConfig | None) -> dict[str, object]:
     read = write_mb_per_second(storage) * 1e6
     if (weights := run.initial_weight_bytes) is not None:
         out["loadSeconds"] = round(weights / read)
-    if (checkpoint := run.checkpoint_plan(storage)) is not None:
+    if run.KIND == "training" and (checkpoint := run.checkpoint_plan(storage)) is not None:
         out["resumeLoadSeconds"] = round(checkpoint.size_bytes / read)
     return out

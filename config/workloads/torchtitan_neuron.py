@@ -18,7 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from config.base import KeyProblem, Model, matches
 from config.checkpoints import CheckpointModel, CheckpointSize, transformer_flops_per_token
 from config.startup import CompileTime
-from config.workloads.base import RunConfig
+from config.workloads.base import TrainingRun
 from config.workloads.recipe import (
     Arguments,
     Converter,
@@ -138,7 +138,7 @@ class TorchTitanTraining(Model):
     )
 
 
-class TorchTitanNeuronWorkload(RunConfig):
+class TorchTitanNeuronWorkload(TrainingRun):
     """TorchTitan pre-training on Trainium2 (trn2) with TorchNeuron: Neuron SDK 2.33, public beta."""
 
     RECIPE: ClassVar[str] = "torchtitan-neuron"

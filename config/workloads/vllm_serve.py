@@ -15,9 +15,8 @@ from pydantic import Field, field_validator, model_validator
 
 from config.aws import check_acm_certificate_arn
 from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, matches
-from config.checkpoints import CheckpointModel, NotSized
 from config.startup import CompileTime
-from config.workloads.base import RunConfig
+from config.workloads.base import RunConfig, ServingRun, TrainingRun
 from config.workloads.recipe import (
     Arguments,
     Converter,
@@ -125,16 +124,14 @@ class ServeClientsConfig(Model):
     )
 
 
-class VllmServeWorkload(RunConfig):
+class VllmServeWorkload(ServingRun):
     """A model served with vLLM: a Deployment of replicas (or, for a replica larger than one node,
     a LeaderWorkerSet of groups) behind a Service, fed from /shared."""
 
     RECIPE: ClassVar[str] = "vllm-serve"
     PUBLIC_IMAGES: ClassVar[bool] = True
-    SERVES: ClassVar[bool] = True
     STEPS: ClassVar[tuple[str, ...]] = ("image", "dirs", "model", "serve", "service", "clients")
     UNUSED_KEYS: ClassVar[tuple[str, ...]] = ("health_check", "step_seconds", "max_retries", "image_tag")
-    CHECKPOINTS: ClassVar[CheckpointModel] = NotSized("a server writes no checkpoints")
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
         "a server has no optimizer step: its cost is its replicas' hours, in the plan per hour"
     )
@@ -237,14 +234,6 @@ class VllmServeWorkload(RunConfig):
     def hub_repos(self) -> tuple[needs.HubRepo, ...]:
         repo = self.model.hub_repo
         return (repo,) if repo else ()
-
-    @property
-    def checkpoint_interval(self) -> None:
-        return None
-
-    @property
-    def checkpoints_kept(self) -> int:
-        return 0
 
     def image_on(self, instance: instances.InstanceType) -> str | None:
         if self.image:
@@ -370,7 +359,7 @@ class VllmServeWorkload(RunConfig):
     def served_parameters(self, workloads: Mapping[str, RunConfig]) -> float | None:
         """Parameters of the model served: the Hub model's as configured, or the training run's shape."""
         trained = workloads.get(self.model.workload or "")
-        return self.parameters or (trained.checkpoint_parameters if trained else None)
+        return self.parameters or (trained.checkpoint_parameters if isinstance(trained, TrainingRun) else None)
 
     def hourly_basis(
         self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]

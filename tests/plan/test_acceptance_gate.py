@@ -13,7 +13,7 @@ from tests.conftest import run_plan, stack_plan, stack_values
 from tools.plan_table import render_table
 
 NS = "llm-training-eks:"
-RUN = "llm-training-eks:workloads:TrainingRun"
+RUN = "llm-training-eks:workloads:Workload"
 
 
 def _children(plan: dict[str, Any], workload: str) -> list[dict[str, Any]]:

@@ -80,7 +80,9 @@ def test_moving_a_run_into_a_team_on_purpose_replaces_it_in_the_team_namespace()
         if r["type"] == NAMESPACE and r["inputs"]["metadata"]["name"] == "training"
     ]
     assert update.steps[training].op == "same"
-    moved = {u for u in run_objects(before) if "TrainingRun" in u or "mpijob" in u.lower() or "job" in u.lower()}
+    moved = {
+        u for u in run_objects(before) if ":workloads:Workload" in u or "mpijob" in u.lower() or "job" in u.lower()
+    }
     assert moved and all(update.steps[u].op in ("delete", "replace") for u in moved if u in update.steps)
 
 

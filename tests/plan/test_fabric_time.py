@@ -68,7 +68,7 @@ def test_the_model_counts_the_commands_the_launcher_runs(stack: str) -> None:
     script are the model's (none run with an -n or -w of their own on Neuron: the defaults hold)."""
     (name, run) = next(iter(stack_values(stack)["llm-training-eks:workloads"].items()))
     plan = stack_plan(stack)
-    model = next(r for r in plan["resources"] if r["name"] == name and r["type"].endswith("TrainingRun"))
+    model = next(r for r in plan["resources"] if r["name"] == name and r["type"].endswith(":Workload"))
     rendered = _rendered(launcher_script(acceptance_job(stack)))
     cfg = config.parse(config.from_stack_values(stack_values(stack)))
     typed = cfg.workloads[name]

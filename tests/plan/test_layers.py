@@ -33,7 +33,7 @@ LAYERED = {"aws": "trn1-llama2-aws", "cluster": "trn1-llama2-cluster", "runs": "
 ENVIRONMENTS = {env: {layer: f"{env}-{layer}" for layer in LAYERED} for env in (ALL, "trn1-shared")}
 """Each all-in-one example stack that has a layered twin, with its three layers."""
 READS = "pulumi:pulumi:StackReference"
-TRAINING_RUN = component_type("workloads", "TrainingRun")
+WORKLOAD = component_type("workloads", "Workload")
 
 
 def key(r: dict[str, Any]) -> tuple[str, str]:
@@ -173,7 +173,7 @@ def _changed(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
 def _layer_of_urn(urn: str, plan: dict[str, Any], layers_by_key: dict[tuple[str, str], str]) -> str:
     """The layer of a resource: as the layered stacks declare it; a new one (a new run's or a new
     team's objects have new names) by the nearest component that the layered stacks declare."""
-    if TRAINING_RUN in urn:
+    if WORKLOAD in urn:
         return "runs"
     resources = {r["urn"]: r for r in plan["resources"]}
     r = resources[urn]

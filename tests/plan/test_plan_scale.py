@@ -52,10 +52,10 @@ def _team_urns(plan: dict[str, Any]) -> dict[str, set[str]]:
         if r["type"] == "kubernetes:core/v1:Namespace" and name.startswith("team-"):
             team = name.removeprefix("team-")
         elif ns.startswith("team-") and r["type"] != "kubernetes:kubeflow.org/v2beta1:MPIJob":
-            team = ns.removeprefix("team-") if not r["parent"].endswith("TrainingRun") else None
+            team = ns.removeprefix("team-") if not r["parent"].endswith(":Workload") else None
         elif r["type"].startswith("kubernetes:kueue.x-k8s.io/") and r["inputs"]["kind"] != "ResourceFlavor":
             team = name.removeprefix("team-")
-        if team is not None and "TrainingRun" not in r["urn"]:
+        if team is not None and ":workloads:Workload" not in r["urn"]:
             out.setdefault(team, set()).add(r["urn"])
     return out
 
@@ -64,7 +64,7 @@ def test_a_run_waits_for_its_own_team_only() -> None:
     plan = run_plan(teams_and_runs(3, 6))
     teams = _team_urns(plan)
     assert set(teams) == {"t0", "t1", "t2"} and all(len(u) >= 6 for u in teams.values()), teams
-    runs = [r for r in plan["resources"] if "TrainingRun" in r["urn"] and r["custom"]]
+    runs = [r for r in plan["resources"] if ":workloads:Workload" in r["urn"] and r["custom"]]
     assert runs
     for r in runs:
         team = r["inputs"]["metadata"]["namespace"].removeprefix("team-")

@@ -67,6 +67,22 @@ def test_make_snapshot_writes_and_the_check_then_holds_the_stack(team: Path) -> 
     assert out.getvalue() == "" and len(lines) <= snapshot.MAX_LINES + 1
 
 
+def test_a_urn_gone_that_a_resource_aliases_is_the_same_resource(team: Path) -> None:
+    """A snapshot taken before the workloads had a kind (type `TrainingRun`) still holds: the
+    Workload component aliases that type and its objects inherit the alias. A URN gone that
+    nothing aliases is still a difference."""
+    assert newstack.main(["prod", "--from", "dev"], stderr=io.StringIO()) == 0
+    assert snapshot.main(["--stack", "prod"], stderr=io.StringIO()) == 0
+    urns = team / "tests" / "snapshots" / "prod" / "urns.txt"
+    now = urns.read_text()
+    assert ":workloads:Workload" in now
+    urns.write_text(now.replace(":workloads:Workload", ":workloads:TrainingRun"))
+    assert snapshot.check("prod") == []
+    urns.write_text(now.replace(":workloads:Workload", ":workloads:Job"))
+    gone = [line for line in snapshot.check("prod") if line.startswith("URN gone")]
+    assert len(gone) == now.count(":workloads:Workload") and all(":workloads:Job" in line for line in gone)
+
+
 def test_a_snapshot_is_only_of_a_stack_of_yours(team: Path) -> None:
     """An example is held by tests/golden; a snapshot without its stack file fails the check."""
     for stack, path in (("dev", "Pulumi.dev.yaml"), ("p5en", "examples/Pulumi.p5en.yaml")):

@@ -17,14 +17,14 @@ import pytest
 
 import config
 from config import ConfigError, checks, startup
-from config.workloads import RECIPES, BertNeuronWorkload, Llama2NeuronWorkload
+from config.workloads import BertNeuronWorkload, Llama2NeuronWorkload
 from tests import upstream
 from tests.conftest import ALL_IN_ONE_STACKS, stack_plan, stack_values
 from tools import plan as plan_mod
 from tools.plan_table import render_table
 
 FACTS = upstream.facts("time-to-first-step")
-TRAINING_RUN = "llm-training-eks:workloads:TrainingRun"
+WORKLOAD = "llm-training-eks:workloads:Workload"
 
 
 def test_the_model_uses_the_published_figures() -> None:
@@ -34,10 +34,8 @@ def test_the_model_uses_the_published_figures() -> None:
 
 
 def _runs(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """The training runs (a server has no first training step)."""
-    return [
-        r for r in plan["resources"] if r["type"].endswith("TrainingRun") and not RECIPES[r["inputs"]["recipe"]].SERVES
-    ]
+    """The runs with a first step (a server has none), as their components say."""
+    return [r for r in plan["resources"] if r["type"].endswith(":Workload") and r["inputs"]["kind"] != "serving"]
 
 
 @pytest.mark.parametrize("stack", [s for s in ALL_IN_ONE_STACKS if _runs(stack_plan(s))])

@@ -7,7 +7,9 @@ unchanged; a deliberate change regenerates them and shows up in review:
 
     UPDATE_GOLDEN=1 python -m pytest -q tests -k urn_snapshot
 
-A team's own stacks get the same check when the team asks for it (tools.snapshot,
+A renamed resource keeps its live resource through an alias: tests/plan/test_urn_aliases.py holds
+every URN of the last release (urns-earlier.txt) to today's plan and its aliases. A team's own
+stacks get the same check when the team asks for it (tools.snapshot,
 tests/plan/test_team_snapshots.py).
 """
 

@@ -446,7 +446,7 @@ def test_presets_fit_their_documented_parallelism() -> None:
 
 def test_each_workload_is_one_component_holding_its_steps() -> None:
     plan = stack_plan("trn1-llama2")
-    (run,) = [r for r in plan["resources"] if r["type"] == "llm-training-eks:workloads:TrainingRun"]
+    (run,) = [r for r in plan["resources"] if r["type"] == "llm-training-eks:workloads:Workload"]
     assert {k: run["inputs"][k] for k in ("recipe", "runId")} == {"recipe": "llama2-neuron", "runId": "run-001"}
     assert run["inputs"]["checkpoints"]["kept"] == 2
     kids = [r for r in plan["resources"] if r["parent"] == run["urn"]]

@@ -17,7 +17,7 @@ import config.base
 from config import layers as config_layers
 from facts import names
 from tests.conftest import ROOT, stack_plan
-from tools import diagram, reference
+from tools import diagram, plan_table, reference
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -159,6 +159,19 @@ def test_diagram_has_every_component_and_the_expected_edges() -> None:
         assert f'<br/>{r["name"]}"]' in chart, r["name"]
     assert "network --> cluster" in chart
     assert "cluster --> ng_trn1" in chart
+
+
+def test_readme_sample_plan_is_the_table_of_the_dev_stack() -> None:
+    """The README's sample of `make plan STACK=dev` shows lines the table prints, in its order
+    (`...` stands for the lines left out)."""
+    text = README.read_text()
+    start = text.index("```text\nOffline plan of stack 'dev'") + len("```text\n")
+    sample = [line for line in text[start : text.index("```", start)].splitlines() if line != "..."]
+    table = plan_table.render_table(stack_plan("dev")).splitlines()
+    at = 0
+    for line in sample:
+        assert line in table[at:], f"README.md's sample plan: {line!r} is not a line of the dev table (after line {at})"
+        at += table[at:].index(line) + 1
 
 
 @pytest.mark.parametrize("command", ["make plan STACK=dev", "make test", "pulumi stack init", "pulumi up"])

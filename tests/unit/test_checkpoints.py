@@ -68,7 +68,7 @@ def test_70b_needs_a_bigger_file_system() -> None:
 
 @pytest.mark.parametrize("stack", ["trn1-llama2", "trn1-bert", "trn1-shared", "p4de-nemo"])
 def test_example_stacks_spend_at_most_two_percent_writing_checkpoints(stack: str) -> None:
-    runs = [r for r in stack_plan(stack)["resources"] if r["type"] == "llm-training-eks:workloads:TrainingRun"]
+    runs = [r for r in stack_plan(stack)["resources"] if r["type"] == "llm-training-eks:workloads:Workload"]
     assert runs
     for run in runs:
         c = run["inputs"]["checkpoints"]

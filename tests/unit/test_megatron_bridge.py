@@ -138,14 +138,14 @@ def test_the_step_is_the_published_tokens_per_gpu_over_the_runs_tokens() -> None
 
 def test_the_plan_shows_throughput_and_the_mfu_it_implies() -> None:
     plan = stack_plan("p5en-megatron-bridge")
-    (pretrain,) = [r for r in plan["resources"] if r["type"].endswith(":TrainingRun") and r["name"] == "pretrain"]
+    (pretrain,) = [r for r in plan["resources"] if r["type"].endswith(":Workload") and r["name"] == "pretrain"]
     t = pretrain["inputs"]["throughput"]
     assert t["tokensPerSecond"] == 14451 * 16 and t["tokensPerSecondPerGpu"] == 14451
     assert t["mfu"] == round(744 / bridge.PEAK_DENSE_BF16_TFLOPS["DGX-H100"], 3)
     assert "DGX-H100" in t["published"] and "TP1 PP1 CP1 FSDP8" in t["published"]
     ck = pretrain["inputs"]["checkpoints"]
     assert ck["writes"] == 3 and ck["kept"] == 3 and ck["writeShare"] <= 0.02
-    (sft,) = [r for r in plan["resources"] if r["type"].endswith(":TrainingRun") and r["name"] == "sft"]
+    (sft,) = [r for r in plan["resources"] if r["type"].endswith(":Workload") and r["name"] == "sft"]
     assert "tokensPerSecond" not in sft["inputs"]["throughput"]
     assert sft["inputs"]["throughput"]["loads"]["loadSeconds"] > 0
 

@@ -1,6 +1,7 @@
 """Every recipe of the registry carries what a recipe is, stated by itself: its builder, its
-checkpoint model, its step-time source, its docs row, its example stacks, and the upstream facts
-its script arguments are held against (or why not). A recipe that lacks one is named with it."""
+step-time source, its docs row, its example stacks, the upstream facts its script arguments are
+held against (or why not) and, a training run, its checkpoint model. A recipe that lacks one is
+named with it. Each recipe is of one kind and has only that kind's interface."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pydantic import Field
 
 from config.checkpoints import CheckpointSize, NotSized
 from config.startup import CompileTime
-from config.workloads import RECIPE_FACTS, RECIPES, BertNeuronWorkload, RunConfig
+from config.workloads import RECIPE_FACTS, RECIPES, BertNeuronWorkload, RunConfig, TrainingRun
 from config.workloads.recipe import (
     Conversion,
     HeldAgainst,
@@ -53,7 +54,7 @@ def recipes_of(stack: str) -> set[str]:
 def _own_facts(model: type[RunConfig]) -> list[str]:
     """Each fact is stated by the recipe, or by a shared base (MegatronRun), never by another recipe."""
     problems = []
-    for fact in RECIPE_FACTS:
+    for fact in (*RECIPE_FACTS, *model.KIND_FACTS):
         owner = next((c for c in model.__mro__ if fact in vars(c)), None)
         if owner is None:
             problems.append(f"{fact} missing")
@@ -157,6 +158,19 @@ def test_every_example_stack_run_is_listed_by_its_recipe() -> None:
         if stack not in (RECIPES[recipe].EXAMPLE_STACKS if isinstance(RECIPES[recipe].EXAMPLE_STACKS, tuple) else ())
     ]
     assert not unlisted, "\n".join(unlisted)
+
+
+CHECKPOINT_INTERFACE = ["CHECKPOINTS", *sorted(n for n in vars(TrainingRun) if n.startswith("checkpoint"))]
+"""What a training run says of its checkpoints (TrainingRun's own), and no other kind does."""
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_a_recipe_has_the_interface_of_its_kind_only(recipe: str) -> None:
+    model = RECIPES[recipe]
+    kinds = [base.KIND for base in model.__mro__ if "KIND" in vars(base)]
+    assert len(kinds) == 1, f"recipe {recipe}: one kind, stated by the base of its kind, not {kinds}"
+    has = [n for n in CHECKPOINT_INTERFACE if hasattr(model, n)]
+    assert has == (CHECKPOINT_INTERFACE if kinds[0] == "training" else []), f"{recipe} ({kinds[0]}): {has}"
 
 
 class BertCopy(BertNeuronWorkload):

@@ -78,7 +78,7 @@ def test_every_recipe_goes_through_one_throughput_line(stack: str) -> None:
     recipe's support status and what it reads at start and on a restart; the table renders each run's the same
     way, a Bridge run's published MFU and a Trainium run's model MFU alike."""
     plan = stack_plan(stack)
-    runs = [r for r in plan["resources"] if r["type"].endswith(":TrainingRun")]
+    runs = [r for r in plan["resources"] if r["type"].endswith(":Workload")]
     assert runs
     for run in runs:
         t = run["inputs"]["throughput"]

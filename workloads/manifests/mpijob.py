@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from config.workloads import RunConfig
+from config.workloads import RunConfig, TrainingRun
 from facts.names import NODE_GROUP_LABEL, PRIORITY_LABEL, QUEUE_LABEL, ROLE_LABEL, SYSTEM_NODE_GROUP
 from infra.platform import LAUNCHER_LIMITS, LAUNCHER_REQUESTS
 from workloads.manifests.objects import (
@@ -97,7 +97,7 @@ def base_env(workload_name: str, run: RunConfig, ctx: Context, job: str) -> dict
         "CHECKPOINT_DIR": checkpoint_dir(ctx, workload_name, run.run_id),
         "SHARED_DIR": ctx.shared_mount,
     }
-    if run.checkpoint_interval is not None:
+    if isinstance(run, TrainingRun) and run.checkpoint_interval is not None:
         env["CHECKPOINT_EVERY_STEPS"] = str(run.checkpoint_interval)
     return {**env, **run.env}
 

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from config.workloads import RunConfig
+from config.workloads import RunConfig, TrainingRun
 from facts.images import PULL_SECONDS, Runtime
 from facts.names import EGRESS_INTERNET, EGRESS_LABEL, PRIORITY_LABEL, QUEUE_LABEL, RUN_ID_LABEL, app_labels
 from facts.nodegroups import NodeGroup
@@ -54,7 +54,7 @@ class Source:
     ran on and its image (the converter runs there, in that image)."""
 
     workload: str
-    run: RunConfig
+    run: TrainingRun
     run_id: str
     node_group: NodeGroup
     image: str
