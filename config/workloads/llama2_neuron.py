@@ -7,21 +7,12 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from config.checkpoints import CheckpointModel, CheckpointSize
-from config.startup import CompileTime
 from config.training import Llama2DataConfig
 from config.workloads.base import MegatronRun
-from config.workloads.recipe import (
-    Arguments,
-    Conversion,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    PublishedStepTime,
-    RecipeDocs,
-    StepTime,
-    Support,
-)
+from config.workloads.recipe import Arguments, Conversion, Converter, ExampleStacks, HeldAgainst, RecipeDocs, Support
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.startup import CompileTime
+from estimates.step_time import PublishedStepTime, StepTime
 from facts import instances, versions
 
 LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16

@@ -15,20 +15,12 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
-from config.checkpoints import CheckpointModel, CheckpointSize, transformer_flops_per_token
-from config.startup import CompileTime
 from config.workloads.base import RunConfig
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    PublishedStepTime,
-    RecipeDocs,
-    RunExport,
-    StepTime,
-    Support,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.model import transformer_flops_per_token
+from estimates.startup import CompileTime
+from estimates.step_time import PublishedStepTime, StepTime
 from facts import instances, versions
 
 # Llama 3 8B (Meta-Llama-3-8B and Llama-3.1-8B share it): upstream's config.json.

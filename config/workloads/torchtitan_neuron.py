@@ -16,20 +16,12 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
-from config.checkpoints import CheckpointModel, CheckpointSize, transformer_flops_per_token
-from config.startup import CompileTime
 from config.workloads.base import RunConfig
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    RecipeDocs,
-    RunExport,
-    StepTime,
-    Support,
-    UnknownStepTime,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.model import transformer_flops_per_token
+from estimates.startup import CompileTime
+from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances, versions
 
 QWEN3_8B = {"vocab": 151936, "hidden": 4096, "layers": 36, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn": 12288}

@@ -15,20 +15,11 @@ from pydantic import Field, field_validator, model_validator
 
 from config.aws import check_acm_certificate_arn
 from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, matches
-from config.checkpoints import CheckpointModel, NotSized
-from config.startup import CompileTime
 from config.workloads.base import RunConfig
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    NoConversion,
-    RecipeDocs,
-    StepTime,
-    Support,
-    UnknownStepTime,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
+from estimates.checkpoints import CheckpointModel, NotSized
+from estimates.startup import CompileTime, server_start_seconds
+from estimates.step_time import StepTime, UnknownStepTime
 from facts import images, instances, leaderworkerset, needs, serving
 
 HUB_REPO_RE = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?"
@@ -344,15 +335,6 @@ class VllmServeWorkload(RunConfig):
         p = self.parameters
         return None if p is None else p * serving.BYTES_PER_PARAMETER / 2**30
 
-    def startup_seconds(self, instance: instances.InstanceType, mb_per_second: float, parameters: float | None) -> int:
-        """What a replica's start may take: its bf16 weights read from /shared at the file system's
-        throughput, the engine's start, and on Neuron the first compile of a shape (a margin)."""
-        weights = (parameters or 0) * serving.BYTES_PER_PARAMETER
-        seconds = weights / 1e6 / max(mb_per_second, 1) + serving.ENGINE_START_SECONDS
-        if instance.accelerator == "neuron":
-            seconds += serving.NEURON_COMPILE_SECONDS
-        return int(-(-seconds // 10) * 10)
-
     def node_share(self, instance: instances.InstanceType) -> float:
         return self.replicas * self.nodes * self.devices(instance) / max(instance.accelerator_count, 1)
 
@@ -370,7 +352,7 @@ class VllmServeWorkload(RunConfig):
         self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
     ) -> str | None:
         parameters = self.served_parameters(workloads) or 0
-        start = self.startup_seconds(instance, mb_per_second, parameters)
+        start = server_start_seconds(instance, mb_per_second, parameters)
         compile_ = ", the Neuron compile" if instance.accelerator == "neuron" else ""
         group = f" {self.nodes} nodes x" if self.spans_nodes else ""
         return (

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config.training import size_bytes
 from facts import fabric, instances
+from facts.fabric import size_bytes
 
 DCGM_LEVEL_1_SECONDS = 60
 """The GPU per-node check, `dcgmi diag -r 1`: "quick deployment checks, normally lasting seconds"
