@@ -105,3 +105,30 @@ def server_start_seconds(instance: InstanceType, mb_per_second: float, parameter
     if instance.accelerator == "neuron":
         seconds += serving.NEURON_COMPILE_SECONDS
     return int(-(-seconds // 10) * 10)
+
+
+@dataclass(frozen=True)
+class ServerReplicas:
+    """What the estimate reads of a server (its recipe's config builds it)."""
+
+    replicas: int
+    group_nodes: int | None
+    """Nodes of one replica where it spans nodes (a LeaderWorkerSet group); None: within a node."""
+    devices: int
+    """Accelerators a replica takes on each of its nodes."""
+    parameters: float
+    """Parameters served (0: unknown)."""
+
+
+def serving_basis(server: ServerReplicas, instance: InstanceType, mb_per_second: float) -> str:
+    """How the cost line names a server's cost, per hour while it stands: what it holds and how long
+    a replica may take to start (server_start_seconds)."""
+    start = server_start_seconds(instance, mb_per_second, server.parameters)
+    compile_ = ", the Neuron compile" if instance.accelerator == "neuron" else ""
+    group = f" {server.group_nodes} nodes x" if server.group_nodes is not None else ""
+    return (
+        f"serving, per hour while it stands: {server.replicas} replica(s) x{group} {server.devices} of the"
+        f" {instance.accelerator_count} accelerators of a node; a replica starts in up to {start // 60} min"
+        f" ({server.parameters * serving.BYTES_PER_PARAMETER / 1e9:,.0f} GB of bf16 weights from /shared at"
+        f" {mb_per_second:,.0f} MB/s, the engine{compile_}); tokens/s not modeled (no published figure)"
+    )

@@ -34,6 +34,33 @@ class UnknownStepTime:
     why: str
 
 
+@dataclass(frozen=True)
+class SampleRun:
+    """What a per-node sample reads of a run (its recipe's config builds it: its `step_input`)."""
+
+    nodes: int
+    global_batch_size: int
+    shape: str
+    """The run's shape in the sample's terms (a preset, a parallelism): the sample applies to its own only."""
+
+
+@dataclass(frozen=True)
+class PerNodeSample:
+    """A published throughput in sequences per second, scaled linearly per node: it applies to a run
+    of the sample's shape on one of its instance types."""
+
+    sequences_per_second_per_node: float
+    shape: str
+    instance_types: tuple[str, ...]
+
+    def step_seconds(self, run: SampleRun, instance_type: str) -> float | None:
+        """The run's global batch at the sample's sequences per second per node (None: another
+        shape or instance type)."""
+        if run.shape != self.shape or instance_type not in self.instance_types:
+            return None
+        return run.global_batch_size / (self.sequences_per_second_per_node * run.nodes)
+
+
 StepTime = PublishedStepTime | UnknownStepTime
 """What a recipe says about its step time."""
 

@@ -285,8 +285,8 @@ class RunConfig(ProcessEnv):
     @property
     def step_input(self) -> object:
         """What the recipe's published step time reads of the run (its STEP_TIME.estimate's first
-        argument): the run itself, unless the recipe builds a typed input for its source."""
-        return self
+        argument, a typed input of estimates/); None: the recipe has no published step time."""
+        return None
 
     def step_estimate(self, instance_type: str) -> tuple[float, str] | None:
         """Seconds per optimizer step on `instance_type` from the recipe's published measurement,

@@ -18,7 +18,7 @@ from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, matches
 from config.workloads.base import RunConfig
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
 from estimates.checkpoints import CheckpointModel, NotSized
-from estimates.startup import CompileTime, server_start_seconds
+from estimates.startup import CompileTime, ServerReplicas, serving_basis
 from estimates.step_time import StepTime, UnknownStepTime
 from facts import images, instances, leaderworkerset, needs, serving
 
@@ -351,16 +351,10 @@ class VllmServeWorkload(RunConfig):
     def hourly_basis(
         self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
     ) -> str | None:
+        group = self.nodes if self.spans_nodes else None
         parameters = self.served_parameters(workloads) or 0
-        start = server_start_seconds(instance, mb_per_second, parameters)
-        compile_ = ", the Neuron compile" if instance.accelerator == "neuron" else ""
-        group = f" {self.nodes} nodes x" if self.spans_nodes else ""
-        return (
-            f"serving, per hour while it stands: {self.replicas} replica(s) x{group} {self.devices(instance)} of the"
-            f" {instance.accelerator_count} accelerators of a node; a replica starts in up to {start // 60} min"
-            f" ({parameters * serving.BYTES_PER_PARAMETER / 1e9:,.0f} GB of bf16 weights from /shared at"
-            f" {mb_per_second:,.0f} MB/s, the engine{compile_}); tokens/s not modeled (no published figure)"
-        )
+        replica = ServerReplicas(self.replicas, group, self.devices(instance), parameters)
+        return serving_basis(replica, instance, mb_per_second)
 
     def replicas_per_node(self, instance: instances.InstanceType) -> int:
         return max(instance.accelerator_count // self.devices(instance), 1)
