@@ -22,14 +22,15 @@ from typing import Any
 
 import pulumi
 
-from config import ConfigError, amis, checks
+from config import ConfigError, amis, checks, costs
 from config.checks.network import addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.workloads import RECIPES
+from estimates import cost
 from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
 from facts.nodegroups import NodeGroupLaunch
-from infra import cost, layers
+from infra import layers
 from infra.addons import ClusterAddons
 from infra.ci_runner import CiRunner, runner_label
 from infra.cluster import Cluster, kubernetes_provider
@@ -293,7 +294,7 @@ def _aws_outputs(cfg: StackConfig, layer: AwsLayer) -> Outputs:
         "dataBucket": layer.storage.bucket.bucket,
         "registryUrls": layer.registry.urls,
         # USD from the dated price table (facts/prices.py); see `python -m tools.cost --live`.
-        **cost.stack_outputs(cfg),
+        **costs.stack_outputs(cfg),
     }
     if layer.runner is not None:
         outputs["ciRunner"] = {
@@ -365,7 +366,7 @@ def runs_stack(cfg: StackConfig) -> Outputs:
     deploy.deploy(cfg.workloads, cfg.hugging_face_token, dataclasses.replace(platform, provider=provider), plans)
     return {
         "runs": {name: run.run_id for name, run in sorted(cfg.workloads.items())},
-        "runCosts": cost.run_costs(cost.runs_from_config(cfg, cost.Prices(), types)),
+        "runCosts": cost.run_costs(costs.runs_from_config(cfg, cost.Prices(), types)),
     }
 
 

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.aws import check
 from config.base import AZ_RE, KeyProblem, Model, matches
+from estimates.checkpoints import FileSystem
 
 _HH_MM_RE = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]", re.ASCII)
 _FSX = "fsx:CreateFileSystem:"
@@ -135,6 +136,11 @@ class StorageConfig(Model):
     @property
     def persistent(self) -> bool:
         return self.deployment_type == "PERSISTENT_2"
+
+    @property
+    def file_system(self) -> FileSystem:
+        """The file system as the estimates read it (its throughput: `.mb_per_second`)."""
+        return FileSystem(self.storage_capacity_gib, self.persistent, self.throughput_per_tib)
 
     @model_validator(mode="after")
     def _scratch(self) -> StorageConfig:

@@ -64,8 +64,6 @@ LLAMA2_PRESETS: dict[str, dict[str, int | float]] = {
 GBPS_KEY = "minBusBandwidthGbps"
 """The floor's old key: it said Gbps, but the gate always compared it with the bus bandwidth nccl-tests and
 nccom-test print in GB/s (their `busbw` column and "Avg bus bandwidth" line)."""
-SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-"""nccl-tests' size suffixes (src/common.cu parsesize: K, M, G are powers of 1024)."""
 
 
 class HealthCheckConfig(Model):
@@ -120,12 +118,6 @@ class HealthCheckConfig(Model):
                 key[unused[0]], "is not applied: enabled is false, so no test runs; leave it out, or turn the check on"
             )
         return self
-
-
-def size_bytes(size: str) -> int:
-    """Bytes of a size as nccl-tests reads it (`2G` = 2 GiB)."""
-    unit = size[-1] if size[-1] in SIZE_UNITS else ""
-    return int(size.removesuffix(unit)) * SIZE_UNITS[unit]
 
 
 class ModelConfig(Model):

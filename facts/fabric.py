@@ -52,7 +52,7 @@ SEED_STACKS: dict[str, str] = {
 FLOOR_SHARE = 0.85
 
 # How the all-reduce tools count what they run (tests/upstream/all-reduce-iterations.yaml): the
-# fabric acceptance run's modeled length (config/workloads/fabric_time.py) counts the collectives
+# fabric acceptance run's modeled length (estimates/acceptance.py) counts the collectives
 # of the commands the builders render with these.
 NCCL_TESTS_WARMUP = 1
 """nccl-tests' default warm-up all-reduces per size (`-w`; src/common.cu `warmup_iters`)."""
@@ -70,6 +70,15 @@ SELFTEST_SIZE = "64M"
 """The single-node nccom-test of the Neuron per-node check."""
 
 """The floor's share of a published figure."""
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+"""nccl-tests' size suffixes (src/common.cu parsesize: K, M, G are powers of 1024)."""
+
+
+def size_bytes(size: str) -> int:
+    """Bytes of a size as nccl-tests reads it (`2G` = 2 GiB)."""
+    unit = size[-1] if size[-1] in SIZE_UNITS else ""
+    return int(size.removesuffix(unit)) * SIZE_UNITS[unit]
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ HOSTED_RUNNER = "ubuntu-24.04"
 """The GitHub-hosted runner of the jobs that need no cluster access."""
 PHASES = ("aws", "cluster", "runs")
 PROGRAM_PATHS = ("Pulumi.yaml", "requirements.txt", "__main__.py", "stack.py")
-PROGRAM_DIRS = ("config/", "facts/", "infra/", "workloads/", "policy/", "tools/")
+PROGRAM_DIRS = ("config/", "estimates/", "facts/", "infra/", "workloads/", "policy/", "tools/")
 """A change here may change what every stack declares."""
 IMAGES_DIR = "images/"
 

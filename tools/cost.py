@@ -2,7 +2,7 @@
 
     python -m tools.cost (--stack NAME | --config-file PATH) [--live [--profile P]]
 
-The estimate itself is `infra.cost`; this adds the AWS Price List API (`--live`): EC2
+The estimate itself is `estimates.cost` (its inputs from config.costs); this adds the AWS Price List API (`--live`): EC2
 instances, the EKS control plane, NAT gateways and FSx for Lustre storage are asked from it.
 Whatever it cannot answer (no credentials, no network, a denied call, no single matching
 product) is priced from the dated table in facts/prices.py, and the output says so: the JSON's
@@ -23,8 +23,9 @@ from typing import Any
 import boto3
 import botocore.exceptions
 
+from config.costs import items_from_config, runs_from_config
+from estimates.cost import Prices, summary
 from facts import prices as table
-from infra.cost import Prices, items_from_config, runs_from_config, summary
 from tools.account import DENIED, EXPIRED, REJECTED, explain_api_error, explain_botocore
 from tools.cli import add_stack_arguments, load_stack_config
 

@@ -25,7 +25,7 @@ import asyncio
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,10 @@ from pulumi.runtime import rpc
 
 import config
 import stack
+from config import costs
 from config.stackfile import SECRET, UsageError, engine_value, read_stack_file, secret_keys
-from facts.names import LOWER_LAYER, PROJECT
-from infra import cost
+from estimates import cost
+from facts.names import LOWER_LAYER, NODE_GROUP_LABEL, PROJECT
 from infra.layers import PLATFORM_OUTPUT
 from policy import rules
 from tools import mocks
@@ -138,9 +139,9 @@ def run(
         "resources": resources,
         "outputs": outputs,
         "cost": cost.summary(
-            cost.items_from_plan(resources, cfg.region, cost.Prices()),
+            cost.items(bill_from_plan(resources, cfg.region), cost.Prices()),
             cost.Prices(),
-            cost.runs_from_config(cfg, cost.Prices(), run_node_types(cfg, below)),
+            costs.runs_from_config(cfg, cost.Prices(), run_node_types(cfg, below)),
             {r["type"] for r in resources},
         ),
         "policy": [v.as_dict() for v in violations],
@@ -152,7 +153,29 @@ def run_node_types(cfg: config.StackConfig, below: dict[str, Any]) -> dict[str, 
     if cfg.layer == "runs" and PLATFORM_OUTPUT in below:
         groups = below[PLATFORM_OUTPUT].get("nodeGroups") or {}
         return {n: str(g.get("instanceType")) for n, g in groups.items() if isinstance(g, dict)}
-    return cost.own_node_types(cfg)
+    return costs.own_node_types(cfg)
+
+
+def bill_from_plan(resources: Sequence[Mapping[str, Any]], region: str) -> cost.StackBill:
+    """What the planned resources have that is billed by the hour (clusters, NAT gateways, node
+    groups, FSx), each kind in name order, for estimates.cost."""
+    types = [r.get("type") for r in resources]
+    clusters = int(any(t in ("eks:index:Cluster", "aws:eks/cluster:Cluster") for t in types))
+    groups, file_systems = [], []
+    for r in resources:
+        t, i = r.get("type"), r.get("inputs") or {}
+        if t == "aws:eks/nodeGroup:NodeGroup":
+            # The group's name is its label: its EKS name gets a unique suffix at create.
+            name = (i.get("labels") or {}).get(NODE_GROUP_LABEL)
+            itype = (i.get("instanceTypes") or ["?"])[0]
+            groups.append(cost.NodeCount(name, itype, (i.get("scalingConfig") or {}).get("desiredSize", 0)))
+        elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            tier = int(i.get("perUnitStorageThroughput") or 125)
+            file_systems.append(cost.FileSystemBill(r.get("name"), float(i.get("storageCapacity") or 0), tier))
+    nats = types.count("aws:ec2/natGateway:NatGateway")
+    by_name = sorted(groups, key=lambda g: f"node-group/{g.name}")
+    fsx = sorted(file_systems, key=lambda f: f"fsx/{f.name}")
+    return cost.StackBill(region, clusters, nats, tuple(by_name), tuple(fsx))
 
 
 def planned_resources(monitor: mocks.RecordingMonitor) -> list[dict[str, Any]]:

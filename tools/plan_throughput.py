@@ -1,4 +1,4 @@
-"""The throughput lines of a TrainingRun in the plan's table, from the inputs config/workloads/throughput.py
+"""The throughput lines of a TrainingRun in the plan's table, from the inputs estimates/throughput.py
 gives every run: step time and its basis, tokens/s, MFU and what it rests on; the recipe's support
 status, the weights read before the first step and the checkpoint read on a restart."""
 

@@ -21,7 +21,6 @@ import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
 from config.amis import image_runtime
-from config.checkpoints import write_mb_per_second
 from config.workloads import Kind, Run, RunConfig, TrainingRun
 from facts.names import component_type
 from infra.platform import Platform
@@ -74,7 +73,7 @@ def context(
         priority_class=platform.priority_class_for(run.team),
         runtime=run.runtime_on(group.instance) or image_runtime(run),
         source=found,
-        file_system_mb_per_second=write_mb_per_second(platform.storage),
+        file_system_mb_per_second=platform.storage.file_system.mb_per_second,
         load_balancing=platform.load_balancing,
         serving_metrics=platform.serving_metrics,
     )

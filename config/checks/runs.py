@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from config.base import did_you_mean
-from config.checkpoints import GIB, MAX_WRITE_SHARE, STORAGE_SHARE, write_mb_per_second
 from config.checks.groups import Groups
 from config.names import plain_secrets, run_name, run_objects
 from config.stack import StackConfig
 from config.storage import StorageConfig
-from config.training import size_bytes
 from config.workloads import RECIPES, RunConfig, TrainingRun, WorkloadConfig
+from estimates import checkpoints
+from estimates.checkpoints import GIB, MAX_WRITE_SHARE, STORAGE_SHARE
+from estimates.step_time import step_time
 from facts import instances, versions
+from facts.fabric import size_bytes
 from facts.limits import NCCL_TESTS_BUFFERS, NCCL_TESTS_RESERVED_BYTES
 from facts.names import PLATFORM_ENV
 from facts.nodegroups import NodeGroup
@@ -194,8 +196,9 @@ def images_exist(workloads: Mapping[str, WorkloadConfig], repositories: Collecti
 
 def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageConfig) -> list[str]:
     """The checkpoints every training run keeps fit in the shared file system, with room to spare."""
+    fs = storage.file_system
     trained = {name: run for name, run in sorted(workloads.items()) if isinstance(run, TrainingRun)}
-    kept = {name: p for name, run in trained.items() if (p := run.checkpoint_plan(storage))}
+    kept = {name: p for name, run in trained.items() if (p := checkpoints.plan(run.checkpoint_input, fs))}
     total = sum(p.kept_bytes for p in kept.values())
     room = storage.storage_capacity_gib * GIB * STORAGE_SHARE
     if total <= room:
@@ -211,22 +214,20 @@ def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageCon
 
 def run_step_seconds(run: RunConfig, instance_type: str) -> float | None:
     """The run's seconds per step: configured, or its recipe's published estimate, or unknown."""
-    if run.step_seconds is not None:
-        return run.step_seconds
-    estimate = run.estimated_step_time(instance_type)
-    return estimate[0] if estimate else None
+    return step_time(run.step_seconds, run.step_estimate(instance_type), "stepSeconds")[0]
 
 
 def checkpoint_share(workloads: Mapping[str, WorkloadConfig], groups: Groups, storage: StorageConfig) -> list[str]:
     """A run whose checkpoints would take more than 2% of its training time to write (at the file
     system's full throughput and the run's known or estimated step time) is refused, with the
     shortest interval that fits."""
-    problems = []
+    problems, fs = [], storage.file_system
     for name, run in sorted(workloads.items()):
         if not isinstance(run, TrainingRun):  # only a training run checkpoints
             continue
         ng = groups.get(run.node_group)
-        plan = run.checkpoint_plan(storage, run_step_seconds(run, ng.instance.name)) if ng else None
+        step = run_step_seconds(run, ng.instance.name) if ng else None
+        plan = checkpoints.plan(run.checkpoint_input, fs, step) if ng else None
         share = plan.write_share if plan else None
         if plan is None or plan.step_seconds is None or share is None or share <= MAX_WRITE_SHARE:
             continue
@@ -240,7 +241,7 @@ def checkpoint_share(workloads: Mapping[str, WorkloadConfig], groups: Groups, st
         problems.append(
             f"workloads.{name}.{run.checkpoint_interval_key}: a {plan.size_bytes / 1e9:,.0f} GB checkpoint every"
             f" {every} steps of {plan.step_seconds:.3g} s takes {share:.1%} of training time to write"
-            f" (~{plan.write_seconds:,.0f} s each at the file system's {write_mb_per_second(storage):,.0f} MB/s); at"
+            f" (~{plan.write_seconds:,.0f} s each at the file system's {fs.mb_per_second:,.0f} MB/s); at"
             f" most {MAX_WRITE_SHARE:.0%}: {advice} storage.throughputPerTib or storage.storageCapacityGib"
         )
     return problems

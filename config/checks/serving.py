@@ -7,11 +7,11 @@ from collections.abc import Mapping
 
 from config.aws import acm_certificate_region
 from config.base import did_you_mean
-from config.checkpoints import write_mb_per_second
 from config.checks.groups import Groups
 from config.stack import StackConfig
 from config.workloads import RECIPES, VllmServeWorkload, WorkloadConfig
 from config.workloads.recipe import NoConversion, RunExport
+from estimates.startup import server_start_seconds
 from facts import serving
 
 
@@ -72,7 +72,7 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
             f" {devices} x {memory} GiB at {serving.MEMORY_SHARE:.0%};"
             " raise tensorParallel"
         )
-    startup = run.startup_seconds(ng.instance, write_mb_per_second(cfg.storage), parameters)
+    startup = server_start_seconds(ng.instance, cfg.storage.file_system.mb_per_second, parameters)
     limit = cfg.queueing.pods_ready_timeout_minutes * 60
     compile_ = ", the Neuron compile" if ng.instance.accelerator == "neuron" else ""
     if startup >= limit:

@@ -8,9 +8,9 @@ from config.base import did_you_mean
 from config.checks.groups import Groups
 from config.checks.runs import known_node_group
 from config.stack import StackConfig
-from config.startup import PULL_GB, PULL_SECONDS, minimum_timeout_minutes
 from config.teams import TeamConfig
 from config.workloads import RunConfig, WorkloadConfig
+from estimates.startup import PULL_GB, PULL_SECONDS, minimum_timeout_minutes
 from facts.names import SYSTEM_NODE_GROUP
 from facts.nodegroups import NodeGroup
 
@@ -153,7 +153,7 @@ def pods_ready_covers_launcher_pull(cfg: StackConfig) -> list[str]:
     start from an image the image check already pulled onto every node of their group, and the
     launcher, created once they are ready, pulls the image onto a system node. The largest image
     a system node can hold is its root volume; a timeout shorter than that pull evicts and
-    requeues the run before its launcher ever starts (config.startup: the measured pull rate)."""
+    requeues the run before its launcher ever starts (estimates.startup: the measured pull rate)."""
     system = cfg.system_node_group
     need = minimum_timeout_minutes(system.root_volume_size_gib, system.instance)
     have = cfg.queueing.pods_ready_timeout_minutes

@@ -1,6 +1,8 @@
 """What every workload says, whatever its kind and recipe; the three kinds (training, serving,
 acceptance), each with only its own interface; and what each recipe must state about itself."""
 
+# size: the base every workload shares and the three kinds that refine it, read side by side
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -10,13 +12,15 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
-from config.checkpoints import CheckpointModel, CheckpointPlan, llama_parameters, plan, transformer_flops_per_token
 from config.run_env import ProcessEnv
-from config.startup import CompileTime
-from config.storage import StorageConfig
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
-from config.workloads.recipe import Arguments, Converter, ExampleStacks, PublishedStepTime, RecipeDocs, StepTime
-from config.workloads.throughput import plan as plan_throughput
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, RecipeDocs
+from estimates import step_time
+from estimates.checkpoints import CheckpointInput, CheckpointModel
+from estimates.model import DecoderShape, llama_flops_per_token, llama_parameters
+from estimates.startup import CompileTime
+from estimates.step_time import StepTime
+from estimates.throughput import RunWork
 from facts import images, instances, needs, versions
 
 
@@ -64,7 +68,7 @@ class RunConfig(ProcessEnv):
     """The recipe trains on CPUs, on the system node group (no accelerator, no EFA)."""
     STEP_TIME: ClassVar[StepTime]
     COMPILE: ClassVar[CompileTime]
-    """The graph compile before the first step (config.startup)."""
+    """The graph compile before the first step (estimates.startup)."""
     """The published measurement its step time is estimated from, or why there is none."""
     DOCS: ClassVar[RecipeDocs]
     """Its row of the recipe table: what it follows upstream, its image, its steps."""
@@ -258,31 +262,39 @@ class RunConfig(ProcessEnv):
         None: unknown)."""
         return None
 
-    def published_mfu(self, instance_type: str) -> tuple[float, str] | None:
-        """The MFU of the published run the step time is estimated from, and what was measured,
-        where that run states its own model FLOPs; None: the plan computes MFU from the model."""
+    @property
+    def step_input(self) -> object:
+        """What the recipe's published step time reads of the run (its STEP_TIME.estimate's first
+        argument, a typed input of estimates/); None: the recipe has no published step time."""
         return None
 
-    def throughput_plan(
-        self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
-    ) -> dict[str, object]:
-        """The run's throughput line of the plan (config/workloads/throughput.py): step time and `basis`,
-        tokens/s, MFU, support status, time to the first step and to resume."""
-        return plan_throughput(self, instance_type, step_seconds, basis, storage)
+    def step_estimate(self, instance_type: str) -> tuple[float, str] | None:
+        """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
+        and how the plan names it (None: no published measurement applies)."""
+        return step_time.estimated(self.STEP_TIME, self.step_input, instance_type)
+
+    def work(self, instance_type: str) -> RunWork:
+        """What the throughput estimate reads of the run on `instance_type` (estimates.throughput)."""
+        support = self.DOCS.support
+        return RunWork(
+            nodes=self.nodes,
+            tokens_per_step=self.tokens_per_step,
+            flops_per_token=self.model_flops_per_token,
+            published_mfu=step_time.published_mfu(self.STEP_TIME, self.step_input, instance_type),
+            support=None if support is None else support.status,
+            initial_weight_bytes=self.initial_weight_bytes,
+            checkpoint_bytes=self.checkpoint_bytes,
+        )
+
+    @property
+    def checkpoint_bytes(self) -> int | None:
+        """Bytes of one checkpoint, read back on a restart (None: the run writes none, or unsized)."""
+        return None
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """The recipe's own rules against the instance type of its node group."""
         model = self.model_shape
         return parallelism_problems(key, model, self.nodes, instance) if model is not None else []
-
-    def estimated_step_time(self, instance_type: str) -> tuple[float, str] | None:
-        """Seconds per optimizer step on `instance_type` from the recipe's published measurement,
-        and how the plan names it (None: no published measurement applies)."""
-        source = self.STEP_TIME
-        if not isinstance(source, PublishedStepTime):
-            return None
-        seconds = source.estimate(self, instance_type)
-        return None if seconds is None else (seconds, source.basis)
 
 
 RECIPE_FACTS = ("STEP_TIME", "COMPILE", "DOCS", "EXAMPLE_STACKS", "ARGUMENTS", "STEPS", "CONVERSION")
@@ -333,16 +345,25 @@ class TrainingRun(RunConfig):
         """What the checkpoint size assumes beyond the config ("": nothing)."""
         return ""
 
-    def checkpoint_plan(self, storage: StorageConfig, step_seconds: float | None = None) -> CheckpointPlan | None:
-        """The run's checkpoints against the shared file system (None: the recipe does not size them)."""
-        parameters, kept, interval = self.checkpoint_parameters, self.checkpoints_kept, self.checkpoint_interval
+    @property
+    def checkpoint_input(self) -> CheckpointInput:
+        """What the checkpoint estimate reads of the run (estimates.checkpoints.plan)."""
         # The run's length counts only where the recipe counts its writes as its framework does
         # (Bridge also saves at the last step, so an interval longer than the run still writes once).
         writes = self.checkpoint_writes
-        total = None if writes is None else self.optimizer_steps
-        return plan(
-            self.CHECKPOINTS, parameters, kept, interval, storage, step_seconds, writes, total, self.checkpoint_assumes
+        return CheckpointInput(
+            self.CHECKPOINTS,
+            self.checkpoint_parameters,
+            self.checkpoints_kept,
+            self.checkpoint_interval,
+            writes,
+            None if writes is None else self.optimizer_steps,
+            self.checkpoint_assumes,
         )
+
+    @property
+    def checkpoint_bytes(self) -> int | None:
+        return self.checkpoint_input.size_bytes
 
 
 class ServingRun(RunConfig):
@@ -387,9 +408,16 @@ class MegatronRun(TrainingRun):
         return self.model.global_batch_size * self.model.seq_length
 
     @property
-    def model_flops_per_token(self) -> float:
+    def decoder(self) -> DecoderShape:
+        """The model's shape as the estimates read it."""
         m = self.model
-        return transformer_flops_per_token(llama_parameters(m), m.num_layers, m.hidden_size, m.seq_length)
+        return DecoderShape(
+            m.hidden_size, m.ffn_hidden_size, m.num_layers, m.num_attention_heads, m.num_kv_heads, m.seq_length
+        )
+
+    @property
+    def model_flops_per_token(self) -> float:
+        return llama_flops_per_token(self.decoder)
 
     @property
     def checkpoints_kept(self) -> int:
@@ -397,4 +425,4 @@ class MegatronRun(TrainingRun):
 
     @property
     def checkpoint_parameters(self) -> int:
-        return llama_parameters(self.model)
+        return llama_parameters(self.decoder)

@@ -7,21 +7,12 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from config.checkpoints import CheckpointModel, CheckpointSize
-from config.startup import CompileTime
 from config.training import BertDataConfig, BertTrainingConfig
 from config.workloads.base import TrainingRun
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    NoConversion,
-    RecipeDocs,
-    StepTime,
-    Support,
-    UnknownStepTime,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.startup import CompileTime
+from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances, needs, versions
 from facts.nodegroups import placement
 

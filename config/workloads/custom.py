@@ -6,8 +6,6 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from config.checkpoints import CheckpointModel, NotSized
-from config.startup import CompileTime
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import (
     Arguments,
@@ -17,10 +15,11 @@ from config.workloads.recipe import (
     NoExampleStack,
     NotHeld,
     RecipeDocs,
-    StepTime,
     Support,
-    UnknownStepTime,
 )
+from estimates.checkpoints import CheckpointModel, NotSized
+from estimates.startup import CompileTime
+from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances
 
 

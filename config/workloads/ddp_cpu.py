@@ -8,20 +8,11 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from config.base import KeyProblem
-from config.checkpoints import CheckpointModel, NotSized
-from config.startup import NO_COMPILE, CompileTime
 from config.workloads.base import TrainingRun
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    NoConversion,
-    RecipeDocs,
-    StepTime,
-    Support,
-    UnknownStepTime,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
+from estimates.checkpoints import CheckpointModel, NotSized
+from estimates.startup import NO_COMPILE, CompileTime
+from estimates.step_time import StepTime, UnknownStepTime
 from facts import images, instances
 from facts.names import SYSTEM_NODE_GROUP
 

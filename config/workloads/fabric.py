@@ -5,16 +5,18 @@ for the record, and a report in the run's directory (builders: workloads/manifes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from pydantic import Field, model_validator
 
 from config.base import KeyProblem
-from config.startup import NO_COMPILE, CompileTime
-from config.storage import StorageConfig
 from config.workloads.base import AcceptanceRun
-from config.workloads.fabric_time import AcceptanceTime, acceptance_time
-from config.workloads.recipe import Converter, NoConversion, StepTime, UnknownStepTime
+from config.workloads.recipe import Converter, NoConversion
+from estimates.acceptance import AcceptanceTime, acceptance_time
+from estimates.startup import NO_COMPILE, CompileTime
+from estimates.step_time import StepTime, UnknownStepTime
+from estimates.throughput import RunWork
 from facts import fabric, instances
 
 CHECKS_SECONDS = 30 * 60
@@ -28,7 +30,7 @@ class FabricAcceptanceRun(AcceptanceRun):
     CONVERSION: ClassVar[Converter] = NoConversion("an acceptance run measures the fabric and trains no model")
     COMPILE: ClassVar[CompileTime] = NO_COMPILE
     STEP_TIME: ClassVar[StepTime] = UnknownStepTime(
-        "it trains nothing: its length is modeled from the all-reduces it runs (config/workloads/fabric_time.py)"
+        "it trains nothing: its length is modeled from the all-reduces it runs (estimates/acceptance.py)"
     )
 
     nodes: int = Field(ge=2, description="Nodes to accept (at least 2: the all-reduce crosses EFA only between nodes).")
@@ -72,7 +74,7 @@ class FabricAcceptanceRun(AcceptanceRun):
         return self.health_check.message_size or fabric.FLOORS[instance.name].message_size
 
     def length_on(self, instance: instances.InstanceType) -> AcceptanceTime:
-        """The run's modeled length on `instance` (config/workloads/fabric_time.py)."""
+        """The run's modeled length on `instance` (estimates/acceptance.py)."""
         floor = (
             self.health_check.min_bus_bandwidth_gb_per_second
             or fabric.FLOORS[instance.name].min_bus_bandwidth_gb_per_second
@@ -83,12 +85,8 @@ class FabricAcceptanceRun(AcceptanceRun):
         seconds = self.length_on(instance)
         return float(seconds.seconds), seconds.basis
 
-    def throughput_plan(
-        self, instance_type: str, step_seconds: float | None, basis: str, storage: StorageConfig
-    ) -> dict[str, object]:
+    def work(self, instance_type: str) -> RunWork:
         """No throughput: the acceptance run's modeled length (and its support status), for the
         plan's Acceptance lines."""
-        out = super().throughput_plan(instance_type, None, "it trains nothing", storage)
-        if instance_type in fabric.FLOORS:
-            out["acceptance"] = self.length_on(instances.get(instance_type)).as_dict()
-        return out
+        length = self.length_on(instances.get(instance_type)) if instance_type in fabric.FLOORS else None
+        return replace(super().work(instance_type), trains=False, acceptance=length)

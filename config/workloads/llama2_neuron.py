@@ -7,21 +7,12 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from config.checkpoints import CheckpointModel, CheckpointSize
-from config.startup import CompileTime
 from config.training import Llama2DataConfig
 from config.workloads.base import MegatronRun
-from config.workloads.recipe import (
-    Arguments,
-    Conversion,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    PublishedStepTime,
-    RecipeDocs,
-    StepTime,
-    Support,
-)
+from config.workloads.recipe import Arguments, Conversion, Converter, ExampleStacks, HeldAgainst, RecipeDocs, Support
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.startup import CompileTime
+from estimates.step_time import PerNodeSample, PublishedStepTime, SampleRun, StepTime
 from facts import instances, versions
 
 LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE = 49.75 / 16
@@ -30,11 +21,8 @@ TP=8, global batch 256, 16 trn1.32xlarge nodes: 49.75 sequences/s, scaled linear
 TRN1_TYPES = ("trn1.32xlarge", "trn1n.32xlarge")
 
 
-def _llama2_7b_on_trn1(run: Llama2NeuronWorkload, instance_type: str) -> float | None:
-    """A 7B step on trn1 nodes: the global batch at the sample's sequences per second per node."""
-    if run.model.preset != "7b" or instance_type not in TRN1_TYPES:
-        return None
-    return run.model.global_batch_size / (LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE * run.nodes)
+SAMPLE = PerNodeSample(LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE, "7b", TRN1_TYPES)
+"""A 7B step on trn1 nodes: the global batch at the sample's sequences per second per node."""
 
 
 class Llama2NeuronWorkload(MegatronRun):
@@ -68,7 +56,7 @@ class Llama2NeuronWorkload(MegatronRun):
         source="aws-neuron-sdk trn1_trn1n_nlp_data.csv, Neuron 2.13.1: Llama2-7B, TP=8, global batch 256, 16"
         " trn1.32xlarge nodes: 49.75 sequences/s (7b on trn1/trn1n only, scaled linearly per node)",
         basis="estimated from the Neuron 2.13.1 Llama2-7B sample",
-        estimate=_llama2_7b_on_trn1,
+        estimate=SAMPLE.step_seconds,
     )
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows="neuronx-nemo-megatron 0.8.0 (`2.21_release`, commit `d760e20`): `llama_7b.sh` / `llama_13b.sh` /"
@@ -116,3 +104,8 @@ class Llama2NeuronWorkload(MegatronRun):
     )
     tensorboard: bool = Field(True, description="TensorBoard Deployment and Service over /shared/<workload>.")
     shell: bool = Field(False, description="A shell pod with /shared mounted.")
+
+    @property
+    def step_input(self) -> SampleRun:
+        """What the Neuron sample is matched on (the preset) and the batch a step trains."""
+        return SampleRun(self.nodes, self.model.global_batch_size, self.model.preset)

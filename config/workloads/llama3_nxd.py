@@ -15,20 +15,12 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
-from config.checkpoints import CheckpointModel, CheckpointSize, transformer_flops_per_token
-from config.startup import CompileTime
 from config.workloads.base import TrainingRun
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    PublishedStepTime,
-    RecipeDocs,
-    RunExport,
-    StepTime,
-    Support,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.model import transformer_flops_per_token
+from estimates.startup import CompileTime
+from estimates.step_time import PerNodeSample, PublishedStepTime, SampleRun, StepTime
 from facts import instances, versions
 
 # Llama 3 8B (Meta-Llama-3-8B and Llama-3.1-8B share it): upstream's config.json.
@@ -57,13 +49,13 @@ MODEL_PARAMETERS = parameters_saved(1)
 """Llama 3 8B: 8.03 billion."""
 
 
-def _on_trn1(run: Llama3NxdWorkload, instance_type: str) -> float | None:
-    """A step at the sample's shape (TP 32; the sequence is 8192 always) on trn1 nodes: the global
-    batch at the sample's sequences per second per node."""
-    m = run.model
-    if m.tensor_parallel != 32 or instance_type.split(".")[0] not in TRN1_FAMILIES:
-        return None
-    return m.global_batch_size / (LLAMA31_8B_SEQ_PER_SECOND_PER_TRN1_NODE * run.nodes)
+SAMPLE = PerNodeSample(
+    LLAMA31_8B_SEQ_PER_SECOND_PER_TRN1_NODE,
+    "TP 32",
+    tuple(name for name, t in instances.CATALOG.items() if t.family in TRN1_FAMILIES),
+)
+"""A step at the sample's shape (TP 32; the sequence is 8192 always) on trn1 nodes: the global
+batch at the sample's sequences per second per node."""
 
 
 class Llama3NxdModel(Model):
@@ -151,7 +143,7 @@ class Llama3NxdWorkload(TrainingRun):
         " pre-training, 32 trn1.32xlarge, TP=32 DP=32 ZeRO-1, global batch 1024, sequence 8192, Neuron 2.24.0:"
         " 47.95 sequences/s (TP 32 on trn1/trn1n only, scaled linearly per node)",
         basis="estimated from the Neuron 2.24.0 Llama-3.1-8B sample",
-        estimate=_on_trn1,
+        estimate=SAMPLE.step_seconds,
     )
     COMPILE: ClassVar[CompileTime] = CompileTime(
         None,
@@ -257,6 +249,11 @@ class Llama3NxdWorkload(TrainingRun):
     @property
     def model_flops_per_token(self) -> float:
         return transformer_flops_per_token(MODEL_PARAMETERS, LAYERS, HIDDEN, SEQ_LENGTH)
+
+    @property
+    def step_input(self) -> SampleRun:
+        """What the Neuron sample is matched on (tensor parallelism) and the batch a step trains."""
+        return SampleRun(self.nodes, self.model.global_batch_size, f"TP {self.model.tensor_parallel}")
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         if instance.family not in TRN1_FAMILIES:

@@ -11,20 +11,12 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
-from config.checkpoints import CheckpointModel, CheckpointSize
-from config.startup import NO_COMPILE, CompileTime
 from config.workloads.base import TrainingRun
-from config.workloads.bridge_throughput import STEP_TIME, published_mfu
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    RecipeDocs,
-    RunExport,
-    StepTime,
-    Support,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
+from estimates.bridge import STEP_TIME, BridgeShape
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.startup import NO_COMPILE, CompileTime
+from estimates.step_time import StepTime
 from facts import instances, needs
 from facts import megatron_bridge as bridge
 from facts.nodegroups import placement
@@ -349,8 +341,11 @@ class MegatronBridgeWorkload(TrainingRun):
         download and the import run before, as their own Jobs.)"""
         return self.checkpoint_parameters * bridge.WEIGHT_BYTES_PER_PARAMETER if self.mode == "sft" else 0
 
-    def published_mfu(self, instance_type: str) -> tuple[float, str] | None:
-        return published_mfu(self, instance_type)
+    @property
+    def step_input(self) -> BridgeShape:
+        """What the published rows are matched on, and the batch a step trains (estimates.bridge)."""
+        r = self.resolved()
+        return BridgeShape(self.model, self.mode, self.precision, self.nodes, int(r["gbs"]), int(r["seq"]))
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """What Megatron Core refuses at start-up (tests/upstream/megatron-lm-core_r0.19.0.yaml

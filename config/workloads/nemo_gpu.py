@@ -7,21 +7,13 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from config.checkpoints import LLAMA2_VOCAB, CheckpointModel, CheckpointSize, llama_parameters, padded_vocab
-from config.startup import NO_COMPILE, CompileTime
 from config.training import NemoTokenizerConfig
 from config.workloads.base import MegatronRun
-from config.workloads.recipe import (
-    Arguments,
-    Conversion,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    RecipeDocs,
-    StepTime,
-    Support,
-    UnknownStepTime,
-)
+from config.workloads.recipe import Arguments, Conversion, Converter, ExampleStacks, HeldAgainst, RecipeDocs, Support
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.model import LLAMA2_VOCAB, llama_parameters, padded_vocab
+from estimates.startup import NO_COMPILE, CompileTime
+from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances, needs
 
 GPT2_VOCAB = 50257
@@ -101,7 +93,7 @@ class NemoGpuWorkload(MegatronRun):
 
     @property
     def checkpoint_parameters(self) -> int:
-        return llama_parameters(self.model, self._vocabulary()[0])
+        return llama_parameters(self.decoder, self._vocabulary()[0])
 
     @property
     def checkpoint_assumes(self) -> str:

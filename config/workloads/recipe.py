@@ -2,39 +2,15 @@
 
 Each recipe model (one module of this package) sets every one of these as a class attribute
 of its own; tests/unit/test_recipe_registry.py reads the registry and names the recipe and the
-fact it lacks. The checkpoint model's shapes live with the sizing (config/checkpoints.py).
+fact it lacks. The shapes of what a recipe says for the estimates (its checkpoint model, step-time
+source and compile) live with them: estimates/checkpoints.py, step_time.py, startup.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-
-@dataclass(frozen=True)
-class PublishedStepTime:
-    """A step-time estimate from a published measurement, for the cost of a run that sets no
-    `stepSeconds`."""
-
-    source: str
-    """The publication, its version and the numbers the estimate scales."""
-    basis: str
-    """How the plan names the estimate (its `stepTimeBasis`)."""
-    estimate: Callable[[Any, str], float | None]
-    """(run, instance type of its node group) -> seconds per optimizer step; None where the
-    published measurement does not apply (another shape or instance type)."""
-
-
-@dataclass(frozen=True)
-class UnknownStepTime:
-    """No published step time the project holds for the recipe: a run's cost needs `stepSeconds`."""
-
-    why: str
-
-
-StepTime = PublishedStepTime | UnknownStepTime
-
+from typing import Literal
 
 Status = Literal["current", "beta", "maintenance", "end of support", "seed"]
 

@@ -16,20 +16,12 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, matches
-from config.checkpoints import CheckpointModel, CheckpointSize, transformer_flops_per_token
-from config.startup import CompileTime
 from config.workloads.base import TrainingRun
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    RecipeDocs,
-    RunExport,
-    StepTime,
-    Support,
-    UnknownStepTime,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
+from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.model import transformer_flops_per_token
+from estimates.startup import CompileTime
+from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances, versions
 from facts.nodegroups import placement
 

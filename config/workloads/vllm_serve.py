@@ -15,19 +15,10 @@ from pydantic import Field, field_validator, model_validator
 
 from config.aws import check_acm_certificate_arn
 from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, matches
-from config.startup import CompileTime
 from config.workloads.base import RunConfig, ServingRun, TrainingRun
-from config.workloads.recipe import (
-    Arguments,
-    Converter,
-    ExampleStacks,
-    HeldAgainst,
-    NoConversion,
-    RecipeDocs,
-    StepTime,
-    Support,
-    UnknownStepTime,
-)
+from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
+from estimates.startup import CompileTime, ServerReplicas, serving_basis
+from estimates.step_time import StepTime, UnknownStepTime
 from facts import images, instances, leaderworkerset, needs, serving
 from facts.nodegroups import Placement, placement
 
@@ -339,15 +330,6 @@ class VllmServeWorkload(ServingRun):
         p = self.parameters
         return None if p is None else p * serving.BYTES_PER_PARAMETER / 2**30
 
-    def startup_seconds(self, instance: instances.InstanceType, mb_per_second: float, parameters: float | None) -> int:
-        """What a replica's start may take: its bf16 weights read from /shared at the file system's
-        throughput, the engine's start, and on Neuron the first compile of a shape (a margin)."""
-        weights = (parameters or 0) * serving.BYTES_PER_PARAMETER
-        seconds = weights / 1e6 / max(mb_per_second, 1) + serving.ENGINE_START_SECONDS
-        if instance.accelerator == "neuron":
-            seconds += serving.NEURON_COMPILE_SECONDS
-        return int(-(-seconds // 10) * 10)
-
     def node_share(self, instance: instances.InstanceType) -> float:
         return self.replicas * self.nodes * self.devices(instance) / max(instance.accelerator_count, 1)
 
@@ -364,16 +346,10 @@ class VllmServeWorkload(ServingRun):
     def hourly_basis(
         self, instance: instances.InstanceType, mb_per_second: float, workloads: Mapping[str, RunConfig]
     ) -> str | None:
+        group = self.nodes if self.spans_nodes else None
         parameters = self.served_parameters(workloads) or 0
-        start = self.startup_seconds(instance, mb_per_second, parameters)
-        compile_ = ", the Neuron compile" if instance.accelerator == "neuron" else ""
-        group = f" {self.nodes} nodes x" if self.spans_nodes else ""
-        return (
-            f"serving, per hour while it stands: {self.replicas} replica(s) x{group} {self.devices(instance)} of the"
-            f" {instance.accelerator_count} accelerators of a node; a replica starts in up to {start // 60} min"
-            f" ({parameters * serving.BYTES_PER_PARAMETER / 1e9:,.0f} GB of bf16 weights from /shared at"
-            f" {mb_per_second:,.0f} MB/s, the engine{compile_}); tokens/s not modeled (no published figure)"
-        )
+        replica = ServerReplicas(self.replicas, group, self.devices(instance), parameters)
+        return serving_basis(replica, instance, mb_per_second)
 
     def replicas_per_node(self, instance: instances.InstanceType) -> int:
         return max(instance.accelerator_count // self.devices(instance), 1)

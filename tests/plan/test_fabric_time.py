@@ -1,4 +1,4 @@
-"""The fabric acceptance run's modeled length and cost (config/workloads/fabric_time.py): it counts
+"""The fabric acceptance run's modeled length and cost (estimates/acceptance.py): it counts
 the all-reduces of the commands the launcher really runs, as nccl-tests v2.18.5 and nccom-test
 (Neuron SDK 2.32.0) count them (tests/upstream/all-reduce-iterations.yaml), at the floor's bus
 bandwidth; the plan prints it and its cost; a run too long for its job's timeout is refused."""
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import config
-from config.training import size_bytes
-from config.workloads import fabric_time
 from config.workloads.fabric import CHECKS_SECONDS
+from estimates import acceptance as fabric_time
 from facts import fabric, prices
 from facts import instances as catalog
+from facts.fabric import size_bytes
 from tests import upstream
 from tests.conftest import plan_exit, stack_plan, stack_values
 from tests.plan.test_fabric_acceptance import STACKS, _values, acceptance_job, launcher_script

@@ -8,8 +8,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from estimates import cost
 from facts.names import component_type
-from infra import cost
 from tests.conftest import EXAMPLE_STACKS, stack_plan
 from tools.plan_table import render_table
 from tools.plan_view import Reads, display_names

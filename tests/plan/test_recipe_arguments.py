@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from config.checkpoints import CheckpointSize
 from config.workloads import RECIPES
-from config.workloads.recipe import HeldAgainst, PublishedStepTime
+from config.workloads.recipe import HeldAgainst
+from estimates.checkpoints import CheckpointSize
+from estimates.step_time import PublishedStepTime
 from facts.names import component_type
 from tests.conftest import stack_plan
 from tests.unit.test_recipes import built

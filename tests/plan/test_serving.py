@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 import config
-from config.checkpoints import write_mb_per_second
+from config import costs
 from config.workloads import VllmServeWorkload
+from estimates import cost
 from facts import instances, serving
 from facts.names import QUEUE_LABEL
-from infra import cost
 from tests.conftest import plan_exit, resources, stack_plan, stack_values
 
 NS = "llm-training-eks:"
@@ -131,7 +131,7 @@ def test_the_startup_probe_covers_the_modeled_load_and_kueue_waits_longer(stack:
     (ng,) = [g for g in cfg.node_groups if g.name == run.node_group]
     parameters = run.served_parameters(cfg.workloads)
     assert parameters
-    read = parameters * serving.BYTES_PER_PARAMETER / (write_mb_per_second(cfg.storage) * 1e6)
+    read = parameters * serving.BYTES_PER_PARAMETER / (cfg.storage.file_system.mb_per_second * 1e6)
     (c,) = _deployment(stack)["spec"]["template"]["spec"]["containers"]
     probe = c["startupProbe"]
     allowed = probe["failureThreshold"] * probe["periodSeconds"]
@@ -143,7 +143,7 @@ def test_the_startup_probe_covers_the_modeled_load_and_kueue_waits_longer(stack:
     for kind in ("readinessProbe", "livenessProbe"):
         assert c[kind]["httpGet"]["path"] == serving.HEALTH_PATH
     # The plan's cost line states the same start and the replicas' share of the node's price.
-    (entry,) = [e for e in cost.runs_from_config(cfg, cost.Prices()) if e["name"] == name]
+    (entry,) = [e for e in costs.runs_from_config(cfg, cost.Prices()) if e["name"] == name]
     assert f"a replica starts in up to {allowed // 60} min" in entry["stepTimeBasis"]
     share = run.replicas * serving.devices_for(ng.instance, run.tensor_parallel) / ng.instance.accelerator_count
     balancer = cost.Prices().nlb_hourly() if run.endpoint == "internalLoadBalancer" else 0

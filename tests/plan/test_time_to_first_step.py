@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 import config
-from config import ConfigError, checks, startup
+from config import ConfigError, checks
 from config.workloads import BertNeuronWorkload, Llama2NeuronWorkload
+from estimates import startup
 from tests import upstream
 from tests.conftest import ALL_IN_ONE_STACKS, stack_plan, stack_values
 from tools import plan as plan_mod

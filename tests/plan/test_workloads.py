@@ -378,7 +378,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         {"c": _with(CUSTOM, neuronSdk="latest")},
         "workloads.c.neuronSdk: 'latest' is not a Neuron SDK version",
     ),
-    # Checkpoints the storage can hold (config/checkpoints.py).
+    # Checkpoints the storage can hold (estimates/checkpoints.py).
     (
         "70b checkpoints do not fit 1200 GiB",
         {"llama2": _with(LLAMA, model={"preset": "70b"})},

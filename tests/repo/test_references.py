@@ -13,6 +13,7 @@ from tests.conftest import ROOT
 
 PROJECT_DIRS = (
     "config",
+    "estimates",
     "infra",
     "facts",
     "tools",

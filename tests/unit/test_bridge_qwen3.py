@@ -6,12 +6,11 @@ for Llama too (its recipes read `main`); no published figure, so no throughput e
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from config.workloads.bridge_throughput import published_row
+from estimates.bridge import BridgeShape, published_row
 from facts import megatron_bridge as bridge
 from tests import upstream
 from tests.conftest import plan_exit, stack_plan
@@ -20,7 +19,7 @@ from tests.upstream.arguments import containers, invocations, script
 
 BRIDGE = upstream.facts("megatron-bridge-0.6.0")
 QWEN3 = bridge.MODELS["qwen3_8b"]
-QWEN_RUN = {"model": "qwen3_8b", "mode": "sft", "precision": "bf16", "resolved": lambda: {"seq": 2048}}
+QWEN_RUN = BridgeShape("qwen3_8b", "sft", "bf16", nodes=2, global_batch_size=32, seq_length=2048)
 SFT = {"model": "qwen3_8b", "mode": "sft", "data": {"source": "jsonl", "datasetRoot": "/shared/d"}}
 
 
@@ -79,6 +78,6 @@ def test_the_pinned_revision_may_be_named(tmp_path: Path) -> None:
 
 def test_no_published_figure_applies_so_the_step_time_is_unknown(tmp_path: Path) -> None:
     for itype in bridge.SYSTEM_OF_INSTANCE:
-        assert published_row(SimpleNamespace(**QWEN_RUN), itype) is None
+        assert published_row(QWEN_RUN, itype) is None
     (cost,) = [r for r in stack_plan("p5en-megatron-bridge")["cost"]["trainingRuns"] if r["name"] == "qwen3-sft"]
     assert cost["total"] is None and "no published step time applies" in cost["stepTimeBasis"]

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 
 import config
-from config import checkpoints
 from config.storage import StorageConfig
-from config.training import ModelConfig
 from config.workloads import CustomWorkload, Llama2NeuronWorkload, NemoGpuWorkload
+from estimates import checkpoints, model
 from tests import upstream
 from tests.conftest import stack_plan, stack_values
 
@@ -17,19 +16,22 @@ from tests.conftest import stack_plan, stack_values
 @pytest.mark.parametrize(("preset", "billions"), [("7b", 6.74), ("13b", 13.02), ("70b", 68.98)])
 def test_llama2_parameter_counts_match_the_published_sizes(preset: str, billions: float) -> None:
     # Meta's Llama 2 paper, Table 1 / model cards: 7B = 6.74B, 13B = 13.0B, 70B = 69.0B parameters.
-    n = checkpoints.llama_parameters(ModelConfig.model_validate({"preset": preset}))
+    run = Llama2NeuronWorkload.model_validate(
+        {"recipe": "llama2-neuron", "nodeGroup": "trn1", "nodes": 4, "runId": "r", "model": {"preset": preset}}
+    )
+    n = model.llama_parameters(run.decoder)
     assert n / 1e9 == pytest.approx(billions, abs=0.01)
 
 
 def test_write_time_follows_storage_throughput() -> None:
     slow = StorageConfig.model_validate({})
     fast = StorageConfig.model_validate({"throughputPerTib": 500})
-    assert checkpoints.write_mb_per_second(slow) == pytest.approx(1200 / 1024 * 250)
+    assert slow.file_system.mb_per_second == pytest.approx(1200 / 1024 * 250)
     run = Llama2NeuronWorkload.model_validate(
         {"recipe": "llama2-neuron", "nodeGroup": "trn1", "nodes": 4, "runId": "r"}
     )
-    a = run.checkpoint_plan(slow, 20.0)
-    b = run.checkpoint_plan(fast, 20.0)
+    a = checkpoints.plan(run.checkpoint_input, slow.file_system, 20.0)
+    b = checkpoints.plan(run.checkpoint_input, fast.file_system, 20.0)
     assert a is not None and b is not None
     assert a.write_seconds == pytest.approx(2 * b.write_seconds)
     assert a.size_bytes == pytest.approx(6.74e9 * 12, rel=0.01)
@@ -37,23 +39,24 @@ def test_write_time_follows_storage_throughput() -> None:
 
 
 def test_write_time_counts_every_checkpoint_written_per_interval() -> None:
-    storage = StorageConfig.model_validate({})
-    one = checkpoints.plan(checkpoints.CheckpointSize(12, "x"), 10**9, 2, 500, storage)
-    two = checkpoints.plan(checkpoints.CheckpointSize(12, "x", written_per_interval=2), 10**9, 2, 500, storage)
+    storage = StorageConfig.model_validate({}).file_system
+    one = checkpoints.plan(checkpoints.CheckpointInput(checkpoints.CheckpointSize(12, "x"), 10**9, 2, 500), storage)
+    twice = checkpoints.CheckpointSize(12, "x", written_per_interval=2)
+    two = checkpoints.plan(checkpoints.CheckpointInput(twice, 10**9, 2, 500), storage)
     assert one is not None and two is not None
     assert two.write_seconds == pytest.approx(2 * one.write_seconds)
     assert two.kept_bytes == one.kept_bytes
 
 
 def test_unknown_step_time_gives_no_share() -> None:
-    storage = StorageConfig.model_validate({})
+    storage = StorageConfig.model_validate({}).file_system
     run = NemoGpuWorkload.model_validate({"recipe": "nemo-gpu", "nodeGroup": "p5", "nodes": 2, "runId": "r"})
-    p = run.checkpoint_plan(storage)
+    p = checkpoints.plan(run.checkpoint_input, storage)
     assert p is not None and p.write_share is None
     custom = CustomWorkload.model_validate(
         {"recipe": "custom", "nodeGroup": "p5", "nodes": 1, "runId": "r", "image": "x/y:1", "command": ["true"]}
     )
-    assert custom.checkpoint_plan(storage) is None
+    assert checkpoints.plan(custom.checkpoint_input, storage) is None
 
 
 def test_70b_needs_a_bigger_file_system() -> None:
@@ -90,14 +93,14 @@ def test_nemo_counts_checkpoints_as_lightning_and_nemo_do() -> None:
     cfg = config.parse(values)
     (run,) = [r for r in cfg.workloads.values() if isinstance(r, NemoGpuWorkload)]
     lightning, nemo = NEMO_COUNTS["lightning"], NEMO_COUNTS["nemo"]
-    p = run.checkpoint_plan(cfg.storage)
+    p = checkpoints.plan(run.checkpoint_input, cfg.storage.file_system)
     assert p is not None
     k = run.training.checkpoints_to_keep
     assert lightning["kept_with_save_last"] == "save_top_k + 1" and p.kept == k + 1
     assert p.per_interval == lightning["writes_per_interval_with_save_last"]
     multiple = nemo["make_vocab_size_divisible_by"] * run.model.tensor_parallel
     padded = -(-NEMO_COUNTS["gpt2_vocab_size"] // multiple) * multiple
-    assert run.checkpoint_parameters == checkpoints.llama_parameters(run.model, padded)
+    assert run.checkpoint_parameters == model.llama_parameters(run.decoder, padded)
     assert f"{NEMO_COUNTS['gpt2_vocab_size']} padded to {padded}" in p.assumes
     size_one = run.checkpoint_parameters * run.CHECKPOINTS.bytes_per_parameter
-    assert p.write_seconds == pytest.approx(2 * size_one / (checkpoints.write_mb_per_second(cfg.storage) * 1e6))
+    assert p.write_seconds == pytest.approx(2 * size_one / (cfg.storage.file_system.mb_per_second * 1e6))

@@ -9,10 +9,12 @@ import pytest
 from botocore.stub import Stubber
 
 import config
+from config import costs
+from estimates import cost
 from facts import prices
-from infra import cost
 from tests.conftest import stack_plan, stack_values
 from tools import cost as tools_cost
+from tools.plan import bill_from_plan
 
 
 def test_trn1_llama2_cost_matches_hand_computed_figures():
@@ -47,7 +49,7 @@ def test_measured_step_time_wins_and_unknown_is_said():
     # stay under 2% of training time (30 s would not).
     values["llm-training-eks:workloads"]["nemo"]["stepSeconds"] = 60.0
     cfg = config.parse(config.from_stack_values(values))
-    (run,) = cost.runs_from_config(cfg, cost.Prices())
+    (run,) = costs.runs_from_config(cfg, cost.Prices())
     steps = cfg.workloads["nemo"].training.max_steps
     assert run["hours"] == pytest.approx(steps * 60.0 / 3600, abs=1e-3) and run["stepTimeBasis"] == "configured"
 
@@ -64,7 +66,7 @@ def test_fsx_is_priced_by_storage_and_throughput_tier():
         "name": "shared",
         "inputs": {"storageCapacity": 2400, "perUnitStorageThroughput": 250},
     }
-    (item,) = cost.items_from_plan([fs], "us-west-2", cost.Prices())
+    (item,) = cost.items(bill_from_plan([fs], "us-west-2"), cost.Prices())
     assert item.hourly * 730 == pytest.approx(2400 * 0.210)
 
 

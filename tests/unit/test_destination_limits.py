@@ -7,8 +7,8 @@ import inspect
 import ipaddress
 
 from config.checks import network
-from config.training import SIZE_UNITS
 from facts import limits, networks
+from facts.fabric import SIZE_UNITS
 from facts.instances import ACCELERATED
 from infra.storage import LUSTRE_PORTS
 from tests import upstream

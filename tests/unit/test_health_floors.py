@@ -8,8 +8,7 @@ an instance type, the floor says so and uses one that a healthy fabric of that t
 
 from __future__ import annotations
 
-from config.training import size_bytes
-from facts.fabric import FLOORS
+from facts.fabric import FLOORS, size_bytes
 from tests import upstream
 from tests.conftest import stack_plan
 from tools import plan as plan_mod

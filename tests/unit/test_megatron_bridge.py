@@ -14,7 +14,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 import config
-from config.workloads.bridge_throughput import published_row, step_seconds
+from estimates.bridge import published_row, step_seconds
 from facts import instances
 from facts import megatron_bridge as bridge
 from tests.conftest import plan_exit, stack_plan, stack_values
@@ -127,13 +127,16 @@ def _run(extra: dict[str, Any]) -> Any:
 
 def test_the_step_is_the_published_tokens_per_gpu_over_the_runs_tokens() -> None:
     run = _run({"precision": "fp8-cs", "training": {"globalBatchSize": 128, "seqLength": 8192}})
-    row = published_row(run, "p5en.48xlarge")
+    row = published_row(run.step_input, "p5en.48xlarge")
     assert row is not None and row.system == "DGX-H100" and row.tokens_per_second_per_gpu == 14451
-    assert step_seconds(run, "p5en.48xlarge") == pytest.approx(128 * 8192 / (14451 * 16))
+    assert step_seconds(run.step_input, "p5en.48xlarge") == pytest.approx(128 * 8192 / (14451 * 16))
     # nothing is extrapolated: another precision, sequence length or GPU has no estimate
-    assert step_seconds(_run({"training": {"globalBatchSize": 128, "seqLength": 8192}}), "p5en.48xlarge") is None
-    assert step_seconds(_run({"precision": "fp8-cs", "training": {"seqLength": 4096}}), "p5en.48xlarge") is None
-    assert step_seconds(run, "p4de.24xlarge") is None
+    bf16 = _run({"training": {"globalBatchSize": 128, "seqLength": 8192}})
+    assert step_seconds(bf16.step_input, "p5en.48xlarge") is None
+    assert (
+        step_seconds(_run({"precision": "fp8-cs", "training": {"seqLength": 4096}}).step_input, "p5en.48xlarge") is None
+    )
+    assert step_seconds(run.step_input, "p4de.24xlarge") is None
 
 
 def test_the_plan_shows_throughput_and_the_mfu_it_implies() -> None:

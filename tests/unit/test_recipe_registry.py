@@ -12,8 +12,6 @@ from typing import ClassVar, Literal
 import pytest
 from pydantic import Field
 
-from config.checkpoints import CheckpointSize, NotSized
-from config.startup import CompileTime
 from config.workloads import RECIPE_FACTS, RECIPES, BertNeuronWorkload, RunConfig, TrainingRun
 from config.workloads.recipe import (
     Conversion,
@@ -21,11 +19,12 @@ from config.workloads.recipe import (
     NoConversion,
     NoExampleStack,
     NotHeld,
-    PublishedStepTime,
     RecipeDocs,
     RunExport,
-    UnknownStepTime,
 )
+from estimates.checkpoints import CheckpointSize, NotSized
+from estimates.startup import CompileTime
+from estimates.step_time import PublishedStepTime, UnknownStepTime
 from facts import images
 from tests import upstream
 from tests.conftest import EXAMPLE_STACKS, ROOT, stack_values

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import config
-from config.workloads import throughput
 from config.workloads.llama3_nxd import MODEL_PARAMETERS
+from estimates import throughput
 from facts.peak_flops import PEAK_BF16
 from tests import upstream
 from tests.conftest import stack_plan, stack_values
@@ -37,9 +37,9 @@ def _llama3(nodes: int) -> config.StackConfig:
 def test_the_published_sample_is_reproduced_at_its_own_size() -> None:
     """At the sample's 32 nodes and global batch, the estimate is the sample: 47.95 sequences/s."""
     run = _llama3(SAMPLE["nodes"]).workloads["llama3"]
-    step, _ = run.estimated_step_time("trn1.32xlarge")  # type: ignore[misc]
+    step, _ = run.step_estimate("trn1.32xlarge")  # type: ignore[misc]
     assert SAMPLE["global_batch"] / step == pytest.approx(SAMPLE["seq_per_second"])
-    plan = throughput.plan(run, "trn1.32xlarge", step, "estimated")
+    plan = throughput.plan(run.work("trn1.32xlarge"), "trn1.32xlarge", step, "estimated")
     assert plan["tokensPerSecond"] == round(SAMPLE["seq_per_second"] * SAMPLE["sequence"])
     # PaLM's model FLOPs: 6 per parameter plus 12 x layers x hidden x sequence per token.
     flops = 6 * MODEL_PARAMETERS + 12 * 32 * 4096 * SAMPLE["sequence"]
@@ -54,7 +54,9 @@ def test_llama3_8b_has_8_billion_parameters() -> None:
 
 def test_unknown_is_left_out_and_said() -> None:
     run = config.parse_stack_values(stack_values("trn2-torchtitan")).workloads["titan"]
-    plan = throughput.plan(run, "trn2.48xlarge", None, "unknown: set workloads.<name>.stepSeconds")
+    plan = throughput.plan(
+        run.work("trn2.48xlarge"), "trn2.48xlarge", None, "unknown: set workloads.<name>.stepSeconds"
+    )
     assert "stepSeconds" not in plan and "mfu" not in plan and plan["support"] == "beta"
 
 
@@ -74,7 +76,7 @@ def test_the_plan_table_shows_throughput_and_support(stack: str, line: str) -> N
 
 @pytest.mark.parametrize("stack", ["p5en-megatron-bridge", "trn1-llama3", "trn2-torchtitan", "p4de-nemo", "trn1-bert"])
 def test_every_recipe_goes_through_one_throughput_line(stack: str) -> None:
-    """One shape for every recipe (config/workloads/throughput.py): the step time's basis, the
+    """One shape for every recipe (estimates/throughput.py): the step time's basis, the
     recipe's support status and what it reads at start and on a restart; the table renders each run's the same
     way, a Bridge run's published MFU and a Trainium run's model MFU alike."""
     plan = stack_plan(stack)
@@ -83,7 +85,7 @@ def test_every_recipe_goes_through_one_throughput_line(stack: str) -> None:
     for run in runs:
         t = run["inputs"]["throughput"]
         assert t["stepTimeBasis"] and t["support"], run["name"]
-        # the pulls and the compile are the startup plan's (config/startup.py), once per run
+        # the pulls and the compile are the startup plan's (estimates/startup.py), once per run
         assert run["inputs"]["startup"]["compileBasis"], run["name"]
         if "checkpoints" in run["inputs"]:
             # a restart reads one checkpoint back at the throughput it was written at

@@ -13,10 +13,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from config.training import size_bytes
 from config.workloads import RunConfig
 from facts import drivers
-from facts.fabric import FLOORS, GATE_ITERS, SELFTEST_SIZE
+from facts.fabric import FLOORS, GATE_ITERS, SELFTEST_SIZE, size_bytes
 from facts.nodegroups import NodeGroup
 from workloads.manifests.mpijob import (
     HOSTFILE,

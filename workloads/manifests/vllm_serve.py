@@ -14,6 +14,7 @@ import dataclasses
 import shlex
 
 from config.workloads import VllmServeWorkload
+from estimates.startup import server_start_seconds
 from facts import leaderworkerset, needs, serving
 from facts.names import PRIORITY_LABEL, QUEUE_LABEL
 from workloads.manifests.convert import Converter, conversion, model_dir
@@ -54,11 +55,11 @@ SCRATCH_GIB = 20
 
 
 def startup_seconds(run: VllmServeWorkload, ctx: Context) -> int:
-    """What the startup probe allows (VllmServeWorkload.startup_seconds), for the model served."""
+    """What the startup probe allows (estimates.startup.server_start_seconds), for the model served."""
     parameters = run.parameters
     if parameters is None and ctx.source is not None:
         parameters = ctx.source.run.checkpoint_parameters
-    return run.startup_seconds(ctx.node_group.instance, ctx.file_system_mb_per_second, parameters)
+    return server_start_seconds(ctx.node_group.instance, ctx.file_system_mb_per_second, parameters)
 
 
 def served_name(workload_name: str) -> str:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config.training import size_bytes
 from facts import fabric, instances
+from facts.fabric import size_bytes
 from facts.nodegroups import placement
 
 DCGM_LEVEL_1_SECONDS = 60

@@ -1,4 +1,5 @@
-"""How long a run takes to its first step, and whether Kueue waits long enough for its pods.
+"""How long a run takes to its first step, whether Kueue waits long enough for its pods, and how
+long a server's replica may take to start.
 
 Before the first step: the image on every node (the image check Job pulls it onto every node of
 the run's group, in parallel, before anything else of the run), the data steps (their Jobs run
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from facts import serving
 from facts.instances import InstanceType
 
 PULL_GB, PULL_SECONDS = 11.6, 121
@@ -92,3 +94,41 @@ def plan(compile_time: CompileTime, system: InstanceType, node: InstanceType | N
     pods-ready timeout is the cluster layer's: the config check holds it (minimum_timeout_minutes)."""
     rate = min(pull_bytes_per_second(system), pull_bytes_per_second(node))
     return StartupPlan(GB / rate, compile_time)
+
+
+def server_start_seconds(instance: InstanceType, mb_per_second: float, parameters: float | None) -> int:
+    """What a server replica's start may take (its startup probe's allowance): its bf16 weights read
+    from /shared at the file system's throughput, the engine's start, and on Neuron the first
+    compile of a shape (a margin); rounded up to 10 s."""
+    weights = (parameters or 0) * serving.BYTES_PER_PARAMETER
+    seconds = weights / 1e6 / max(mb_per_second, 1) + serving.ENGINE_START_SECONDS
+    if instance.accelerator == "neuron":
+        seconds += serving.NEURON_COMPILE_SECONDS
+    return int(-(-seconds // 10) * 10)
+
+
+@dataclass(frozen=True)
+class ServerReplicas:
+    """What the estimate reads of a server (its recipe's config builds it)."""
+
+    replicas: int
+    group_nodes: int | None
+    """Nodes of one replica where it spans nodes (a LeaderWorkerSet group); None: within a node."""
+    devices: int
+    """Accelerators a replica takes on each of its nodes."""
+    parameters: float
+    """Parameters served (0: unknown)."""
+
+
+def serving_basis(server: ServerReplicas, instance: InstanceType, mb_per_second: float) -> str:
+    """How the cost line names a server's cost, per hour while it stands: what it holds and how long
+    a replica may take to start (server_start_seconds)."""
+    start = server_start_seconds(instance, mb_per_second, server.parameters)
+    compile_ = ", the Neuron compile" if instance.accelerator == "neuron" else ""
+    group = f" {server.group_nodes} nodes x" if server.group_nodes is not None else ""
+    return (
+        f"serving, per hour while it stands: {server.replicas} replica(s) x{group} {server.devices} of the"
+        f" {instance.accelerator_count} accelerators of a node; a replica starts in up to {start // 60} min"
+        f" ({server.parameters * serving.BYTES_PER_PARAMETER / 1e9:,.0f} GB of bf16 weights from /shared at"
+        f" {mb_per_second:,.0f} MB/s, the engine{compile_}); tokens/s not modeled (no published figure)"
+    )

@@ -11,37 +11,31 @@ measured. Nothing is extrapolated across models, precisions, sequence lengths or
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from dataclasses import dataclass
 
-from config.workloads.recipe import PublishedStepTime
+from estimates.step_time import PublishedStepTime
 from facts import instances
 from facts import megatron_bridge as bridge
 
 BASIS = "estimated from NVIDIA's Megatron Bridge performance tables"
 
 
-class BridgeRun(Protocol):
-    """What the estimate reads of a run (the recipe's config model)."""
+@dataclass(frozen=True)
+class BridgeShape:
+    """What the estimate reads of a run (the recipe's config builds it: its `step_input`)."""
 
-    @property
-    def model(self) -> str: ...
-    @property
-    def mode(self) -> str: ...
-    @property
-    def precision(self) -> str: ...
-    @property
-    def nodes(self) -> int: ...
-
-    def resolved(self) -> dict[str, int | bool]: ...
-
-    @property
-    def checkpoint_parameters(self) -> int: ...
+    model: str
+    mode: str
+    precision: str
+    nodes: int
+    global_batch_size: int
+    seq_length: int
 
 
-def published_row(run: BridgeRun, instance_type: str) -> bridge.PublishedRun | None:
+def published_row(run: BridgeShape, instance_type: str) -> bridge.PublishedRun | None:
     """The published row that applies to `run` on `instance_type`, if any."""
     system = bridge.SYSTEM_OF_INSTANCE.get(instance_type)
-    seq = run.resolved()["seq"]
+    seq = run.seq_length
     for row in bridge.PUBLISHED:
         if (row.model, row.system, row.mode, row.precision, row.seq_length) == (
             run.model,
@@ -54,23 +48,22 @@ def published_row(run: BridgeRun, instance_type: str) -> bridge.PublishedRun | N
     return None
 
 
-def _gpus(run: BridgeRun, instance_type: str) -> int:
+def _gpus(run: BridgeShape, instance_type: str) -> int:
     return run.nodes * instances.get(instance_type).accelerator_count
 
 
-def step_seconds(run: Any, instance_type: str) -> float | None:
+def step_seconds(run: BridgeShape, instance_type: str) -> float | None:
     """Seconds per optimizer step: tokens per step / (published tokens/s/GPU x the run's GPUs)."""
     row = published_row(run, instance_type)
     if row is None:
         return None
-    r = run.resolved()
-    tokens = int(r["gbs"]) * int(r["seq"])
+    tokens = run.global_batch_size * run.seq_length
     return tokens / (row.tokens_per_second_per_gpu * _gpus(run, instance_type))
 
 
-def published_mfu(run: BridgeRun, instance_type: str) -> tuple[float, str] | None:
+def published_mfu(run: BridgeShape, instance_type: str) -> tuple[float, str] | None:
     """Where a published row applies: its model TFLOP/s per GPU against the GPU's dense BF16 peak
-    (the MFU), and what was measured (config/workloads/throughput.py shows both on the throughput line)."""
+    (the MFU), and what was measured (estimates/throughput.py shows both on the throughput line)."""
     row = published_row(run, instance_type)
     if row is None:
         return None
@@ -91,4 +84,5 @@ STEP_TIME = PublishedStepTime(
     " DGX-H100 (1664), Llama 3 70B SFT FP8 on DGX-H100 (1638); H200 (p5e, p5en) at the H100 figure; none for B300",
     basis=BASIS,
     estimate=step_seconds,
+    mfu=published_mfu,
 )

@@ -1,8 +1,8 @@
 """How big a run's checkpoints are, how long one interval's take to write to the shared file
 system, and whether the file system can hold the ones a run keeps.
 
-Sizes are estimates from the model shape: parameters x bytes per parameter of what the
-framework saves. Each recipe states its own `CheckpointModel` (config/workloads/<recipe>.py);
+Sizes are estimates from the model shape (estimates/model.py): parameters x bytes per parameter of
+what the framework saves. Each recipe states its own `CheckpointModel` (config/workloads/<recipe>.py);
 nothing here knows a recipe by name. Write time assumes the whole file system's throughput
 goes to the checkpoint (FSx for Lustre: storage TiB x throughput tier), which is the best case.
 """
@@ -12,13 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from config.storage import StorageConfig
-from config.training import ModelConfig
-
 GIB = 1024**3
 TB = 1000**4
-LLAMA2_VOCAB = 32000
-"""Llama 2's tokenizer vocabulary (Meta's model card); embedding and output layers are untied."""
 STORAGE_SHARE = 0.8
 """Share of the file system the kept checkpoints may fill; the rest is for data, logs, caches."""
 MAX_WRITE_SHARE = 0.02
@@ -56,36 +51,24 @@ def shown_seconds(seconds: float) -> float:
     return round(seconds, 3) or float(f"{seconds:.3g}")
 
 
-def padded_vocab(vocab: int, divisible_by: int, tensor_parallel: int) -> int:
-    """Megatron's padded vocabulary (NeMo's _vocab_size_with_padding): up to a multiple of
-    make_vocab_size_divisible_by x the tensor-parallel size."""
-    multiple = divisible_by * tensor_parallel
-    return -(-vocab // multiple) * multiple
+SCRATCH_MB_PER_TIB = 200
+"""SCRATCH_2's baseline throughput, MB/s per TiB (FSx for Lustre performance page)."""
 
 
-def llama_parameters(m: ModelConfig, vocab: int = LLAMA2_VOCAB) -> int:
-    """Parameters of a Llama-style decoder: untied embedding and output layer, per layer
-    attention (q and o full, k and v per KV head), SwiGLU MLP (three matrices) and two
-    RMSNorms, and the final norm."""
-    h = m.hidden_size
-    kv = h // m.num_attention_heads * m.num_kv_heads
-    attention = 2 * h * h + 2 * h * kv
-    mlp = 3 * h * m.ffn_hidden_size
-    return 2 * vocab * h + m.num_layers * (attention + mlp + 2 * h) + h
+@dataclass(frozen=True)
+class FileSystem:
+    """The shared file system as the estimates read it (config.storage builds it)."""
 
+    capacity_gib: int
+    persistent: bool
+    throughput_per_tib: int
+    """The PERSISTENT_2 tier, MB/s per TiB (a scratch file system has SCRATCH_MB_PER_TIB)."""
 
-def transformer_flops_per_token(parameters: int, layers: int, hidden: int, seq_length: int) -> float:
-    """Model FLOPs of one trained token of a decoder, forward and backward: 6 per parameter plus
-    the attention's 12 x layers x hidden x sequence length (Chowdhery et al. 2022, PaLM,
-    appendix B: "model FLOPs utilization"; no recomputation counted)."""
-    return 6.0 * parameters + 12.0 * layers * hidden * seq_length
-
-
-def write_mb_per_second(storage: StorageConfig) -> float:
-    """Aggregate throughput of the file system, MB/s (FSx: TiB x MB/s per TiB; SCRATCH_2's
-    baseline is 200 MB/s per TiB)."""
-    per_tib = storage.throughput_per_tib if storage.persistent else 200
-    return storage.storage_capacity_gib / 1024 * per_tib
+    @property
+    def mb_per_second(self) -> float:
+        """Aggregate throughput, MB/s (FSx: TiB x MB/s per TiB)."""
+        per_tib = self.throughput_per_tib if self.persistent else SCRATCH_MB_PER_TIB
+        return self.capacity_gib / 1024 * per_tib
 
 
 @dataclass(frozen=True)
@@ -144,24 +127,42 @@ class CheckpointPlan:
         return out
 
 
-def plan(
-    model: CheckpointModel,
-    parameters: int | None,
-    kept: int,
-    interval_steps: int | None,
-    storage: StorageConfig,
-    step_seconds: float | None = None,
-    writes: int | None = None,
-    total_steps: int | None = None,
-    assumes: str = "",
-) -> CheckpointPlan | None:
+@dataclass(frozen=True)
+class CheckpointInput:
+    """What the checkpoint estimate reads of one run (its recipe's config builds it:
+    RunConfig.checkpoint_input)."""
+
+    model: CheckpointModel
+    parameters: int | None
+    """Parameters a checkpoint holds (None: unknown, e.g. bring-your-own code)."""
+    kept: int
+    """Checkpoints the run keeps on the shared file system at once."""
+    interval_steps: int | None
+    writes: int | None = None
+    """Checkpoints the whole run writes, counted as its framework saves (None: not counted)."""
+    total_steps: int | None = None
+    """Optimizer steps of the run, where its writes are counted (an interval longer than the run
+    still writes once, at its end)."""
+    assumes: str = ""
+
+    @property
+    def size_bytes(self) -> int | None:
+        """Bytes of one checkpoint (None: the recipe does not size them, or no parameter count)."""
+        if isinstance(self.model, NotSized) or self.parameters is None:
+            return None
+        return self.parameters * self.model.bytes_per_parameter
+
+
+def plan(run: CheckpointInput, storage: FileSystem, step_seconds: float | None = None) -> CheckpointPlan | None:
     """The checkpoint plan of one run (None when its recipe does not size its checkpoints, or
-    the run has no parameter count): `kept` the run keeps, plus what the framework keeps beyond;
+    the run has no parameter count): what the run keeps, plus what the framework keeps beyond;
     the write time of every checkpoint one interval writes."""
-    if isinstance(model, NotSized) or parameters is None:
+    model, size = run.model, run.size_bytes
+    if isinstance(model, NotSized) or size is None:
         return None
-    size = parameters * model.bytes_per_parameter
-    seconds = model.written_per_interval * size / (write_mb_per_second(storage) * 1e6)
-    kept += model.kept_beyond
+    seconds = model.written_per_interval * size / (storage.mb_per_second * 1e6)
+    kept = run.kept + model.kept_beyond
     per = model.written_per_interval
-    return CheckpointPlan(size, kept, seconds, interval_steps, step_seconds, writes, total_steps, assumes, per)
+    return CheckpointPlan(
+        size, kept, seconds, run.interval_steps, step_seconds, run.writes, run.total_steps, run.assumes, per
+    )
