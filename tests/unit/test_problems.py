@@ -103,3 +103,32 @@ def test_a_key_problem_keeps_its_kind() -> None:
 def test_a_plain_text_secret_is_forbidden_and_never_quoted() -> None:
     p = _at(_problems({"huggingFaceToken": "hf_abcdefabcdefabcdef"}, secret_keys=[]), "huggingFaceToken")
     assert p.kind == "forbidden" and p.value is None and "hf_" not in str(p.as_dict())
+
+
+def test_cross_section_rules_give_their_kind() -> None:
+    ng = {"name": "a", "instanceType": "trn1.32xlarge", "desiredSize": 1}
+    found = _problems({"nodeGroups": [ng, dict(ng)], "layer": "cluster"})
+    assert _at(found, "nodeGroups[1].name").kind == "duplicate"
+    assert _at(found, "lowerStack").kind == "required"
+    misplaced = _at(_problems({"nodeGroups": [ng], "layer": "cluster", "lowerStack": "org/p/dev-aws"}), "nodeGroups")
+    assert misplaced.kind == "not-supported" and misplaced.hint == "move it to the aws stack"
+
+
+def test_stack_file_namespaces_and_plain_secret_env_are_typed() -> None:
+    values = {
+        "aws:region": "us-west-2",
+        "llm-training-eks:cluster": API_PATH,
+        "llm-trainig-eks:tags": {"a": "b"},
+        "aws:regoin": "us-west-2",
+        "llm-training-eks:workloads": {
+            "t": {"recipe": "ddp-cpu", "nodeGroup": "system", "nodes": 1, "secretEnv": {"API_TOKEN": "s3cr3t-v4lue"}}
+        },
+    }
+    with pytest.raises(config.ConfigError) as e:
+        config.parse_stack_values(values)
+    found = e.value.problems
+    typo = _at(found, "llm-trainig-eks:tags")
+    assert typo.kind == "not-supported" and typo.hint == "did you mean 'llm-training-eks:tags'?"
+    assert _at(found, "aws:regoin").hint == "did you mean 'region'?"
+    secret = _at(found, "workloads.t.secretEnv.API_TOKEN")
+    assert secret.kind == "forbidden" and secret.value is None and "s3cr3t" not in str(secret.as_dict())
