@@ -132,3 +132,10 @@ def test_stack_file_namespaces_and_plain_secret_env_are_typed() -> None:
     assert _at(found, "aws:regoin").hint == "did you mean 'region'?"
     secret = _at(found, "workloads.t.secretEnv.API_TOKEN")
     assert secret.kind == "forbidden" and secret.value is None and "s3cr3t" not in str(secret.as_dict())
+
+
+def test_a_model_rule_names_its_kind() -> None:
+    ng = {"name": "a", "instanceType": "trn1.32xlarge", "desiredSize": 1, "capacity": {"type": "reservation"}}
+    assert _at(_problems({"nodeGroups": [ng]}), "nodeGroups[0].capacity.reservationId").kind == "required"
+    ng["capacity"] = {"type": "on-demand", "reservationId": "cr-0123456789abcdef0"}
+    assert _at(_problems({"nodeGroups": [ng]}), "nodeGroups[0].capacity.reservationId").kind == "conflict"
