@@ -96,7 +96,7 @@ pytest: venv launch-deps checkov ## the whole test suite (the launch-chain harne
 diagram: venv ## regenerate the README's architecture diagram from the dev stack's plan
 	$(PY) -m tools.diagram --config-file Pulumi.dev.yaml --update-readme
 
-schema: venv ## regenerate schema/stack-config.schema.json from the config models
+schema: venv ## regenerate schema/stack-config.schema.json and Pulumi.yaml's config: from the config models
 	$(PY) -m tools.schema --write
 
 docs: venv ## regenerate the generated parts of docs/ (configuration reference, recipe table, stack needs)

@@ -2,7 +2,8 @@
 
 The only reader of `pulumi.Config`. Every problem is collected and reported together, one
 line each, naming the key path the way the stack file spells it
-(`nodeGroups[0].capacity.reservationId: ...`) and saying what would be valid. One module
+(`nodeGroups[0].capacity.reservationId: ...`) and saying what would be valid. Each problem is a
+typed value (`config.problems.Problem`: path, kind, value, allowed, hint) that is its line. One module
 per concern, mirroring `infra/`; `checks` holds the rules that span sections.
 """
 
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from config import checks
 from config.messages import error_lines
+from config.problems import Problem, as_problem, problem
 from config.secrets import plain_secret_env
 from config.stack import StackConfig
 from config.stackfile import from_stack_values, namespace_problems, secret_keys
@@ -24,6 +26,7 @@ from config.stackfile import from_stack_values, namespace_problems, secret_keys
 __all__ = [
     "SECRET_KEYS",
     "ConfigError",
+    "Problem",
     "StackConfig",
     "from_stack_values",
     "load",
@@ -40,28 +43,32 @@ MAX_LINE = 400
 """Characters of one problem line at most."""
 
 
-def bounded(problems: Iterable[str]) -> list[str]:
-    """One short printable line per problem, each once, at most MAX_PROBLEMS of them (+ a count)."""
-    out: list[str] = []
+def bounded(problems: Iterable[str | Problem]) -> list[Problem]:
+    """One short printable line per problem, each once, at most MAX_PROBLEMS of them (+ a count).
+
+    A plain line is read as a problem of kind `invalid` (`config.problems.as_problem`)."""
+    out: list[Problem] = []
     extra = 0
-    for problem in problems:
-        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in problem[: MAX_LINE * 2])
+    for given in problems:
+        one = as_problem(given)
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in one[: MAX_LINE * 2])
         line = line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
         if line in out:
             continue
         if len(out) < MAX_PROBLEMS:
-            out.append(line)
+            out.append(one if line == one else one.with_line(line))
         else:
             extra += 1
     if extra:
-        out.append(f"... and {extra} more problem(s); fix these first")
+        out.append(problem("", "too-many", f"... and {extra} more problem(s); fix these first"))
     return out
 
 
 class ConfigError(Exception):
-    """Invalid stack config: `problems` holds one `key.path: message` line per problem (bounded)."""
+    """Invalid stack config: `problems` holds one typed problem per refusal (bounded), each of
+    which is its `key.path: message` line."""
 
-    def __init__(self, problems: Iterable[str]):
+    def __init__(self, problems: Iterable[str | Problem]):
         self.problems = bounded(problems)
         super().__init__("invalid stack config:\n" + "\n".join(self.problems))
 
@@ -81,7 +88,13 @@ def parse(
     if secret_keys is not None:
         stored_secret = set(secret_keys)
         problems.extend(
-            f"{key}: must be stored encrypted, not in plain text: pulumi config set --secret {key} <value>"
+            problem(
+                key,
+                "forbidden",
+                f"must be stored encrypted, not in plain text: pulumi config set --secret {key} <value>",
+                allowed="an encrypted value",
+                hint=f"pulumi config set --secret {key} <value>",
+            )
             for key in SECRET_KEYS
             if raw.get(key) not in (None, "") and key not in stored_secret
         )

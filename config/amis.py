@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from config.nodegroups import NodeGroupConfig
+from config.problems import Kind, problem
 from config.stack import StackConfig
 from config.workloads import RECIPES, RunConfig
 from facts import amis, drivers, images, instances
@@ -112,7 +113,9 @@ def release_version_known(i: int, ng: NodeGroupConfig, minor: str) -> list[str]:
         if release
         else f"is not an AMI release this project knows ({amis.SOURCE})"
     )
-    return [f"{key}: {ng.release_version} {why}; releases for {minor}, newest first: {_listed(minor)}"]
+    said = f"{ng.release_version} {why}; releases for {minor}, newest first: {_listed(minor)}"
+    kind: Kind = "conflict" if release else "not-supported"
+    return [problem(key, kind, said, value=repr(ng.release_version), allowed=_listed(minor))]
 
 
 def release_fits_images(i: int, cfg: StackConfig, ng: NodeGroupConfig) -> list[str]:
@@ -125,9 +128,14 @@ def release_fits_images(i: int, cfg: StackConfig, ng: NodeGroupConfig) -> list[s
         best = next((r for r in amis.releases(minor) if not unfit(r, ng, on)), None)
         hint = f"use {best.release_version} (driver {driver_of(best, ng.instance)})" if best else "no release fits"
         return [
-            f"nodeGroups[{i}].releaseVersion: {release.release_version} carries {kind} driver"
-            f" {driver_of(release, ng.instance)}, which {image.describe()} cannot use (it needs driver {needed});"
-            f" {hint}, or leave releaseVersion out"
+            problem(
+                f"nodeGroups[{i}].releaseVersion",
+                "conflict",
+                f"{release.release_version} carries {kind} driver {driver_of(release, ng.instance)}, which"
+                f" {image.describe()} cannot use (it needs driver {needed}); {hint}, or leave releaseVersion out",
+                value=repr(release.release_version),
+                hint=f"{hint}, or leave releaseVersion out",
+            )
             for image, needed in bad
         ]
     if ng.release_version or release is not None:
@@ -137,8 +145,13 @@ def release_fits_images(i: int, cfg: StackConfig, ng: NodeGroupConfig) -> list[s
     )
     key = on[0].key if on and on[0].key.startswith("workloads.") else f"nodeGroups[{i}].releaseVersion"
     return [
-        f"{key}: no EKS AMI release for Kubernetes {minor} ({amis.SOURCE}) carries a {kind} driver every image"
-        f" on node group {ng.name!r} works with ({needed}); run those images on different node groups"
+        problem(
+            key,
+            "conflict",
+            f"no EKS AMI release for Kubernetes {minor} ({amis.SOURCE}) carries a {kind} driver every image"
+            f" on node group {ng.name!r} works with ({needed}); run those images on different node groups",
+            hint="run those images on different node groups",
+        )
     ]
 
 
@@ -157,7 +170,7 @@ def layered_run_problems(
 ) -> list[str]:
     """A runs layer's images against the AMI release the aws layer pinned for their node group
     (node group name -> its instance type and releaseVersion)."""
-    problems = []
+    problems: list[str] = []
     for name, run in sorted(workloads.items()):
         instance, release_version = groups.get(run.node_group, (None, ""))
         release = amis.find(release_version)
@@ -167,10 +180,15 @@ def layered_run_problems(
         image = ImageOnGroup(key, image_runtime(run, instance))
         for _, needed in unfit(release, _as_group(run.node_group, instance), [image]):
             problems.append(
-                f"{image.key}: the image's {image.what()} needs {KINDS[instance.accelerator]} driver {needed}, but"
-                f" node group {run.node_group!r} runs AMI release {release_version}"
-                f" (driver {driver_of(release, instance)}), pinned by the aws layer (nodeGroups[].releaseVersion);"
-                " use an image that fits it, or pin a release that fits both there"
+                problem(
+                    image.key,
+                    "conflict",
+                    f"the image's {image.what()} needs {KINDS[instance.accelerator]} driver {needed}, but"
+                    f" node group {run.node_group!r} runs AMI release {release_version}"
+                    f" (driver {driver_of(release, instance)}), pinned by the aws layer (nodeGroups[].releaseVersion);"
+                    " use an image that fits it, or pin a release that fits both there",
+                    hint="use an image that fits it, or pin a release that fits both there",
+                )
             )
     return problems
 

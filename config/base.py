@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
+from config.problems import Kind
+
 # AZ names (us-west-2d) and the names Kubernetes gives objects (DNS-1035 labels: Service names
 # and MPI worker host names start with a letter).
 AZ_RE = re.compile(r"[a-z]{2}-[a-z]+-[0-9][a-z]", re.ASCII)
@@ -80,24 +82,42 @@ def _numbers(v: Any) -> Iterable[int | float]:
             yield from _numbers(x)
 
 
-class KeyProblem(ValueError):
+class Refusal(ValueError):
+    """A validator's refusal with the parts of a typed problem (config.problems.Problem): its
+    kind, what is allowed, a hint. config.messages reads them; the line is the message alone."""
+
+    def __init__(self, message: str, kind: Kind = "invalid", allowed: str | None = None, hint: str | None = None):
+        self.kind: Kind = kind
+        self.allowed = allowed
+        self.hint = hint
+        super().__init__(message)
+
+
+class KeyProblem(Refusal):
     """A model-level check that blames one field of the model (reported as `path.field`)."""
 
-    def __init__(self, key: str, message: str):
+    def __init__(
+        self, key: str, message: str, kind: Kind = "invalid", allowed: str | None = None, hint: str | None = None
+    ):
         self.key = key
-        super().__init__(f"{key}: {message}")
+        super().__init__(f"{key}: {message}", kind, allowed, hint)
 
 
 def check_sizes(desired: int, min_size: int | None, max_size: int | None) -> None:
     """EKS scaling rules: min <= desired <= max, max >= 1."""
     hi = max_size if max_size is not None else max(desired, min_size or 0, 1)
     if min_size is not None and min_size > hi:
-        raise KeyProblem("minSize", f"{min_size} is greater than maxSize {hi}")
+        raise KeyProblem("minSize", f"{min_size} is greater than maxSize {hi}", "conflict", allowed=f"at most {hi}")
     lo = min_size if min_size is not None else min(desired, hi)
     if not lo <= desired <= hi:
-        raise KeyProblem("desiredSize", f"{desired} must lie between minSize {lo} and maxSize {hi}")
+        raise KeyProblem(
+            "desiredSize",
+            f"{desired} must lie between minSize {lo} and maxSize {hi}",
+            "conflict",
+            allowed=f"{lo} to {hi}",
+        )
     if hi < 1:
-        raise KeyProblem("maxSize", "must be at least 1 (EKS requires it)")
+        raise KeyProblem("maxSize", "must be at least 1 (EKS requires it)", allowed="1 or more")
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -133,18 +133,19 @@ class CapacityConfig(Model):
                 "reservationId",
                 f"required when type is {self.type} (the cr-... id of the reservation), or reservationGroupArn for a"
                 " resource group of them (UltraServer Capacity Blocks)",
+                "required",
             )
         if len(targets) > 1:
-            raise KeyProblem("reservationGroupArn", "give reservationId or reservationGroupArn, not both")
+            raise KeyProblem("reservationGroupArn", "give reservationId or reservationGroupArn, not both", "conflict")
         if self.type in ("on-demand", "spot") and targets:
-            raise KeyProblem(targets[0], f"only for reservation and capacity-block, not {self.type}")
+            raise KeyProblem(targets[0], f"only for reservation and capacity-block, not {self.type}", "conflict")
         if self.type == "capacity-block" and self.ends_at is None:
             raise KeyProblem("endsAt", "required for capacity-block: the block's end time (EndDate), so the group"
-                             " scales to 0 before EC2 reclaims the instances")  # fmt: skip
+                             " scales to 0 before EC2 reclaims the instances", "required")  # fmt: skip
         if self.type != "capacity-block" and self.ends_at is not None:
-            raise KeyProblem("endsAt", f"only for capacity-block, not {self.type}")
+            raise KeyProblem("endsAt", f"only for capacity-block, not {self.type}", "conflict")
         if self.end_margin_hours is not None and not self.targets_reservation:
-            raise KeyProblem("endMarginHours", f"only for reservation and capacity-block, not {self.type}")
+            raise KeyProblem("endMarginHours", f"only for reservation and capacity-block, not {self.type}", "conflict")
         if self.type == "capacity-block" and (self.end_margin_hours or 0) >= CAPACITY_BLOCK_DAY_HOURS:
             raise KeyProblem(
                 "endMarginHours",

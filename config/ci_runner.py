@@ -155,7 +155,9 @@ class CiRunnerConfig(Model):
     @model_validator(mode="after")
     def _needs_repository(self) -> CiRunnerConfig:
         if self.enabled and self.repository is None:
-            raise KeyProblem("repository", "required when enabled: the GitHub repository (owner/name) of the workflows")
+            raise KeyProblem(
+                "repository", "required when enabled: the GitHub repository (owner/name) of the workflows", "required"
+            )
         for key, ids in (("previewActorIds", self.preview_actor_ids), ("deployActorIds", self.deploy_actor_ids)):
             if self.enabled and not ids:
                 # The webhook would otherwise take any queued job of the repository, a fork's included
@@ -164,6 +166,7 @@ class CiRunnerConfig(Model):
                     key,
                     "required when enabled: the GitHub account ids whose jobs this runner may take, e.g. [1234567]"
                     " (`gh api users/<login> --jq .id`)",
+                    "required",
                 )
         return self
 

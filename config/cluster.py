@@ -159,6 +159,8 @@ class ClusterConfig(Model):
                 "publicAccessCidrs",
                 f"{', '.join(self.public_access_cidrs)} opens the API endpoint to the whole internet; list your"
                 " networks instead, or set allowPublicAccessFromAnywhere: true on purpose",
+                "forbidden",
+                hint="list your networks, or set allowPublicAccessFromAnywhere: true on purpose",
             )
         return self
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from config.problems import problem
 from facts.names import LAYERS, LOWER_LAYER, PROJECT
 
 OWNER: dict[str, str] = {
@@ -48,7 +49,7 @@ def owner_of(key: str, sub: str | None = None) -> str | None:
 
 def misplaced(layer: str, raw: Mapping[str, Any]) -> list[str]:
     """Keys of a layered stack that another layer reads."""
-    problems = []
+    problems: list[str] = []
     for key, value in raw.items():
         if key in EVERY_LAYER or value is None:
             continue
@@ -57,10 +58,8 @@ def misplaced(layer: str, raw: Mapping[str, Any]) -> list[str]:
             owner = owner_of(key, sub)
             if owner is not None and owner != layer:
                 path = f"{key}.{sub}" if sub else key
-                problems.append(
-                    f"{path}: read by the {owner} layer; this stack is the {layer} layer, so move it to the"
-                    f" {owner} stack"
-                )
+                said = f"read by the {owner} layer; this stack is the {layer} layer, so move it to the {owner} stack"
+                problems.append(problem(path, "not-supported", said, hint=f"move it to the {owner} stack"))
     return problems
 
 
@@ -71,10 +70,10 @@ def layer_problems(raw: Mapping[str, Any]) -> list[str]:
         return []  # the model reports it
     lower = raw.get("lowerStack") or ""
     if layer in LOWER_LAYER and not lower:
-        return [
-            f"lowerStack: required for the {layer} layer: the stack of its {LOWER_LAYER[layer]} layer, e.g."
-            f" organization/{PROJECT}/<env>-{LOWER_LAYER[layer]}"
-        ]
+        example = f"organization/{PROJECT}/<env>-{LOWER_LAYER[layer]}"
+        said = f"required for the {layer} layer: the stack of its {LOWER_LAYER[layer]} layer, e.g. {example}"
+        return [problem("lowerStack", "required", said, allowed=f"a stack such as {example}")]
     if layer not in LOWER_LAYER and lower:
-        return [f"lowerStack: only the cluster and runs layers read a lower stack; this stack is {layer!r}"]
+        said = f"only the cluster and runs layers read a lower stack; this stack is {layer!r}"
+        return [problem("lowerStack", "conflict", said, value=repr(lower), hint="leave it out")]
     return [] if layer == "all" else misplaced(layer, raw)

@@ -1,4 +1,8 @@
-"""Pydantic validation errors -> one `key.path: message` line per problem, as the stack file spells it.
+"""Pydantic validation errors -> one typed problem per error (config.problems.Problem), which is
+its `key.path: message` line, as the stack file spells it.
+
+Pydantic's error type gives the problem's kind (`missing` -> required, `literal_error` and an
+unknown key -> not-supported, a KeyProblem its own kind, everything else invalid).
 
 A line never names a Python class (a model's, a union member's): where pydantic would, it says
 the shape the key expects instead (`expected a map with name, instanceType, ...`). The
@@ -16,8 +20,9 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic.alias_generators import to_camel
 
-from config.base import KeyProblem, did_you_mean
+from config.base import KeyProblem, Refusal, did_you_mean
 from config.intents import intent
+from config.problems import Kind, Problem
 
 # Error kinds whose message is clearer with the value that was given.
 _SHOW_INPUT = (
@@ -241,7 +246,8 @@ REGION_REQUIRED = (
 stack init` without a file, an empty file): the line says how to start one as well."""
 
 
-def _unknown_key(parent: Any, key: str) -> str:
+def _unknown_key(parent: Any, key: str) -> tuple[str, str | None, str | None]:
+    """The message for an unknown key, what keys are valid there, and the did-you-mean (or None)."""
     model = _bare(parent)
     valid = keys_of(model) if _is_model(model) else []
     camel = to_camel(key)
@@ -250,47 +256,101 @@ def _unknown_key(parent: Any, key: str) -> str:
     else:
         meant = intent(model, key) if _is_model(model) else None
         if meant:
-            return f"unknown key: {meant}"
+            return f"unknown key: {meant}", None, meant
         hint = did_you_mean(key, valid)
-    return f"unknown key{hint}; valid keys here: {', '.join(valid)}"
+    return f"unknown key{hint}; valid keys here: {', '.join(valid)}", ", ".join(valid), hint.strip(" ()") or None
 
 
-def _line(e: Any, root: type[BaseModel]) -> str:
+# Pydantic's error types -> the problem's kind; every other type is `invalid`.
+_KINDS: dict[str, Kind] = {
+    "missing": "required",
+    "union_tag_not_found": "required",
+    "extra_forbidden": "not-supported",
+    "literal_error": "not-supported",
+    "enum": "not-supported",
+    "union_tag_invalid": "not-supported",
+}
+# Pydantic's constraint errors -> what is allowed, from the error's context.
+_BOUNDS = {
+    "greater_than_equal": ("ge", "at least {}"),
+    "greater_than": ("gt", "more than {}"),
+    "less_than_equal": ("le", "at most {}"),
+    "less_than": ("lt", "less than {}"),
+    "too_short": ("min_length", "at least {} items or characters"),
+    "too_long": ("max_length", "at most {} items or characters"),
+    "string_pattern_mismatch": ("pattern", "text matching {}"),
+    "literal_error": ("expected", "{}"),
+    "enum": ("expected", "{}"),
+}
+
+
+def _allowed(kind: str, ctx: dict[str, Any]) -> str | None:
+    key, text = _BOUNDS.get(kind, ("", ""))
+    return text.format(ctx[key]) if key in ctx else None
+
+
+def _line(e: Any, root: type[BaseModel]) -> Problem:
     raw_loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    kind, msg, given = e["type"], e["msg"], e.get("input")
+    kind, msg, given, ctx = e["type"], e["msg"], e.get("input"), e.get("ctx") or {}
     loc, ann = resolve(raw_loc, root)
+    value = None if kind in ("missing", "extra_forbidden") or isinstance(given, BaseModel) else shown(given)
+    parts: dict[str, str | None] = {"value": value, "allowed": _allowed(kind, ctx), "hint": None}
+    problem_kind: Kind = _KINDS.get(kind, "invalid")
     if loc == ("region",) and (kind == "missing" or given is None):
-        return f"aws:region: {REGION_REQUIRED}"
+        return Problem(
+            "aws:region",
+            "required",
+            REGION_REQUIRED,
+            allowed="an AWS region such as us-west-2",
+            hint="pulumi config set aws:region <region>",
+        )
     key, tags = _union_tags(ann)
     if kind in ("union_tag_invalid", "union_tag_not_found") and key:
         tag = given.get(key) if isinstance(given, dict) else given
         said = "required key is missing" if kind == "union_tag_not_found" else f"{shown(tag)} is not a {key}"
-        return f"{format_path((*loc, key))}: {said}; valid: {', '.join(tags)}"
+        value = None if kind == "union_tag_not_found" else shown(tag)
+        return Problem(
+            format_path((*loc, key)),
+            problem_kind,
+            f"{said}; valid: {', '.join(tags)}",
+            value=value,
+            allowed=", ".join(tags),
+        )
     if kind == "value_error":
         msg = msg.removeprefix("Value error, ")
-        exc = (e.get("ctx") or {}).get("error")
+        exc = ctx.get("error")
+        if isinstance(exc, Refusal):
+            problem_kind, parts["allowed"], parts["hint"] = exc.kind, exc.allowed, exc.hint
         if isinstance(exc, KeyProblem):
             loc = (*loc, exc.key)
             msg = msg.removeprefix(f"{exc.key}: ")
+            parts["value"] = None  # the value of the whole section: the message quotes what matters
     elif kind == "extra_forbidden":
         _, parent = resolve(raw_loc[:-1], root)
-        msg = _unknown_key(parent, str(loc[-1]))
+        msg, parts["allowed"], parts["hint"] = _unknown_key(parent, str(loc[-1]))
     elif kind == "missing":
         msg = "required key is missing"
         if ann is not None and _is_model(_bare(ann)):
-            msg += f"; it takes {expected(ann)}"
+            parts["allowed"] = expected(ann)
+            msg += f"; it takes {parts['allowed']}"
     elif kind == "literal_error":
-        msg = f"{shown(given)} is not allowed; " + msg[0].lower() + msg[1:] + _type_hint("string_type", given)
+        hint = _type_hint("string_type", given)
+        msg = f"{shown(given)} is not allowed; " + msg[0].lower() + msg[1:] + hint
+        parts["hint"] = hint.removeprefix("; ") or None
     elif kind in _SHAPE_KINDS and ann is not None:
         # An error at a union member's tag is about the whole union: say every member's shape.
         _, parent = resolve(raw_loc[:-1], root) if raw_loc else ((), None)
         whole = parent if parent is not None and raw_loc[-1] in _by_tag(parent) else ann
-        msg = f"expected {expected(whole)} (got {shown(given)})"
+        parts["allowed"] = expected(whole)
+        msg = f"expected {parts['allowed']} (got {shown(given)})"
     elif kind in _SHOW_INPUT:
-        msg = f"{msg} (got {shown(given)}){_type_hint(kind, given)}"
-    return f"{format_path(loc)}: {msg}"
+        hint = _type_hint(kind, given)
+        msg = f"{msg} (got {shown(given)}){hint}"
+        parts["hint"] = hint.removeprefix("; ") or None
+        parts["allowed"] = expected(ann) if ann is not None else None
+    return Problem(format_path(loc), problem_kind, msg, **parts)
 
 
-def error_lines(err: ValidationError, root: type[BaseModel]) -> list[str]:
-    """One line per error of validating `root`, named by the stack file's key path."""
+def error_lines(err: ValidationError, root: type[BaseModel]) -> list[Problem]:
+    """One problem (which is its line) per error of validating `root`, named by the stack file's key path."""
     return list(dict.fromkeys(_line(e, root) for e in err.errors()))

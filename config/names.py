@@ -13,6 +13,7 @@ from typing import Any
 
 from config.base import AZ_RE, DNS_LABEL_RE, WORKLOAD_NAME_RE, matches
 from config.network import vpc_azs as network_azs
+from config.problems import problem
 from config.secrets import plain_secret
 from config.stackfile import SECRET
 from config.workloads import WorkloadConfig
@@ -46,9 +47,9 @@ def vpc_azs_in_region(raw: Mapping[str, Any]) -> list[str]:
         if isinstance(network.get(key), dict):
             listed += [(f"network.{key}.{az}", az) for az in network[key]]
     return [
-        f"{key}: {problem}"
+        problem(key, "not-supported", why, value=az)
         for key, az in listed
-        if isinstance(az, str) and matches(AZ_RE, az) and (problem := az_problem(az, region))
+        if isinstance(az, str) and matches(AZ_RE, az) and (why := az_problem(az, region))
     ]
 
 
@@ -62,7 +63,12 @@ def node_group_names_unique(raw: Mapping[str, Any]) -> list[str]:
             continue
         if name in seen:
             problems.append(
-                f"nodeGroups[{i}].name: {name!r} is already used by nodeGroups[{seen[name]}]; names must be unique"
+                problem(
+                    f"nodeGroups[{i}].name",
+                    "duplicate",
+                    f"{name!r} is already used by nodeGroups[{seen[name]}]; names must be unique",
+                    value=repr(name),
+                )
             )
         else:
             seen[name] = i
@@ -80,11 +86,13 @@ def node_group_azs_in_vpc(raw: Mapping[str, Any]) -> list[str]:
         az = ng.get("availabilityZone") if isinstance(ng, dict) else None
         if not isinstance(az, str) or not matches(AZ_RE, az):
             continue
-        if isinstance(region, str) and (problem := az_problem(az, region)):
-            problems.append(f"nodeGroups[{i}].availabilityZone: {problem}")
+        key = f"nodeGroups[{i}].availabilityZone"
+        if isinstance(region, str) and (why := az_problem(az, region)):
+            problems.append(problem(key, "not-supported", why, value=az))
         elif vpc_azs is not None and az not in vpc_azs:
+            listed = ", ".join(map(str, vpc_azs))
             problems.append(
-                f"nodeGroups[{i}].availabilityZone: {az} is not one of {vpc_key} ({', '.join(map(str, vpc_azs))})"
+                problem(key, "conflict", f"{az} is not one of {vpc_key} ({listed})", value=az, allowed=listed)
             )
     return problems
 
@@ -97,18 +105,24 @@ def run_name(name: str) -> list[str]:
     MPI operator's pod host names, which are DNS-1035 labels (start with a letter)."""
     if matches(WORKLOAD_NAME_RE, name):
         return []
+    rule = "1-20 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen"
     return [
-        f"workloads.{name}: the workload name must be 1-20 lowercase letters, digits and hyphens, starting with a"
-        " letter and not ending with a hyphen"
+        problem(f"workloads.{name}", "invalid", f"the workload name must be {rule}", value=repr(name), allowed=rule)
     ]
 
 
 def plain_secrets(workloads: Mapping[str, WorkloadConfig]) -> list[str]:
     """No token, key or password in a run's plain `env` (config.secrets): secrets go in `secretEnv`."""
     return [
-        f"workloads.{name}.env.{var}: {why}; plain env values are clear text in the stack file and the Kubernetes"
-        f" object: move it to secretEnv, stored encrypted, with pulumi config set --secret --path"
-        f" 'workloads.{name}.secretEnv.{var}' <value> (the pods read it from a Kubernetes Secret)"
+        problem(
+            f"workloads.{name}.env.{var}",
+            "forbidden",
+            f"{why}; plain env values are clear text in the stack file and the Kubernetes object: move it to"
+            f" secretEnv, stored encrypted, with pulumi config set --secret --path"
+            f" 'workloads.{name}.secretEnv.{var}' <value> (the pods read it from a Kubernetes Secret)",
+            allowed=f"workloads.{name}.secretEnv.{var}, stored encrypted",
+            hint=f"pulumi config set --secret --path 'workloads.{name}.secretEnv.{var}' <value>",
+        )
         for name, run in sorted(workloads.items())
         for var, value in sorted(run.env.items())
         if (why := plain_secret(var, value, SECRET))
@@ -127,8 +141,14 @@ def run_objects(workloads: Mapping[str, WorkloadConfig]) -> list[str]:
         job = training_job_name(name, run.run_id)
         if job in owner:
             problems.append(
-                f"workloads.{name}.runId: the run's MPIJob would be named {job!r}, like workloads.{owner[job]}'s"
-                " (workload name and run id joined by '-'); change one of the run ids"
+                problem(
+                    f"workloads.{name}.runId",
+                    "duplicate",
+                    f"the run's MPIJob would be named {job!r}, like workloads.{owner[job]}'s"
+                    " (workload name and run id joined by '-'); change one of the run ids",
+                    value=repr(run.run_id),
+                    hint="change one of the run ids",
+                )
             )
             continue
         owner[job] = name
@@ -136,8 +156,14 @@ def run_objects(workloads: Mapping[str, WorkloadConfig]) -> list[str]:
         bad = kubernetes.dns1035_label(host)
         if bad:
             problems.append(
-                f"workloads.{name}.runId: the MPI operator names the last worker {host!r}, which {'; '.join(bad)};"
-                " shorten the workload name or run id"
+                problem(
+                    f"workloads.{name}.runId",
+                    "invalid",
+                    f"the MPI operator names the last worker {host!r}, which {'; '.join(bad)};"
+                    " shorten the workload name or run id",
+                    value=repr(run.run_id),
+                    hint="shorten the workload name or run id",
+                )
             )
     return problems
 
@@ -148,9 +174,15 @@ def team_name(name: str) -> list[str]:
         # a team of this name would take over that volume, bound to the old `training` claim, and
         # its own claim would never bind (the volume is Released, kept by its Retain policy).
         return [
-            f"teams.{name}: {DEFAULT_QUEUE!r} names the queue and the shared volume of a stack without teams;"
-            " choose another team name"
+            problem(
+                f"teams.{name}",
+                "forbidden",
+                f"{DEFAULT_QUEUE!r} names the queue and the shared volume of a stack without teams;"
+                " choose another team name",
+                value=repr(name),
+            )
         ]
     if len(name) <= 40 and matches(DNS_LABEL_RE, name):
         return []
-    return [f"teams.{name}: the team name must be 1-40 lowercase letters, digits and hyphens"]
+    rule = "1-40 lowercase letters, digits and hyphens"
+    return [problem(f"teams.{name}", "invalid", f"the team name must be {rule}", value=repr(name), allowed=rule)]

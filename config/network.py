@@ -166,11 +166,15 @@ class NetworkConfig(Model):
         if self.vpc_id is None:
             for name, key in EXISTING_VPC_KEYS.items():
                 if name in given and getattr(self, name):
-                    raise KeyProblem(key, "only with vpcId (an existing VPC); the stack creates its own subnets")
+                    raise KeyProblem(
+                        key, "only with vpcId (an existing VPC); the stack creates its own subnets", "conflict"
+                    )
             return self
         for name, key in CREATED_VPC_KEYS.items():
             if name in given:
-                raise KeyProblem(key, "describes the VPC the stack creates; with vpcId it creates none (leave it out)")
+                raise KeyProblem(
+                    key, "describes the VPC the stack creates; with vpcId it creates none (leave it out)", "conflict"
+                )
         if len(self.private_subnet_ids) < 2:
             raise KeyProblem(
                 "privateSubnetIds",
@@ -178,7 +182,7 @@ class NetworkConfig(Model):
             )
         shared = sorted(set(self.private_subnet_ids.values()) & set(self.public_subnet_ids.values()))
         if shared:
-            raise KeyProblem("publicSubnetIds", f"{', '.join(shared)} is also a private subnet")
+            raise KeyProblem("publicSubnetIds", f"{', '.join(shared)} is also a private subnet", "conflict")
         return self
 
     @property

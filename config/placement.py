@@ -19,6 +19,7 @@ from config.base import AZ_RE, matches
 from config.names import az_problem
 from config.network import derived_azs
 from config.network import vpc_azs as network_azs
+from config.problems import problem
 
 AZ_COUNT_DEFAULT = 2
 """`network.azCount` when not given (config.network.NetworkConfig)."""
@@ -57,9 +58,15 @@ def vpc_azs_pinned(raw: Mapping[str, Any]) -> list[str]:
     today = _vpc_azs_today(raw, named)
     i, az = named[0]
     return [
-        f"network.availabilityZones: required once a node group names its AZ (nodeGroups[{i}].availabilityZone:"
-        f" {az}): each AZ's subnets take the CIDRs of its place in this list, so it must not follow edits of"
-        f" nodeGroups; set it to [{', '.join(today)}] (what this stack has today), and add AZs at the end only"
+        problem(
+            "network.availabilityZones",
+            "required",
+            f"required once a node group names its AZ (nodeGroups[{i}].availabilityZone: {az}): each AZ's subnets"
+            " take the CIDRs of its place in this list, so it must not follow edits of nodeGroups; set it to"
+            f" [{', '.join(today)}] (what this stack has today), and add AZs at the end only",
+            allowed=f"[{', '.join(today)}]",
+            hint="add AZs at the end only",
+        )
     ]
 
 
@@ -73,10 +80,15 @@ def file_system_az_pinned(raw: Mapping[str, Any]) -> list[str]:
     first = groups[0].get("availabilityZone") if isinstance(groups[0], dict) else None
     today = first if isinstance(first, str) else (_vpc_azs_today(raw, named) or ["?"])[0]
     return [
-        "storage.availabilityZone: required once a node group names its AZ: the file system cannot move (a new AZ"
-        " is a new file system), so it must not follow edits of nodeGroups; set it to"
-        f" {today} (where this stack has it today: the first node group's AZ, `pulumi stack output"
-        " fileSystemAvailabilityZone`)"
+        problem(
+            "storage.availabilityZone",
+            "required",
+            "required once a node group names its AZ: the file system cannot move (a new AZ"
+            " is a new file system), so it must not follow edits of nodeGroups; set it to"
+            f" {today} (where this stack has it today: the first node group's AZ, `pulumi stack output"
+            " fileSystemAvailabilityZone`)",
+            allowed=today,
+        )
     ]
 
 
@@ -87,11 +99,16 @@ def file_system_az_in_vpc(raw: Mapping[str, Any]) -> list[str]:
     region = raw.get("region")
     if not isinstance(az, str) or not matches(AZ_RE, az) or not isinstance(region, str):
         return []
-    if problem := az_problem(az, region):
-        return [f"storage.availabilityZone: {problem}"]
+    if why := az_problem(az, region):
+        return [problem("storage.availabilityZone", "not-supported", why, value=az)]
     key, azs = network_azs(raw.get("network"))
     if azs is not None and az not in azs:
-        return [f"storage.availabilityZone: {az} is not one of {key} ({', '.join(map(str, azs))})"]
+        listed = ", ".join(map(str, azs))
+        return [
+            problem(
+                "storage.availabilityZone", "conflict", f"{az} is not one of {key} ({listed})", value=az, allowed=listed
+            )
+        ]
     return []
 
 

@@ -52,8 +52,9 @@ class ProcessEnv(Model):
                     "is stored encrypted, but env values are written into the objects; store it as"
                     f" secretEnv.{k} instead: pulumi config set --path --secret"
                     f" 'workloads.<name>.secretEnv.{k}' <value>",
+                    "forbidden",
                 )
         both = sorted(set(self.env) & set(self.secret_env))
         if both:
-            raise KeyProblem(f"secretEnv.{both[0]}", "is also in env; give each variable once")
+            raise KeyProblem(f"secretEnv.{both[0]}", "is also in env; give each variable once", "duplicate")
         return self

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from config.problems import problem
 from config.stackfile import SECRET
 
 _SECRET_WORDS = frozenset(
@@ -68,13 +69,19 @@ def plain_secret_env(raw_workloads: Any, stored_secret: set[str]) -> list[str]:
     tests/upstream/pulumi-config-secrets-3.259.yaml), the only sign the program gets."""
     if "workloads" in stored_secret or not isinstance(raw_workloads, Mapping):
         return []
-    problems = []
+    problems: list[str] = []
     for name, run in raw_workloads.items():
         values = run.get("secretEnv") if isinstance(run, Mapping) else None
         for key, value in values.items() if isinstance(values, Mapping) else ():
             if value != SECRET:
+                command = f"pulumi config set --path --secret 'workloads.{name}.secretEnv.{key}' <value>"
                 problems.append(
-                    f"workloads.{name}.secretEnv.{key}: must be stored encrypted, not in plain text:"
-                    f" pulumi config set --path --secret 'workloads.{name}.secretEnv.{key}' <value>"
+                    problem(
+                        f"workloads.{name}.secretEnv.{key}",
+                        "forbidden",
+                        f"must be stored encrypted, not in plain text: {command}",
+                        allowed="an encrypted value",
+                        hint=command,
+                    )
                 )
     return problems

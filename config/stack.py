@@ -8,7 +8,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from config.addons import AddonsConfig
 from config.aws import region_problems
-from config.base import Model, matches
+from config.base import Model, Refusal, matches
 from config.ci_runner import CiRunnerConfig
 from config.cluster import ClusterConfig, SystemNodeGroupConfig
 from config.network import NetworkConfig, derived_azs
@@ -102,7 +102,9 @@ class StackConfig(Model):
     @classmethod
     def _layer(cls, v: str) -> str:
         if v not in LAYERS:
-            raise ValueError(f"{v!r} is not a layer; valid: {', '.join(LAYERS)}")
+            raise Refusal(
+                f"{v!r} is not a layer; valid: {', '.join(LAYERS)}", "not-supported", allowed=", ".join(LAYERS)
+            )
         return v
 
     @field_validator("lower_stack")

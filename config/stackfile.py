@@ -34,6 +34,7 @@ from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
 from config.base import did_you_mean
+from config.problems import Problem, problem
 from facts.names import PROJECT
 
 SECRET = "[secret]"
@@ -240,12 +241,16 @@ def shadows_aws(full_key: str) -> bool:
     return ns in ("", PROJECT) and key in AWS_CONFIG_KEYS
 
 
-def _shadow_problem(full_key: str) -> str:
+def _shadow_problem(full_key: str) -> Problem:
     key = full_key.rpartition(":")[2]
-    return (
-        f"{full_key}: {key!r} is an AWS provider setting, read only as aws:{key}, never from this namespace:"
+    return problem(
+        full_key,
+        "not-supported",
+        f"{key!r} is an AWS provider setting, read only as aws:{key}, never from this namespace:"
         f" remove it (`pulumi config rm {full_key}`) and set aws:{key} instead"
-        f" (`pulumi config set aws:{key} <value>`)"
+        f" (`pulumi config set aws:{key} <value>`)",
+        allowed=f"aws:{key}",
+        hint=f"pulumi config rm {full_key}; pulumi config set aws:{key} <value>",
     )
 
 
@@ -253,7 +258,7 @@ def namespace_problems(values: Mapping[str, Any]) -> list[str]:
     """Keys the program would silently ignore or misread: a namespace that looks like ours but is
     not (`llm-trainig-eks:workloads` drops the whole section), `aws:` keys pulumi-aws does not
     have (`aws:regoin`), and keys of ours named like the AWS provider's (`shadows_aws`)."""
-    problems = []
+    problems: list[str] = []
     for full_key in values:
         ns, sep, key = full_key.rpartition(":")
         if shadows_aws(full_key):
@@ -264,14 +269,27 @@ def namespace_problems(values: Mapping[str, Any]) -> list[str]:
         if ns == "aws":
             if key not in AWS_CONFIG_KEYS:
                 hint = did_you_mean(key, AWS_CONFIG_KEYS)
-                problems.append(f"{full_key}: not a configuration key of the AWS provider{hint}")
+                problems.append(
+                    problem(
+                        full_key,
+                        "not-supported",
+                        f"not a configuration key of the AWS provider{hint}",
+                        hint=hint.strip(" ()") or None,
+                    )
+                )
             continue
         near = [n for n in READ_NAMESPACES if n.lower() == ns.lower()]
         near = near or difflib.get_close_matches(ns, READ_NAMESPACES, n=1, cutoff=0.6)
         if near:
             problems.append(
-                f"{full_key}: unknown config namespace {ns!r} (did you mean '{near[0]}:{key}'?); this program reads"
-                f" {PROJECT}:* and aws:region, and would ignore this key"
+                problem(
+                    full_key,
+                    "not-supported",
+                    f"unknown config namespace {ns!r} (did you mean '{near[0]}:{key}'?); this program reads"
+                    f" {PROJECT}:* and aws:region, and would ignore this key",
+                    allowed=f"{PROJECT}:*, aws:region",
+                    hint=f"did you mean '{near[0]}:{key}'?",
+                )
             )
     return problems
 

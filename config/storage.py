@@ -152,5 +152,6 @@ class StorageConfig(Model):
                     key,
                     f"is not applied to a {self.deployment_type} file system (no provisioned throughput, no backups,"
                     " no export to S3 on scratch storage); leave it out, or use deploymentType PERSISTENT_2",
+                    "conflict",
                 )
         return self

@@ -10,12 +10,14 @@ else the project's; when a team's file hides an example of its name, stderr says
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from config import ConfigError, StackConfig, offline_warnings, parse_stack_values
+from config.problems import Problem
 from config.stackfile import UsageError, read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,11 +136,28 @@ def stack_name(args: argparse.Namespace) -> str:
     return Path(args.config_file).name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
 
 
-def bad_input(e: Exception, stderr: Any) -> int:
-    """Report an unusable stack file or invalid config, one line per problem; exit code 2."""
-    lines = e.problems if isinstance(e, ConfigError) else [f"error: {e}"]
-    for line in lines:
+def problems_of(e: Exception) -> list[Problem]:
+    """The typed problems of an unusable stack file or invalid config: a ConfigError's own
+    (bounded), else one `error: ...` line of kind invalid naming no key."""
+    return e.problems if isinstance(e, ConfigError) else [Problem("", "invalid", f"error: {e}")]
+
+
+def problems_json(problems: list[Problem]) -> str:
+    """`{"problems": [{"path", "kind", "value", "allowed", "hint", "message"}, ...]}`, one JSON
+    object for CI to annotate each key (docs/guardrails.md lists the kinds)."""
+    return json.dumps({"problems": [p.as_dict() for p in problems]}, indent=2) + "\n"
+
+
+def bad_input(e: Exception, stderr: Any, json_out: Any = None) -> int:
+    """Report an unusable stack file or invalid config, one line per problem on stderr; exit code 2.
+
+    With `json_out` (a command's `--format json`: its stdout), the same problems also go there
+    as one `problems_json` object, so stdout stays JSON whatever the outcome."""
+    problems = problems_of(e)
+    for line in problems:
         print(line, file=stderr)
+    if json_out is not None:
+        json_out.write(problems_json(problems))
     return 2
 
 

@@ -5,8 +5,9 @@
 
 No AWS account and no Pulumi CLI needed. The policy pack's rules (`policy.rules`) run over
 the planned resources. Exit 0 on success, 2 on invalid config (one line per problem on
-stderr, naming the key), 1 on a mandatory policy violation (one line per violation on
-stderr, after the plan) or any other failure. The JSON format is one object:
+stderr, naming the key; with `--format json` also `{"problems": [{"path", "kind", "value",
+"allowed", "hint", "message"}]}` on stdout, tools.cli.problems_json), 1 on a mandatory policy
+violation (one line per violation on stderr, after the plan) or any other failure. The JSON format is one object:
 `{"stack", "resources": [{"urn", "type", "name", "custom", "parent", "dependencies",
 "protect", "retainOnDelete", "aliases", "deleteBeforeReplace", "ignoreChanges", "provider", "inputs"}],
 "outputs", "cost", "policy"}` (`provider`: the URN of the provider a custom resource uses;
@@ -321,7 +322,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         values = read_stack_file(path)
         plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs))
     except (UsageError, config.ConfigError) as e:
-        return bad_input(e, stderr)
+        return bad_input(e, stderr, stdout if args.format == "json" else None)
     except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
         print(f"error: the program failed under mocks: {type(e).__name__}: {e}", file=stderr)
         return 1

@@ -131,7 +131,12 @@ def type_text(annotation: Any, info: FieldInfo | None = None) -> str:
 
 
 def default_text(info: FieldInfo) -> str:
-    """The default as the reference states it."""
+    """The default as the reference states it: the Field default, the one source of a default.
+
+    `x-default` (prose in json_schema_extra) only where the default is no plain value the
+    model can hold: derived from another key or the instance type, or decided at deploy time.
+    A model default of None there would read "none", which is wrong for those keys; where it
+    would say the same as the default, tests/repo/test_readme.py refuses it as a copy."""
     extra = _extra(info)
     if "x-default" in extra:
         return str(extra["x-default"])

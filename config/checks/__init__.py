@@ -1,8 +1,9 @@
 """Rules that span config sections, one function each.
 
-Each returns the problems it finds as `key.path: message` lines. The raw-dict rules read the
-stack values defensively, so they still run (and are reported with the rest) when another
-key is invalid; the others run on a validated `StackConfig`.
+Each returns the problems it finds as `key.path: message` lines, each a typed
+`config.problems.Problem` (path, kind, value, allowed, hint) built with `problem(...)`. The
+raw-dict rules read the stack values defensively, so they still run (and are reported with the
+rest) when another key is invalid; the others run on a validated `StackConfig`.
 
 Runs and team quotas are checked against node groups (`facts.nodegroups.NodeGroup`): from
 `nodeGroups` in an all-in-one stack, and from the lower layer's outputs in a layered one (`stack.py` calls

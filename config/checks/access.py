@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from config.aws import tag_problems
+from config.problems import problem
 from config.stack import StackConfig
 from config.stackfile import SECRET
 from facts.names import CLUSTER_TAG
@@ -22,11 +23,19 @@ def api_path(cfg: StackConfig) -> list[str]:
     if cfg.layer == "aws" and cfg.ci_runner.enabled:
         return []  # the in-VPC CI runner reaches the API for the layers above (its group is allowed in)
     return [
-        "cluster.publicAccessCidrs: nothing can reach the Kubernetes API (the endpoint is private and no network is"
-        " allowed in), so every Kubernetes resource would time out; list your egress CIDR here (e.g."
-        " [203.0.113.10/32]), or set cluster.privateAccessCidrs / cluster.privateAccessSecurityGroupIds for networks"
-        " routed into the VPC (VPN, Direct Connect, peering)"
-        + ("; or enable ciRunner, which deploys the layers above from inside the VPC" if cfg.layer == "aws" else "")
+        problem(
+            "cluster.publicAccessCidrs",
+            "required",
+            "nothing can reach the Kubernetes API (the endpoint is private and no network is"
+            " allowed in), so every Kubernetes resource would time out; list your egress CIDR here (e.g."
+            " [203.0.113.10/32]), or set cluster.privateAccessCidrs / cluster.privateAccessSecurityGroupIds for"
+            " networks routed into the VPC (VPN, Direct Connect, peering)"
+            + (
+                "; or enable ciRunner, which deploys the layers above from inside the VPC" if cfg.layer == "aws" else ""
+            ),
+            allowed="your egress CIDR (e.g. 203.0.113.10/32)",
+            hint="or cluster.privateAccessCidrs / cluster.privateAccessSecurityGroupIds",
+        )
     ]
 
 
@@ -45,12 +54,18 @@ def tag_keys_distinct(cfg: StackConfig) -> list[str]:
     CreateRole fail ("InvalidInput: Duplicate tag keys found. Please note that Tag keys are case
     insensitive"; IAM user guide, id_tags, case sensitivity)."""
     seen: dict[str, str] = {k.lower(): k for k in ("Name", CLUSTER_TAG)}
-    problems = []
+    problems: list[str] = []
     for key in cfg.tags:
         other = seen.setdefault(key.lower(), key)
         if other != key:
             problems.append(
-                f"tags.{key}: differs from {other!r} only in case, and IAM takes tag keys case-insensitively"
-                " (it refuses the role with both): keep one spelling"
+                problem(
+                    f"tags.{key}",
+                    "duplicate",
+                    f"differs from {other!r} only in case, and IAM takes tag keys case-insensitively"
+                    " (it refuses the role with both): keep one spelling",
+                    value=repr(key),
+                    hint="keep one spelling",
+                )
             )
     return problems

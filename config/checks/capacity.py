@@ -10,6 +10,7 @@ import datetime as dt
 
 from config.checks.groups import size_key
 from config.nodegroups import NodeGroupConfig
+from config.problems import problem
 from config.stack import StackConfig
 from facts.limits import CAPACITY_BLOCK_MAX_INSTANCES, CAPACITY_BLOCK_TYPES
 
@@ -24,7 +25,7 @@ def shared_reservations(cfg: StackConfig) -> list[str]:
     but a reservation is for one instance type in one AZ, of one kind, made in one placement group
     (or none), and a Capacity Block has one end (EC2 API reference, CapacityReservation)."""
     first: dict[str, tuple[int, NodeGroupConfig]] = {}
-    problems = []
+    problems: list[str] = []
     for i, ng in enumerate(cfg.node_groups):
         rid = ng.capacity.reservation_id
         if rid is None:
@@ -41,9 +42,16 @@ def shared_reservations(cfg: StackConfig) -> list[str]:
             "capacity.endsAt": (ng.capacity.ends_at, other.capacity.ends_at),
         }
         problems += [
-            f"nodeGroups[{i}].{key}: {mine} differs from nodeGroups[{j}] ({other.name}: {theirs}), which targets the"
-            f" same reservation {rid}; a reservation is of one instance type, in one AZ, of one kind, in one"
-            " placement group, with one end: make them agree or use another reservation"
+            problem(
+                f"nodeGroups[{i}].{key}",
+                "conflict",
+                f"{mine} differs from nodeGroups[{j}] ({other.name}: {theirs}), which targets the"
+                f" same reservation {rid}; a reservation is of one instance type, in one AZ, of one kind, in one"
+                " placement group, with one end: make them agree or use another reservation",
+                value=str(mine),
+                allowed=str(theirs),
+                hint="make them agree or use another reservation",
+            )
             for key, (mine, theirs) in facts.items()
             if mine != theirs
         ][:1]
@@ -54,7 +62,7 @@ def placement_group_azs(cfg: StackConfig) -> list[str]:
     """Groups that launch into one existing placement group are in one AZ: a cluster placement
     group cannot span Availability Zones (EC2 user guide, placement-strategies)."""
     first: dict[str, tuple[int, str]] = {}
-    problems = []
+    problems: list[str] = []
     for i, ng in enumerate(cfg.node_groups):
         name = ng.capacity.placement_group_name
         if name is None:
@@ -63,9 +71,14 @@ def placement_group_azs(cfg: StackConfig) -> list[str]:
         j, their_az = first.setdefault(name, (i, az))
         if their_az != az:
             problems.append(
-                f"nodeGroups[{i}].capacity.placementGroupName: {name!r} is also nodeGroups[{j}]'s, in {their_az}, and"
-                f" this group is in {az}; a cluster placement group lives in one AZ: put both groups in {their_az}"
-                " or name another placement group"
+                problem(
+                    f"nodeGroups[{i}].capacity.placementGroupName",
+                    "conflict",
+                    f"{name!r} is also nodeGroups[{j}]'s, in {their_az}, and this group is in {az}; a cluster"
+                    f" placement group lives in one AZ: put both groups in {their_az} or name another placement group",
+                    value=repr(name),
+                    hint=f"put both groups in {their_az} or name another placement group",
+                )
             )
     return problems
 
@@ -73,21 +86,32 @@ def placement_group_azs(cfg: StackConfig) -> list[str]:
 def capacity_blocks_sold(cfg: StackConfig) -> list[str]:
     """Capacity Blocks exist for some instance types only, and hold at most 64 instances each
     (EC2 user guide, ec2-capacity-blocks)."""
-    problems = []
+    problems: list[str] = []
     for i, ng in enumerate(cfg.node_groups):
         if ng.capacity.type != "capacity-block":
             continue
         if ng.instance_type not in CAPACITY_BLOCK_TYPES:
+            sold = ", ".join(sorted(CAPACITY_BLOCK_TYPES))
             problems.append(
-                f"nodeGroups[{i}].capacity.type: EC2 sells no Capacity Blocks of {ng.instance_type}; they exist for"
-                f" {', '.join(sorted(CAPACITY_BLOCK_TYPES))}: use type reservation (an On-Demand Capacity"
-                " Reservation) or on-demand"
+                problem(
+                    f"nodeGroups[{i}].capacity.type",
+                    "conflict",
+                    f"EC2 sells no Capacity Blocks of {ng.instance_type}; they exist for {sold}: use type reservation"
+                    " (an On-Demand Capacity Reservation) or on-demand",
+                    value="'capacity-block'",
+                    allowed=f"capacity-block for {sold}; else reservation or on-demand",
+                )
             )
         elif ng.max > CAPACITY_BLOCK_MAX_INSTANCES:
             problems.append(
-                f"{size_key(i, ng)}: {ng.max} instances, but a Capacity Block holds at most"
-                f" {CAPACITY_BLOCK_MAX_INSTANCES}: use at most {CAPACITY_BLOCK_MAX_INSTANCES}, or one node group per"
-                " block"
+                problem(
+                    size_key(i, ng),
+                    "invalid",
+                    f"{ng.max} instances, but a Capacity Block holds at most {CAPACITY_BLOCK_MAX_INSTANCES}: use at"
+                    f" most {CAPACITY_BLOCK_MAX_INSTANCES}, or one node group per block",
+                    value=str(ng.max),
+                    allowed=f"at most {CAPACITY_BLOCK_MAX_INSTANCES}",
+                )
             )
     return problems
 
@@ -97,14 +121,21 @@ def capacity_blocks_ahead(cfg: StackConfig) -> list[str]:
     refuses a scheduled action that starts in the past (PutScheduledUpdateGroupAction), so the
     plan and the deploy agree that a block that has ended (or is about to) needs a new one."""
     now = utc_now()
-    problems = []
+    problems: list[str] = []
     for i, ng in enumerate(cfg.node_groups):
         when = ng.capacity.scale_down_at
         if ng.capacity.type == "capacity-block" and when is not None and when <= now:
             problems.append(
-                f"nodeGroups[{i}].capacity.endsAt: the block ends {ng.capacity.ends_at:%Y-%m-%d %H:%M} UTC, so the"
-                f" scale-down at {when:%Y-%m-%d %H:%M} UTC is already past (Auto Scaling refuses a scheduled action"
-                " in the past): set a new block's reservationId and endsAt, or remove the node group"
+                problem(
+                    f"nodeGroups[{i}].capacity.endsAt",
+                    "invalid",
+                    f"the block ends {ng.capacity.ends_at:%Y-%m-%d %H:%M} UTC, so the scale-down at"
+                    f" {when:%Y-%m-%d %H:%M} UTC is already past (Auto Scaling refuses a scheduled action in the past):"
+                    " set a new block's reservationId and endsAt, or remove the node group",
+                    value=f"{ng.capacity.ends_at:%Y-%m-%d %H:%M} UTC",
+                    allowed=f"a time after {now:%Y-%m-%d %H:%M} UTC",
+                    hint="set a new block's reservationId and endsAt, or remove the node group",
+                )
             )
     return problems
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from config.checks.groups import size_key
+from config.problems import problem
 from config.stack import StackConfig
 from facts.limits import EKS_CLUSTER_SG_INBOUND, KUEUE_MAX_FLAVORS, SECURITY_GROUP_RULES, SUBNET_RESERVED_ADDRESSES
 
@@ -39,7 +40,7 @@ def created_vpc_fits(cfg: StackConfig) -> list[str]:
         return []
     prefix = cfg.network.private_subnet_prefix
     holds = 2 ** (32 - prefix) - SUBNET_RESERVED_ADDRESSES
-    problems = []
+    problems: list[str] = []
     for az, need in sorted(addresses_needed(cfg).items()):
         if need <= holds:
             continue
@@ -51,17 +52,30 @@ def created_vpc_fits(cfg: StackConfig) -> list[str]:
         if alone:
             i, ng = alone[0]
             per_node = ng.instance.vpc_cni_addresses
+            most = (holds - EKS_INTERFACE_ADDRESSES) // per_node
             problems.append(
-                f"{size_key(i, ng)}: {ng.max} x {ng.instance_type} need {ng.max * per_node} VPC addresses ({per_node}"
-                f" per node, VPC CNI), more than the {holds} of the /{prefix} private subnet in {az}: use at most"
-                f" {(holds - EKS_INTERFACE_ADDRESSES) // per_node} nodes, or an existing VPC with larger subnets"
-                " (network.vpcId)"
+                problem(
+                    size_key(i, ng),
+                    "conflict",
+                    f"{ng.max} x {ng.instance_type} need {ng.max * per_node} VPC addresses ({per_node} per node,"
+                    f" VPC CNI), more than the {holds} of the /{prefix} private subnet in {az}: use at most {most}"
+                    " nodes, or an existing VPC with larger subnets (network.vpcId)",
+                    value=str(ng.max),
+                    allowed=f"at most {most}",
+                    hint="or an existing VPC with larger subnets (network.vpcId)",
+                )
             )
             continue
         problems.append(
-            f"network.cidr: the nodes in {az} need {need} VPC addresses at their maxSize (VPC CNI), more than the"
-            f" {holds} of its /{prefix} private subnet: use a larger network.cidr (a /16 gives"
-            f" {2**13 - SUBNET_RESERVED_ADDRESSES} per AZ), or lower maxSize"
+            problem(
+                "network.cidr",
+                "conflict",
+                f"the nodes in {az} need {need} VPC addresses at their maxSize (VPC CNI), more than the {holds} of"
+                f" its /{prefix} private subnet: use a larger network.cidr (a /16 gives"
+                f" {2**13 - SUBNET_RESERVED_ADDRESSES} per AZ), or lower maxSize",
+                value=str(cfg.network.cidr),
+                hint="a larger network.cidr, or lower maxSize",
+            )
         )
     return problems
 
@@ -78,15 +92,27 @@ def flavors_fit(
         return []
     if teams:
         return [
-            f"queueing.defaultQueue: the default queue kept beside teams lists all {accelerated} accelerated node"
-            f" groups and the system group, {accelerated + 1} Kueue flavors, and Kueue takes at most"
-            f" {KUEUE_MAX_FLAVORS} per resource group: set it to false, or use at most {KUEUE_MAX_FLAVORS - 1}"
-            " node groups"
+            problem(
+                "queueing.defaultQueue",
+                "conflict",
+                f"the default queue kept beside teams lists all {accelerated} accelerated node groups and the system"
+                f" group, {accelerated + 1} Kueue flavors, and Kueue takes at most {KUEUE_MAX_FLAVORS} per resource"
+                f" group: set it to false, or use at most {KUEUE_MAX_FLAVORS - 1} node groups",
+                value="true",
+                hint=f"set it to false, or use at most {KUEUE_MAX_FLAVORS - 1} node groups",
+            )
         ]
     return [
-        f"{where}: {accelerated} accelerated node groups and the system group make {accelerated + 1} Kueue flavors in"
-        f" the default queue, and Kueue takes at most {KUEUE_MAX_FLAVORS} per resource group: use at most"
-        f" {KUEUE_MAX_FLAVORS - 1} node groups, or define teams (each team's queue lists only its own group)"
+        problem(
+            where,
+            "invalid",
+            f"{accelerated} accelerated node groups and the system group make {accelerated + 1} Kueue flavors in"
+            f" the default queue, and Kueue takes at most {KUEUE_MAX_FLAVORS} per resource group: use at most"
+            f" {KUEUE_MAX_FLAVORS - 1} node groups, or define teams (each team's queue lists only its own group)",
+            value=f"{accelerated} node groups",
+            allowed=f"at most {KUEUE_MAX_FLAVORS - 1} node groups",
+            hint="or define teams (each team's queue lists only its own group)",
+        )
     ]
 
 
@@ -103,10 +129,17 @@ def cluster_security_group_rules(cfg: StackConfig) -> list[str]:
     if total <= SECURITY_GROUP_RULES:
         return []
     return [
-        f"cluster.privateAccessCidrs: {len(c.private_access_cidrs)} networks and"
-        f" {len(c.private_access_security_group_ids)} security groups (privateAccessSecurityGroupIds) make {total}"
-        f" inbound rules on the cluster security group, with {fixed} of its own; EC2 allows {SECURITY_GROUP_RULES} by"
-        " default (RulesPerSecurityGroupLimitExceeded): merge networks into fewer, larger CIDRs"
+        problem(
+            "cluster.privateAccessCidrs",
+            "invalid",
+            f"{len(c.private_access_cidrs)} networks and {len(c.private_access_security_group_ids)} security groups"
+            f" (privateAccessSecurityGroupIds) make {total} inbound rules on the cluster security group, with"
+            f" {fixed} of its own; EC2 allows {SECURITY_GROUP_RULES} by default (RulesPerSecurityGroupLimitExceeded):"
+            " merge networks into fewer, larger CIDRs",
+            value=f"{len(c.private_access_cidrs)} networks",
+            allowed=f"at most {SECURITY_GROUP_RULES - fixed} networks and security groups together",
+            hint="merge networks into fewer, larger CIDRs",
+        )
     ]
 
 

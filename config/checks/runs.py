@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 from config.base import did_you_mean
 from config.checks.groups import Groups
 from config.names import plain_secrets, run_name, run_objects
+from config.problems import problem
 from config.stack import StackConfig
 from config.storage import StorageConfig
 from config.workloads import RECIPES, RunConfig, TrainingRun, WorkloadConfig
@@ -27,8 +28,14 @@ def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]
         return []
     said = "is empty, but required" if token is not None else "required"
     return [
-        f"huggingFaceToken: {said} by workloads.{name} ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
-        " set it with `pulumi config set --secret huggingFaceToken hf_...`"
+        problem(
+            "huggingFaceToken",
+            "required",
+            f"{said} by workloads.{name} ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
+            " set it with `pulumi config set --secret huggingFaceToken hf_...`",
+            allowed="a Hugging Face token, stored encrypted",
+            hint="pulumi config set --secret huggingFaceToken hf_...",
+        )
     ]
 
 
@@ -36,8 +43,13 @@ def platform_env(name: str, run: RunConfig) -> list[str]:
     """A run's `env` and `secretEnv` leave the variables the platform sets alone: they carry the
     rendezvous, the node count and the checkpoint directory every restart resumes from."""
     return [
-        f"workloads.{name}.{where}.{var}: the platform sets {var} ({PLATFORM_ENV[var]}); a value here would"
-        " override it and break the run's rendezvous or checkpoints: leave it out, or use another name"
+        problem(
+            f"workloads.{name}.{where}.{var}",
+            "forbidden",
+            f"the platform sets {var} ({PLATFORM_ENV[var]}); a value here would"
+            " override it and break the run's rendezvous or checkpoints: leave it out, or use another name",
+            hint="leave it out, or use another name",
+        )
         for where, names in (("env", run.env), ("secretEnv", run.secret_env))
         for var in sorted(names)
         if var in PLATFORM_ENV
@@ -48,7 +60,17 @@ def known_node_group(key: str, wanted: str, groups: Groups) -> list[str]:
     if wanted in groups:
         return []
     known = ", ".join(groups) or "none are defined"
-    return [f"{key}.nodeGroup: unknown node group {wanted!r}{did_you_mean(wanted, groups)}; node groups: {known}"]
+    meant = did_you_mean(wanted, groups)
+    return [
+        problem(
+            f"{key}.nodeGroup",
+            "not-supported",
+            f"unknown node group {wanted!r}{meant}; node groups: {known}",
+            value=repr(wanted),
+            allowed=known,
+            hint=meant.strip(" ()") or None,
+        )
+    ]
 
 
 CPU_RECIPES = [name for name, model in RECIPES.items() if model.RUNS_ON_CPU]
@@ -64,19 +86,36 @@ def accelerator_matches(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
             return []
         if run.RUNS_ON_CPU:
             return [
-                f"{key}.nodeGroup: recipe {run.RECIPE} trains on CPUs, on the system node group; {ng.name!r} runs"
-                f" {it.name} ({it.accelerator_name}), whose taint keeps CPU pods off; use nodeGroup: system"
+                problem(
+                    f"{key}.nodeGroup",
+                    "conflict",
+                    f"recipe {run.RECIPE} trains on CPUs, on the system node group; {ng.name!r} runs"
+                    f" {it.name} ({it.accelerator_name}), whose taint keeps CPU pods off; use nodeGroup: system",
+                    value=repr(ng.name),
+                    allowed="system",
+                )
             ]
         return [
-            f"{key}.nodeGroup: recipe {run.RECIPE} needs an accelerated node group; {ng.name!r} is the system node"
-            f" group ({it.name}, no accelerator), where only CPU recipes ({', '.join(CPU_RECIPES)}) run"
+            problem(
+                f"{key}.nodeGroup",
+                "conflict",
+                f"recipe {run.RECIPE} needs an accelerated node group; {ng.name!r} is the system node"
+                f" group ({it.name}, no accelerator), where only CPU recipes ({', '.join(CPU_RECIPES)}) run",
+                value=repr(ng.name),
+                allowed="an accelerated node group",
+            )
         ]
     if run.ACCELERATOR is None or it.accelerator == run.ACCELERATOR:
         return []
     kind = {"neuron": "a Neuron (Trainium)", "nvidia": "an NVIDIA GPU"}[run.ACCELERATOR]
     return [
-        f"{key}.nodeGroup: recipe {run.RECIPE} needs {kind} node group; {ng.name!r} runs {it.name}"
-        f" ({it.accelerator_name})"
+        problem(
+            f"{key}.nodeGroup",
+            "conflict",
+            f"recipe {run.RECIPE} needs {kind} node group; {ng.name!r} runs {it.name} ({it.accelerator_name})",
+            value=repr(ng.name),
+            allowed=f"{kind} node group",
+        )
     ]
 
 
@@ -86,8 +125,15 @@ def nodes_fit(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     if run.nodes <= ng.max_nodes:
         return []
     return [
-        f"{key}.nodes: {run.nodes} nodes, but node group {ng.name!r} can have at most {ng.max_nodes}"
-        f" ({ng.max_key}); use at most {ng.max_nodes} or raise maxSize"
+        problem(
+            f"{key}.nodes",
+            "conflict",
+            f"{run.nodes} nodes, but node group {ng.name!r} can have at most {ng.max_nodes}"
+            f" ({ng.max_key}); use at most {ng.max_nodes} or raise maxSize",
+            value=str(run.nodes),
+            allowed=f"at most {ng.max_nodes}",
+            hint=f"or raise {ng.max_key}",
+        )
     ]
 
 
@@ -97,8 +143,13 @@ def image_repository_exists(key: str, run: RunConfig, repositories: Collection[s
     if run.image is not None or repo is None or repo in repositories:
         return []
     return [
-        f"{key}.image: required: the stack has no ECR repository {repo!r} for recipe {run.RECIPE}"
-        f" (registry.repositories: {', '.join(repositories) or 'none'})"
+        problem(
+            f"{key}.image",
+            "required",
+            f"required: the stack has no ECR repository {repo!r} for recipe {run.RECIPE}"
+            f" (registry.repositories: {', '.join(repositories) or 'none'})",
+            hint=f"or add {repo} to registry.repositories",
+        )
     ]
 
 
@@ -110,15 +161,21 @@ def versions_fit(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     sdk, source = run.sdk
     if sdk is None:
         return [
-            f"{key}.neuronSdk: required: the image {run.image} does not name its Neuron SDK (no -sdk<version> in"
-            " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family"
+            problem(
+                f"{key}.neuronSdk",
+                "required",
+                f"required: the image {run.image} does not name its Neuron SDK (no -sdk<version> in"
+                " its tag); state it, e.g. 2.22.0, so the version can be checked against the instance family",
+                allowed="a Neuron SDK version such as 2.22.0",
+            )
         ]
     family = ng.instance.neuron_family
     wrong_family = versions.family_problems(family, framework=run.NEURON_FRAMEWORK)
     if wrong_family:
-        return [f"{key}.nodeGroup: {p}" for p in wrong_family]
+        return [problem(f"{key}.nodeGroup", "conflict", p) for p in wrong_family]
     return [
-        f"{key}.{source}: {p}" for p in versions.problems(sdk, family, framework=run.NEURON_FRAMEWORK, image=run.image)
+        problem(f"{key}.{source}", "conflict", p)
+        for p in versions.problems(sdk, family, framework=run.NEURON_FRAMEWORK, image=run.image)
     ]
 
 
@@ -131,9 +188,16 @@ def gpu_kernels_fit(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     have = ", ".join(f"sm_{a}" for a in sorted(built.cuda_architectures))
     fit = [t.name for t in instances.ACCELERATED.values() if t.cuda_arch in built.cuda_architectures]
     return [
-        f"{key}.nodeGroup: the {run.RECIPE} image (images/{built.repository}) is built for {have} only; the"
-        f" {ng.instance.accelerator_name} GPUs of {ng.instance.name} need sm_{arch}: use a node group of"
-        f" {', '.join(fit)}, or name an image built for them (image)"
+        problem(
+            f"{key}.nodeGroup",
+            "conflict",
+            f"the {run.RECIPE} image (images/{built.repository}) is built for {have} only; the"
+            f" {ng.instance.accelerator_name} GPUs of {ng.instance.name} need sm_{arch}: use a node group of"
+            f" {', '.join(fit)}, or name an image built for them (image)",
+            value=repr(ng.name),
+            allowed=f"a node group of {', '.join(fit)}",
+            hint="or name an image built for them (image)",
+        )
     ]
 
 
@@ -146,11 +210,17 @@ def health_check_fits(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     room = it.gpu_memory_mib * 2**20 - NCCL_TESTS_RESERVED_BYTES
     if NCCL_TESTS_BUFFERS * size_bytes(hc.message_size) <= room:
         return []
+    most = f"{room // NCCL_TESTS_BUFFERS // 2**20}M"
     return [
-        f"{key}.healthCheck.messageSize: {hc.message_size} does not fit: nccl-tests allocates {NCCL_TESTS_BUFFERS}"
-        f" buffers of it on each GPU and keeps 1 GiB free, and a {it.accelerator_name} of {it.name} has"
-        f" {it.gpu_memory_mib // 1024} GiB (it would shrink the size in silence): use at most"
-        f" {room // NCCL_TESTS_BUFFERS // 2**20}M"
+        problem(
+            f"{key}.healthCheck.messageSize",
+            "conflict",
+            f"{hc.message_size} does not fit: nccl-tests allocates {NCCL_TESTS_BUFFERS}"
+            f" buffers of it on each GPU and keeps 1 GiB free, and a {it.accelerator_name} of {it.name} has"
+            f" {it.gpu_memory_mib // 1024} GiB (it would shrink the size in silence): use at most {most}",
+            value=repr(hc.message_size),
+            allowed=f"at most {most}",
+        )
     ]
 
 
@@ -206,9 +276,15 @@ def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageCon
     listed = ", ".join(f"{n}: {p.kept} x {p.size_bytes / 1e9:,.0f} GB" for n, p in kept.items())
     keys = ", ".join(f"workloads.{n}.{trained[n].checkpoints_kept_key}" for n in kept)
     return [
-        f"storage.storageCapacityGib: the checkpoints the runs keep ({listed}) need {total / 1e12:,.2f} TB, more than"
-        f" {STORAGE_SHARE:.0%} of {storage.storage_capacity_gib} GiB; grow the file system (a multiple"
-        f" of 2400 GiB) or keep fewer ({keys})"
+        problem(
+            "storage.storageCapacityGib",
+            "conflict",
+            f"the checkpoints the runs keep ({listed}) need {total / 1e12:,.2f} TB, more than"
+            f" {STORAGE_SHARE:.0%} of {storage.storage_capacity_gib} GiB; grow the file system (a multiple"
+            f" of 2400 GiB) or keep fewer ({keys})",
+            value=str(storage.storage_capacity_gib),
+            hint=f"grow the file system (a multiple of 2400 GiB) or keep fewer ({keys})",
+        )
     ]
 
 
@@ -221,7 +297,8 @@ def checkpoint_share(workloads: Mapping[str, WorkloadConfig], groups: Groups, st
     """A run whose checkpoints would take more than 2% of its training time to write (at the file
     system's full throughput and the run's known or estimated step time) is refused, with the
     shortest interval that fits."""
-    problems, fs = [], storage.file_system
+    problems: list[str] = []
+    fs = storage.file_system
     for name, run in sorted(workloads.items()):
         if not isinstance(run, TrainingRun):  # only a training run checkpoints
             continue
@@ -239,9 +316,15 @@ def checkpoint_share(workloads: Mapping[str, WorkloadConfig], groups: Groups, st
             else f"no interval fits a run of {total} steps (it saves at its last step): raise"
         )
         problems.append(
-            f"workloads.{name}.{run.checkpoint_interval_key}: a {plan.size_bytes / 1e9:,.0f} GB checkpoint every"
-            f" {every} steps of {plan.step_seconds:.3g} s takes {share:.1%} of training time to write"
-            f" (~{plan.write_seconds:,.0f} s each at the file system's {fs.mb_per_second:,.0f} MB/s); at"
-            f" most {MAX_WRITE_SHARE:.0%}: {advice} storage.throughputPerTib or storage.storageCapacityGib"
+            problem(
+                f"workloads.{name}.{run.checkpoint_interval_key}",
+                "conflict",
+                f"a {plan.size_bytes / 1e9:,.0f} GB checkpoint every"
+                f" {every} steps of {plan.step_seconds:.3g} s takes {share:.1%} of training time to write"
+                f" (~{plan.write_seconds:,.0f} s each at the file system's {fs.mb_per_second:,.0f} MB/s);"
+                f" at most {MAX_WRITE_SHARE:.0%}: {advice} storage.throughputPerTib or storage.storageCapacityGib",
+                value=str(every),
+                allowed=f"{fits} steps or more" if fits and (total is None or fits < total) else None,
+            )
         )
     return problems

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from config.aws import acm_certificate_region
 from config.base import did_you_mean
 from config.checks.groups import Groups
+from config.problems import problem
 from config.stack import StackConfig
 from config.workloads import RECIPES, VllmServeWorkload, WorkloadConfig
 from config.workloads.recipe import NoConversion, RunExport
@@ -25,26 +26,36 @@ def serving_source(name: str, run: VllmServeWorkload, workloads: Mapping[str, Wo
     if trained is None or isinstance(trained, VllmServeWorkload):
         runs = [n for n, r in workloads.items() if not isinstance(r, VllmServeWorkload)]
         known = ", ".join(runs) or "none"
-        return [f"{key}: {wanted!r} is not a training run of this stack{did_you_mean(wanted, runs)}; runs: {known}"]
+        said = f"{wanted!r} is not a training run of this stack{did_you_mean(wanted, runs)}; runs: {known}"
+        return [problem(key, "not-supported", said, value=repr(wanted), allowed=known)]
     if isinstance(trained.CONVERSION, NoConversion):
         convertible = ", ".join(r for r, m in RECIPES.items() if not isinstance(m.CONVERSION, NoConversion))
-        return [
-            f"{key}: recipe {trained.RECIPE} of {wanted!r} has no converter to a Hugging Face model"
+        said = (
+            f"recipe {trained.RECIPE} of {wanted!r} has no converter to a Hugging Face model"
             f" ({trained.CONVERSION.why}); servable recipes: {convertible}"
-        ]
+        )
+        return [problem(key, "conflict", said, value=repr(wanted), allowed=f"a run of {convertible}")]
     export = trained.CONVERSION
     if isinstance(export, RunExport) and not trained.model_dump(by_alias=True).get(export.key):
+        said = f"must be true for {name!r} to serve {wanted!r}: its run's Hugging Face export ({export.follows})"
         return [
-            f"workloads.{wanted}.{export.key}: must be true for {name!r} to serve {wanted!r}: its run's Hugging Face"
-            f" export ({export.follows}) is what the server loads"
+            problem(f"workloads.{wanted}.{export.key}", "conflict", f"{said} is what the server loads", allowed="true")
         ]
     if trained.team != run.team:
         team = trained.team or "none"
-        return [f"workloads.{name}.team: must be {wanted!r}'s ({team}): the converted model is on that team's /shared"]
+        said = f"must be {wanted!r}'s ({team}): the converted model is on that team's /shared"
+        return [problem(f"workloads.{name}.team", "conflict", said, value=repr(run.team), allowed=team)]
     seq = trained.model_shape.seq_length if trained.model_shape else None
     if seq is not None and run.max_model_len > seq:
+        said = f"{run.max_model_len} is longer than the {seq} tokens {wanted!r} trained at"
         return [
-            f"workloads.{name}.maxModelLen: {run.max_model_len} is longer than the {seq} tokens {wanted!r} trained at"
+            problem(
+                f"workloads.{name}.maxModelLen",
+                "conflict",
+                said,
+                value=str(run.max_model_len),
+                allowed=f"at most {seq}",
+            )
         ]
     return []
 
@@ -56,11 +67,16 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
     if ng is None or ng.instance.accelerator is None:
         return []
     parameters = run.served_parameters(cfg.workloads)
-    problems = []
+    problems: list[str] = []
     if run.nodes_needed(ng.instance) > ng.max_nodes:
         problems.append(
-            f"workloads.{name}.replicas: {run.replicas} replicas of {run.devices(ng.instance)} devices need"
-            f" {run.nodes_needed(ng.instance)} nodes; node group {ng.name!r} has at most {ng.max_nodes} ({ng.max_key})"
+            problem(
+                f"workloads.{name}.replicas",
+                "conflict",
+                f"{run.replicas} replicas of {run.devices(ng.instance)} devices need {run.nodes_needed(ng.instance)}"
+                f" nodes; node group {ng.name!r} has at most {ng.max_nodes} ({ng.max_key})",
+                value=str(run.replicas),
+            )
         )
     memory = serving.device_memory_gib(ng.instance)
     weights = (parameters or 0) * serving.BYTES_PER_PARAMETER / 2**30
@@ -68,18 +84,29 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
     room = devices * (memory or 0) * serving.MEMORY_SHARE
     if run.parameters is None and memory and weights > room:
         problems.append(
-            f"workloads.{name}.tensorParallel: {run.model.workload!r}'s {weights:,.0f} GiB of bf16 weights do not fit"
-            f" {devices} x {memory} GiB at {serving.MEMORY_SHARE:.0%};"
-            " raise tensorParallel"
+            problem(
+                f"workloads.{name}.tensorParallel",
+                "conflict",
+                f"{run.model.workload!r}'s {weights:,.0f} GiB of bf16 weights do not fit"
+                f" {devices} x {memory} GiB at {serving.MEMORY_SHARE:.0%};"
+                " raise tensorParallel",
+                hint="raise tensorParallel",
+            )
         )
     startup = server_start_seconds(ng.instance, cfg.storage.file_system.mb_per_second, parameters)
     limit = cfg.queueing.pods_ready_timeout_minutes * 60
     compile_ = ", the Neuron compile" if ng.instance.accelerator == "neuron" else ""
     if startup >= limit:
         problems.append(
-            f"queueing.podsReadyTimeoutMinutes: a replica of workloads.{name} may take {startup // 60} minutes to"
-            f" start (its weights from /shared, the engine{compile_}); Kueue would evict it after {limit // 60};"
-            f" raise it above {startup // 60 + 1}"
+            problem(
+                "queueing.podsReadyTimeoutMinutes",
+                "conflict",
+                f"a replica of workloads.{name} may take {startup // 60} minutes to"
+                f" start (its weights from /shared, the engine{compile_}); Kueue would evict it after {limit // 60};"
+                f" raise it above {startup // 60 + 1}",
+                value=str(limit // 60),
+                allowed=f"more than {startup // 60 + 1}",
+            )
         )
     return problems
 
@@ -93,7 +120,8 @@ def serving_needs_leader_worker_set(cfg: StackConfig) -> list[str]:
     if not spanning:
         return []
     runs = ", ".join(f"workloads.{n}" for n in spanning)
-    return [f"addons.leaderWorkerSet: false, but {runs} spans nodes (a LeaderWorkerSet); set it true or leave it unset"]
+    said = f"false, but {runs} spans nodes (a LeaderWorkerSet); set it true or leave it unset"
+    return [problem("addons.leaderWorkerSet", "conflict", said, value="false", allowed="true or unset")]
 
 
 def balancer_missing(cfg: StackConfig) -> str | None:
@@ -114,11 +142,24 @@ def serving_endpoint(name: str, run: VllmServeWorkload, region: str, missing: st
     if run.endpoint != "internalLoadBalancer":
         return []
     if missing is not None:
-        return [f"workloads.{name}.endpoint: internalLoadBalancer {missing}"]
-    if run.certificate_arn and (where := acm_certificate_region(run.certificate_arn)) != region:
         return [
-            f"workloads.{name}.certificateArn: the certificate is in {where}; the load balancer is in {region}"
-            f" (aws:region): request or import it in {region}"
+            problem(
+                f"workloads.{name}.endpoint",
+                "conflict",
+                f"internalLoadBalancer {missing}",
+                value="'internalLoadBalancer'",
+            )
+        ]
+    if run.certificate_arn and (where := acm_certificate_region(run.certificate_arn)) != region:
+        said = f"the certificate is in {where}; the load balancer is in {region} (aws:region)"
+        return [
+            problem(
+                f"workloads.{name}.certificateArn",
+                "conflict",
+                f"{said}: request or import it in {region}",
+                allowed=f"a certificate in {region}",
+                hint=f"request or import it in {region}",
+            )
         ]
     return []
 
@@ -139,8 +180,14 @@ def layered_serving(workloads: Mapping[str, WorkloadConfig], leader_worker_set: 
     """A runs-layer serving run across nodes needs the LeaderWorkerSet controller, which the
     cluster layer installs only when asked (it does not see the runs)."""
     return [
-        f"workloads.{name}.nodes: {run.nodes} nodes a replica make a LeaderWorkerSet, but the cluster layer"
-        f" ({lower_stack}) runs no LeaderWorkerSet controller: set addons.leaderWorkerSet: true there and deploy it"
+        problem(
+            f"workloads.{name}.nodes",
+            "conflict",
+            f"{run.nodes} nodes a replica make a LeaderWorkerSet, but the cluster layer ({lower_stack}) runs no"
+            " LeaderWorkerSet controller: set addons.leaderWorkerSet: true there and deploy it",
+            value=str(run.nodes),
+            hint=f"set addons.leaderWorkerSet: true in {lower_stack} and deploy it",
+        )
         for name, run in sorted(workloads.items())
         if isinstance(run, VllmServeWorkload) and run.spans_nodes and not leader_worker_set
     ]

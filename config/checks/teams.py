@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from config.base import did_you_mean
 from config.checks.groups import Groups
 from config.checks.runs import known_node_group
+from config.problems import problem
 from config.stack import StackConfig
 from config.teams import TeamConfig
 from config.workloads import RunConfig, WorkloadConfig
@@ -23,8 +24,14 @@ def quotas_fit(name: str, team: TeamConfig, ng: NodeGroup, shares: list[tuple[st
     if total > ng.max_nodes and total - team.nodes <= ng.max_nodes:
         listed = ", ".join(f"{t}: {n}" for t, n in shares)
         return [
-            f"teams.{name}.nodes: the teams on node group {ng.name!r} ask for {total} nodes ({listed}), but it can"
-            f" have at most {ng.max_nodes} ({ng.max_key}); quotas must not exceed the nodes that can exist"
+            problem(
+                f"teams.{name}.nodes",
+                "conflict",
+                f"the teams on node group {ng.name!r} ask for {total} nodes ({listed}), but it can"
+                f" have at most {ng.max_nodes} ({ng.max_key}); quotas must not exceed the nodes that can exist",
+                value=str(team.nodes),
+                allowed=f"at most {ng.max_nodes - (total - team.nodes)}",
+            )
         ]
     return []
 
@@ -58,9 +65,16 @@ def borrowing_reachable(name: str, teams: Mapping[str, TeamConfig], unowned: Map
         return []
     nodes = "node" if lend == 1 else "nodes"
     return [
-        f"teams.{name}.borrowingLimitNodes: {team.borrowing_limit_nodes}, but the other teams on node group"
-        f" {team.node_group!r} lend only {lend} {nodes}: Kueue lends only their unused nominal quota, never nodes"
-        f" outside every team's quota; use at most {lend}, or give those nodes to a team"
+        problem(
+            f"teams.{name}.borrowingLimitNodes",
+            "conflict",
+            f"{team.borrowing_limit_nodes}, but the other teams on node group {team.node_group!r} lend only {lend}"
+            f" {nodes}: Kueue lends only their unused nominal quota, never nodes outside every team's quota; use at"
+            f" most {lend}, or give those nodes to a team",
+            value=str(team.borrowing_limit_nodes),
+            allowed=f"at most {lend}",
+            hint="or give those nodes to a team",
+        )
     ]
 
 
@@ -80,6 +94,51 @@ def team_problems(teams: Mapping[str, TeamConfig], groups: Groups, default_queue
     return problems
 
 
+def _no_team(
+    key: str, wanted: str | None, teams: Mapping[str, TeamConfig], unowned: Mapping[str, int] | None
+) -> list[str]:
+    """A run that names no team, or one that does not exist: fine without teams or beside a kept default queue."""
+    if not teams:
+        if wanted is None:
+            return []
+        return [
+            problem(
+                key,
+                "not-supported",
+                f"{wanted!r} is not a team (no teams are defined; runs without teams use the default queue)",
+                value=repr(wanted),
+                allowed="none (no teams are defined)",
+            )
+        ]
+    if wanted is None:
+        if unowned is not None:
+            return []
+        return [
+            problem(
+                key,
+                "required",
+                f"required when teams are defined and queueing.defaultQueue is not true; teams: {', '.join(teams)}."
+                " A run that ran before the first team keeps running in `training` with queueing.defaultQueue: true;"
+                " naming a team moves it to the team's namespace and directory, where it starts again from step 0",
+                allowed=", ".join(teams),
+                hint="or queueing.defaultQueue: true keeps the run in `training`",
+            )
+        ]
+    if wanted not in teams:
+        meant = did_you_mean(wanted, teams)
+        return [
+            problem(
+                key,
+                "not-supported",
+                f"unknown team {wanted!r}{meant}; teams: {', '.join(teams)}",
+                value=repr(wanted),
+                allowed=", ".join(teams),
+                hint=meant.strip(" ()") or None,
+            )
+        ]
+    return []
+
+
 def run_team(
     name: str, run: RunConfig, teams: Mapping[str, TeamConfig], unowned: Mapping[str, int] | None = None
 ) -> list[str]:
@@ -87,33 +146,32 @@ def run_team(
     one: `unowned` is then its quota), on the team's node group, within its reach: its quota and
     what it can borrow (the other queues' quota, up to its borrowing limit)."""
     key = f"workloads.{name}.team"
-    if not teams:
-        if run.team is None:
-            return []
-        return [f"{key}: {run.team!r} is not a team (no teams are defined; runs without teams use the default queue)"]
-    if run.team is None:
-        if unowned is not None:
-            return []
-        return [
-            f"{key}: required when teams are defined and queueing.defaultQueue is not true; teams: {', '.join(teams)}."
-            " A run that ran before the first team keeps running in `training` with queueing.defaultQueue: true;"
-            " naming a team moves it to the team's namespace and directory, where it starts again from step 0"
-        ]
-    team = teams.get(run.team)
-    if team is None:
-        return [f"{key}: unknown team {run.team!r}{did_you_mean(run.team, teams)}; teams: {', '.join(teams)}"]
+    team = teams.get(run.team) if run.team is not None else None
+    if team is None or run.team is None:
+        return _no_team(key, run.team, teams, unowned)
     if team.node_group != run.node_group:
         return [
-            f"{key}: team {run.team!r} has its quota on node group {team.node_group!r}, not {run.node_group!r}"
-            f" (workloads.{name}.nodeGroup)"
+            problem(
+                key,
+                "conflict",
+                f"team {run.team!r} has its quota on node group {team.node_group!r}, not {run.node_group!r}"
+                f" (workloads.{name}.nodeGroup)",
+                value=repr(run.team),
+            )
         ]
     lend = lendable(run.team, teams, unowned)
     borrow = lend if team.borrowing_limit_nodes is None else min(team.borrowing_limit_nodes, lend)
     if run.nodes > team.nodes + borrow:
         return [
-            f"workloads.{name}.nodes: {run.nodes} nodes can never be admitted: team {run.team!r} has {team.nodes}"
-            f" nodes and can borrow {borrow} (its borrowingLimitNodes, and the {lend} the other teams of"
-            f" {team.node_group!r} lend) (teams.{run.team})"
+            problem(
+                f"workloads.{name}.nodes",
+                "conflict",
+                f"{run.nodes} nodes can never be admitted: team {run.team!r} has {team.nodes} nodes and can borrow"
+                f" {borrow} (its borrowingLimitNodes, and the {lend} the other teams of {team.node_group!r} lend)"
+                f" (teams.{run.team})",
+                value=str(run.nodes),
+                allowed=f"at most {team.nodes + borrow}",
+            )
         ]
     return []
 
@@ -130,19 +188,37 @@ def default_queue_decided(cfg: StackConfig) -> list[str]:
     decided = cfg.queueing.default_queue
     if cfg.teams and decided is None:
         return [
-            "queueing.defaultQueue: required once teams are defined: true keeps the `default` queue, the `training`"
-            " namespace and its claim (the whole file system) for runs that name no team, so the runs of a stack"
-            " that ran without teams keep running where they are; false has none (a stack with teams from the"
-            " start; on a stack that ran without teams it deletes `training` with every run in it)"
+            problem(
+                "queueing.defaultQueue",
+                "required",
+                "required once teams are defined: true keeps the `default` queue, the `training`"
+                " namespace and its claim (the whole file system) for runs that name no team, so the runs of a stack"
+                " that ran without teams keep running where they are; false has none (a stack with teams from the"
+                " start; on a stack that ran without teams it deletes `training` with every run in it)",
+                allowed="true or false",
+            )
         ]
     if decided is not None and not cfg.teams and cfg.layer in ("all", "cluster"):
-        return ["queueing.defaultQueue: only with teams (without teams, the default queue is the only one)"]
+        return [
+            problem(
+                "queueing.defaultQueue",
+                "conflict",
+                "only with teams (without teams, the default queue is the only one)",
+                value=str(decided).lower(),
+                hint="leave it out",
+            )
+        ]
     return []
 
 
 def system_name_reserved(cfg: StackConfig) -> list[str]:
     return [
-        f"nodeGroups[{i}].name: {SYSTEM_NODE_GROUP!r} is the system node group's name; choose another"
+        problem(
+            f"nodeGroups[{i}].name",
+            "forbidden",
+            f"{SYSTEM_NODE_GROUP!r} is the system node group's name; choose another",
+            value=repr(SYSTEM_NODE_GROUP),
+        )
         for i, ng in enumerate(cfg.node_groups)
         if ng.name == SYSTEM_NODE_GROUP
     ]
@@ -160,8 +236,15 @@ def pods_ready_covers_launcher_pull(cfg: StackConfig) -> list[str]:
     if have >= need:
         return []
     return [
-        f"queueing.podsReadyTimeoutMinutes: {have} min does not cover the launcher's pull of an image as large as a"
-        f" system node's {system.root_volume_size_gib} GiB root volume (~{need} min at the measured"
-        f" {PULL_GB} GB per {PULL_SECONDS} s); use {need} or more, or a smaller"
-        " systemNodeGroup.rootVolumeSizeGiB"
+        problem(
+            "queueing.podsReadyTimeoutMinutes",
+            "conflict",
+            f"{have} min does not cover the launcher's pull of an image as large as a"
+            f" system node's {system.root_volume_size_gib} GiB root volume (~{need} min at the measured"
+            f" {PULL_GB} GB per {PULL_SECONDS} s); use {need} or more, or a smaller"
+            " systemNodeGroup.rootVolumeSizeGiB",
+            value=str(have),
+            allowed=f"{need} or more",
+            hint="or a smaller systemNodeGroup.rootVolumeSizeGiB",
+        )
     ]

@@ -283,12 +283,12 @@ class RunConfig(ProcessEnv):
             published_mfu=step_time.published_mfu(self.STEP_TIME, self.step_input, instance_type),
             support=None if support is None else support.status,
             initial_weight_bytes=self.initial_weight_bytes,
-            checkpoint_bytes=self.checkpoint_bytes,
+            checkpoint_bytes=self.resume_bytes,
         )
 
     @property
-    def checkpoint_bytes(self) -> int | None:
-        """Bytes of one checkpoint, read back on a restart (None: the run writes none, or unsized)."""
+    def resume_bytes(self) -> int | None:
+        """Bytes a restart reads back, its last checkpoint (None: the run writes none, or unsized)."""
         return None
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
@@ -362,7 +362,7 @@ class TrainingRun(RunConfig):
         )
 
     @property
-    def checkpoint_bytes(self) -> int | None:
+    def resume_bytes(self) -> int | None:
         return self.checkpoint_input.size_bytes
 
 

@@ -34,7 +34,6 @@ class ServeModelConfig(Model):
     hub: str | None = Field(
         None,
         description="Hugging Face Hub model repository (`owner/name`), staged onto /shared once; give hub or workload.",
-        json_schema_extra={"x-default": "none"},
     )
     revision: str = Field("main", description="Hub revision (branch, tag or commit) of `hub`.")
     parameters_billions: float | None = Field(
@@ -46,7 +45,6 @@ class ServeModelConfig(Model):
     workload: str | None = Field(
         None,
         description="A training run of this stack (`workloads.<name>`) whose finished run is converted and served.",
-        json_schema_extra={"x-default": "none"},
     )
     run_id: str | None = Field(
         None,

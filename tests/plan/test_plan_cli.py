@@ -15,6 +15,7 @@ import pulumi
 import pytest
 import yaml
 
+import config
 import stack as program
 from config import stackfile
 from infra.protection import stateful
@@ -161,3 +162,59 @@ def test_stateful_helper_sets_protect_and_keeps_other_options() -> None:
 def test_every_example_stack_plans(stack: str) -> None:
     code, _, err = _main("--stack", stack, "--format", "json")
     assert code == 0, err
+
+
+def _bad_stack(tmp_path: Path, values: dict[str, object]) -> str:
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(stack_yaml({"config": values}))
+    return str(path)
+
+
+def test_invalid_config_as_json_names_each_problem_on_stdout(tmp_path: Path) -> None:
+    """`--format json` on an invalid stack: exit 2, stderr the same lines as the table format,
+    stdout one `{"problems": [...]}` object whose messages are those lines, in order."""
+    values = {
+        **MINIMAL,
+        "llm-training-eks:nodeGroup": [],  # an unknown key: not-supported, with its did-you-mean
+        "llm-training-eks:layer": "everything",  # a value outside a list: not-supported
+        "llm-training-eks:huggingFaceToken": "hf_plain",  # a secret in plain text: forbidden
+    }
+    path = _bad_stack(tmp_path, values)
+    code, out, err = _main("--config-file", path, "--format", "json")
+    table_code, table_out, table_err = _main("--config-file", path)
+    assert code == table_code == 2 and table_out == "" and err == table_err
+    problems = json.loads(out)["problems"]
+    assert [p["message"] for p in problems] == err.splitlines()
+    assert all(set(p) == {"path", "kind", "value", "allowed", "hint", "message"} for p in problems)
+    by_path = {p["path"]: p for p in problems}
+    assert by_path["nodeGroup"]["kind"] == "not-supported"
+    assert by_path["nodeGroup"]["hint"] == "did you mean 'nodeGroups'?"
+    assert "nodeGroups" in by_path["nodeGroup"]["allowed"].split(", ")
+    assert by_path["layer"]["kind"] == "not-supported" and by_path["layer"]["value"] == "'everything'"
+    assert by_path["huggingFaceToken"]["kind"] == "forbidden" and by_path["huggingFaceToken"]["value"] is None
+    for p in problems:
+        assert p["message"].startswith(f"{p['path']}: ")
+
+
+def test_invalid_config_as_json_is_bounded(tmp_path: Path) -> None:
+    """Many problems: at most MAX_PROBLEMS of them, each line cut to MAX_LINE, then one `too-many`
+    entry with the count; stdout stays one JSON object."""
+    many = {f"llm-training-eks:unknownKey{i}": i for i in range(config.MAX_PROBLEMS + 7)}
+    many["llm-training-eks:tags"] = {"team": "x" * (3 * config.MAX_LINE)}
+    code, out, err = _main("--config-file", _bad_stack(tmp_path, {**MINIMAL, **many}), "--format", "json")
+    assert code == 2
+    problems = json.loads(out)["problems"]
+    assert len(problems) == config.MAX_PROBLEMS + 1 == len(err.splitlines())
+    assert all(len(p["message"]) <= config.MAX_LINE for p in problems)
+    assert problems[-1]["kind"] == "too-many" and problems[-1]["path"] == ""
+    assert re.fullmatch(r"\.\.\. and \d+ more problem\(s\); fix these first", problems[-1]["message"])
+
+
+def test_unusable_stack_file_as_json_is_one_problem_naming_no_key() -> None:
+    code, out, err = _main("--stack", "nope", "--format", "json")
+    assert code == 2
+    assert json.loads(out) == {
+        "problems": [
+            {"path": "", "kind": "invalid", "value": None, "allowed": None, "hint": None, "message": err.rstrip("\n")}
+        ]
+    }

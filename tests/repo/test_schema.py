@@ -101,3 +101,13 @@ def test_other_namespaces_are_left_alone() -> None:
     doc = _stack("dev")
     doc["config"]["kubernetes:enableServerSideApply"] = "true"
     assert not list(_validator().iter_errors(doc))
+
+
+def test_pulumi_yaml_declares_what_the_model_says() -> None:
+    """Pulumi.yaml's `config:` section repeats defaults Pulumi needs (a declared key without one is
+    required on every stack): generated from StackConfig, never edited by hand."""
+    text = schema.PULUMI_YAML.read_text()
+    assert text == schema.pulumi_yaml(text), "run `make schema` and commit Pulumi.yaml"
+    declared = yaml.safe_load(text)["config"]
+    assert declared["protectStatefulResources"]["default"] is True and declared["layer"]["default"] == "all"
+    assert "huggingFaceToken" not in declared
