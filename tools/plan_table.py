@@ -173,7 +173,8 @@ def _registry_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
 
 
 def _addons_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
-    kids = view.children(comp["urn"])
+    # One component per add-on (infra.addons) holds each resource: listed by name, not by component.
+    kids = sorted(view.descendants(comp["urn"]), key=lambda r: r["name"])
     facts = []
     for r in view.of_type(kids, "aws:eks/addon:Addon"):
         facts.append(f"EKS add-on {r['inputs'].get('addonName')} {r['inputs'].get('addonVersion', '(EKS default)')}")
@@ -271,6 +272,7 @@ FACTS: dict[str, Callable[[PlanView, dict[str, Any]], list[str]]] = {
     component_type("infra", "SharedStorage"): _storage_facts,
     component_type("infra", "Registry"): _registry_facts,
     component_type("infra", "ImageBuilds"): _images_facts,
+    component_type("infra", "EksAddons"): _addons_facts,
     component_type("infra", "ClusterAddons"): _addons_facts,
     component_type("infra", "Network"): _network_facts,
     component_type("infra", "Cluster"): _cluster_facts,
@@ -280,7 +282,13 @@ FACTS: dict[str, Callable[[PlanView, dict[str, Any]], list[str]]] = {
 
 
 RESOURCES_ONLY = frozenset(
-    {component_type("infra", "SharedVolume"), component_type("infra", "TeamQueues"), "pulumi:providers:kubernetes"}
+    {
+        component_type("infra", "SharedVolume"),
+        component_type("infra", "TeamQueues"),
+        component_type("infra", "TenantNamespaces"),
+        component_type("infra", "ContainerInsightsLogs"),
+        "pulumi:providers:kubernetes",
+    }
 )
 """Top-level resources whose kind, name and resources line say all the table says of them."""
 
