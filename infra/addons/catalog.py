@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import pulumi
 
-from config.addons import AddonsConfig
+from config.addons import AddonsConfig, EksAddonVersions
 from facts import load_balancer_controller
 from facts.names import CLOUDWATCH_NAMESPACE, KUEUE_NAMESPACE, SYSTEM_NAMESPACE
 from infra import charts, metrics
@@ -163,9 +163,9 @@ class Addon:
     @property
     def config_key(self) -> str:
         """The stack-file key of its version pin, e.g. `addons.kueueChart`."""
-        head, *rest = self.version_key.split("_")
-        key = head + "".join(p.capitalize() for p in rest)
-        return f"addons.eksAddonVersions.{key}" if isinstance(self.source, EksManaged) else f"addons.{key}"
+        if isinstance(self.source, EksManaged):
+            return f"addons.eksAddonVersions.{EksAddonVersions.model_fields[self.version_key].alias}"
+        return f"addons.{AddonsConfig.model_fields[self.version_key].alias}"
 
     def serves(self, groups: Sequence[NodeGroupFacts]) -> list[NodeGroupFacts]:
         """The node groups it serves (placement of its node-side pods)."""
