@@ -172,16 +172,27 @@ def _registry_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     ]
 
 
+ADDON_PARTS = {
+    component_type("infra", "EksAddon"): "aws:eks/addon:Addon",
+    component_type("infra", "HelmAddon"): "kubernetes:helm.sh/v3:Release",
+    component_type("infra", "ManifestAddon"): "kubernetes:yaml/v2:ConfigFile",
+}
+"""The component of one add-on (infra.addons) -> the type of the resource its line describes."""
+
+
 def _addons_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
-    # One component per add-on (infra.addons) holds each resource: listed by name, not by component.
-    kids = sorted(view.descendants(comp["urn"]), key=lambda r: r["name"])
+    found: dict[str, list[dict[str, Any]]] = {t: [] for t in ADDON_PARTS.values()}
+    for part in view.children(comp["urn"]):
+        if part["type"] in ADDON_PARTS:
+            kind = ADDON_PARTS[part["type"]]
+            found[kind] += view.of_type(view.children(part["urn"]), kind)
     facts = []
-    for r in view.of_type(kids, "aws:eks/addon:Addon"):
+    for r in sorted(found["aws:eks/addon:Addon"], key=lambda r: r["name"]):
         facts.append(f"EKS add-on {r['inputs'].get('addonName')} {r['inputs'].get('addonVersion', '(EKS default)')}")
-    for r in view.of_type(kids, "kubernetes:helm.sh/v3:Release"):
+    for r in sorted(found["kubernetes:helm.sh/v3:Release"], key=lambda r: r["name"]):
         i = r["inputs"]
         facts.append(f"Helm {i.get('name')} {i.get('version')} ({i.get('chart')})")
-    for r in view.of_type(kids, "kubernetes:yaml/v2:ConfigFile"):
+    for r in sorted(found["kubernetes:yaml/v2:ConfigFile"], key=lambda r: r["name"]):
         facts.append(f"manifest {r['inputs'].get('file')}")
     return facts
 
