@@ -29,14 +29,16 @@ from config.stack import StackConfig
 from config.workloads import RECIPES
 from estimates import cost
 from facts.names import DEFAULT_QUEUE, STORAGE_CLAIM
-from facts.nodegroups import NodeGroupLaunch
+from facts.nodegroups import NodeGroup, NodeGroupLaunch
 from infra import layers
-from infra.addons import ClusterAddons
+from infra.addons import catalog
+from infra.addons.components import ClusterAddons, ContainerInsightsLogs, EksAddons
 from infra.ci_runner import CiRunner, runner_label
 from infra.cluster import Cluster, kubernetes_provider
 from infra.context import StackContext, aws_provider
 from infra.images import ImageBuilds
 from infra.layers import KUBECONFIG_OUTPUT, ClusterInputs
+from infra.namespaces import TenantNamespaces
 from infra.network import Network, load_balancer_inputs
 from infra.nodegroups import AcceleratedNodeGroup
 from infra.platform import Platform
@@ -60,8 +62,8 @@ class AwsLayer:
     storage: SharedStorage
     registry: Registry
     images: ImageBuilds
-    addons: ClusterAddons
-    """The add-ons component; the aws layer declares its EKS managed add-ons and IAM roles."""
+    eks_addons: EksAddons
+    """The EKS managed add-ons and the IAM roles of add-on service accounts (infra.addons)."""
     runner: CiRunner | None
     inputs: ClusterInputs
 
@@ -71,6 +73,8 @@ class ClusterLayer:
     """The components of the cluster layer and the `Platform` it hands to the runs."""
 
     addons: ClusterAddons
+    """The Helm and manifest add-ons (infra.addons)."""
+    namespaces: TenantNamespaces
     queues: TeamQueues
     volume: SharedVolume
     platform: Platform
@@ -84,9 +88,10 @@ class Infrastructure:
     k8s: ClusterLayer
 
     def __getattr__(self, name: str) -> Any:
-        """`network`, `cluster`, `node_groups`, `storage`, `registry`, `images`, `addons` from the
-        aws layer; `queues`, `volume`, `platform` from the cluster layer."""
-        layer = self.__dict__["k8s"] if name in ("queues", "volume", "platform") else self.__dict__["aws"]
+        """`network`, `cluster`, `node_groups`, `storage`, `registry`, `images`, `eks_addons` from
+        the aws layer; `addons`, `namespaces`, `queues`, `volume`, `platform` from the cluster layer."""
+        cluster_layer = ("addons", "namespaces", "queues", "volume", "platform")
+        layer = self.__dict__["k8s"] if name in cluster_layer else self.__dict__["aws"]
         return getattr(layer, name)
 
 
@@ -118,10 +123,9 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws, addresses=addresses_needed(cfg))
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
     storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, opts=on_aws)
-    scrape = cfg.serving_namespaces if cfg.scrapes_serving else None
-    addons = ClusterAddons("addons", cfg.addons, ctx, opts=on_aws, scrape=scrape)
+    logs = ContainerInsightsLogs("container-insights", cfg.addons.observability, ctx, cfg.scrapes_serving, opts=on_aws)
     # The add-ons' log groups outlive every writer in a destroy: the cluster depends on them.
-    after_logs = pulumi.ResourceOptions.merge(on_aws, pulumi.ResourceOptions(depends_on=addons.declare_log_groups()))
+    after_logs = pulumi.ResourceOptions.merge(on_aws, pulumi.ResourceOptions(depends_on=logs.log_groups))
     cluster = Cluster(
         "cluster",
         cfg.cluster,
@@ -143,7 +147,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     lustre_client_rules = storage.allow_clients({"cluster": cluster.security_group_id})
     registry = Registry("registry", cfg.registry, ctx, cluster.node_role.arn, opts=on_aws)
     groups = {name: launch.group for name, launch in launches.items()}
-    addons.declare_aws(cluster, list(groups.values()), storage.file_system.arn)
+    addons = _eks_addons(cfg, ctx, cluster, list(groups.values()), storage, logs, on_aws, not kubernetes)
     runner = CiRunner("ci-runner", cfg.ci_runner, ctx, network, cluster, opts=on_aws) if cfg.ci_runner.enabled else None
     fs = storage.file_system
     inputs = ClusterInputs(
@@ -171,6 +175,25 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
 
 
+def _eks_addons(
+    cfg: StackConfig,
+    ctx: StackContext,
+    cluster: Cluster,
+    groups: list[NodeGroup],
+    storage: SharedStorage,
+    logs: ContainerInsightsLogs,
+    opts: pulumi.ResourceOptions,
+    replaces_addons: bool,
+) -> EksAddons:
+    """The aws layer's part of the add-on catalog: the EKS add-ons, the IAM roles of the add-ons
+    these node groups need (`replaces_addons`: see EksAddons)."""
+    scrape = cfg.serving_namespaces if cfg.scrapes_serving else None
+    inputs = catalog.EksInputs(cfg.addons, ctx.cluster_name, ctx.region, scrape)
+    roles = catalog.RoleInputs(ctx.cluster_name, storage.file_system.arn)
+    entries = catalog.aws_entries(groups, cfg.addons)
+    return EksAddons("eks-addons", entries, cluster, ctx, inputs, roles, logs.log_groups, opts, replaces_addons)
+
+
 def _launches(cfg: StackConfig) -> dict[str, NodeGroupLaunch]:
     """Every accelerated group as the aws layer launches it, on a pinned AMI release whose
     driver fits the images run on it (config.amis; config_problems refused the stack when none
@@ -188,45 +211,40 @@ def _release_version(cfg: StackConfig, ng: NodeGroupConfig) -> str:
     return release.release_version
 
 
-def _tenant_objects(key: str, addons: ClusterAddons, volume: SharedVolume, queues: TeamQueues) -> list[Any]:
+def _tenant_objects(key: str, tenants: TenantNamespaces, volume: SharedVolume, queues: TeamQueues) -> list[Any]:
     """What the runs of one tenant (a team, or `default`) are created after: its namespace, the
     namespace's NetworkPolicies, its claim and its queues."""
     return [
-        addons.namespaces[key],
-        *addons.network_policies[key],
+        tenants.namespaces[key],
+        *tenants.network_policies[key],
         volume.claims[key],
         *queues.team_objects.get(key, []),
     ]
 
 
-def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons | None = None) -> ClusterLayer:
+def build_cluster(cfg: StackConfig, inputs: ClusterInputs) -> ClusterLayer:
     """Declare everything that needs the Kubernetes API but outlives a run, on the aws layer's
-    `inputs`. `addons` is the aws layer's add-ons component when one stack holds both."""
+    `inputs` (with its live resources to wait for when one stack holds both layers)."""
     provider = inputs.provider or kubernetes_provider("cluster-k8s", inputs.kubeconfig, pulumi.ResourceOptions())
-    if addons is None:
-        addons = ClusterAddons("addons", cfg.addons, StackContext.from_config(cfg))
     tenants = tenants_of(cfg.teams, bool(cfg.queueing.default_queue))
-    addons.declare_kubernetes(
-        provider,
-        list(inputs.node_groups.values()),
-        inputs.role_arns,
+    namespaces = TenantNamespaces("tenants", tenants, provider)
+    addons = ClusterAddons(
+        "addons",
+        catalog.cluster_entries(list(inputs.node_groups.values()), inputs.role_arns, cfg.leader_worker_set),
+        inputs,
+        cfg.addons,
         kueue_manager_config(cfg.queueing, cfg.leader_worker_set),
-        tenants,
         inputs.kubernetes_version or cfg.cluster.kubernetes_version,
-        nodes_ready=inputs.nodes_ready,
-        role_ready=inputs.role_ready,
-        leader_worker_set=cfg.leader_worker_set,
-        cluster_and_vpc=(inputs.cluster_name, inputs.vpc_id),
+        provider,
     )
-    addons.finish()
     groups = inputs.run_groups  # runs and quotas may use the system group; queues once Kueue runs
     teams = teams_of(cfg.teams, groups, bool(cfg.queueing.default_queue))
-    queues = TeamQueues("queues", teams, groups, provider, addons.kueue, addons.namespaces)
+    queues = TeamQueues("queues", teams, groups, provider, addons.release("kueue"), namespaces.namespaces)
     volume = SharedVolume(
         "shared-volume",
         inputs.storage.storage_capacity_gib,
         inputs.file_system,
-        addons.namespaces,
+        namespaces.namespaces,
         STORAGE_CLAIM,
         provider,
         depends_on=inputs.volume_ready or None,
@@ -242,8 +260,8 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         registry_urls=dict(inputs.registry_urls),
         # What every run waits for, and what only the runs of one team wait for (their namespace,
         # its policies, claim and queues): declared per team, so the plan grows with runs + teams.
-        depends_on=[addons.mpi_operator, *addons.releases.values(), *queues.flavors],
-        tenant_depends_on={key: _tenant_objects(key, addons, volume, queues) for key in tenants},
+        depends_on=[addons.manifest("mpi-operator"), *addons.releases.values(), *queues.flavors],
+        tenant_depends_on={key: _tenant_objects(key, namespaces, volume, queues) for key in tenants},
         queues=queues.queues,
         priority_classes=queues.priority_classes,
         teams=dict(cfg.teams),
@@ -251,13 +269,13 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs, addons: ClusterAddons
         load_balancing=inputs.load_balancing,
         serving_metrics=inputs.serving_metrics,
     )
-    return ClusterLayer(addons, queues, volume, platform)
+    return ClusterLayer(addons, namespaces, queues, volume, platform)
 
 
 def build_infrastructure(cfg: StackConfig) -> Infrastructure:
     """Declare the platform's resources (aws and cluster layers in one stack)."""
     aws_layer = build_aws(cfg)
-    return Infrastructure(aws_layer, build_cluster(cfg, aws_layer.inputs, aws_layer.addons))
+    return Infrastructure(aws_layer, build_cluster(cfg, aws_layer.inputs))
 
 
 # --------------------------------------------------------------------------- stacks

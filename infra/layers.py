@@ -30,7 +30,7 @@ from config.teams import TeamConfig
 from facts import instances
 from facts.names import LOWER_LAYER, SYSTEM_NODE_GROUP
 from facts.nodegroups import NodeGroup
-from infra.addons import FSX_CSI_ROLE, NEURON_HEALTH_ROLE
+from infra.addons.catalog import FSX_CSI_ROLE, NEURON_HEALTH_ROLE
 from infra.platform import InternalLoadBalancing, Platform
 from infra.storage import FileSystemRef
 
@@ -279,8 +279,8 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
         serving_metrics=bool(r.get("servingMetrics", bool)),
     )
     needed = [
-        FSX_CSI_ROLE,
-        *([NEURON_HEALTH_ROLE] if any(g.accelerator == "neuron" for g in inputs.node_groups.values()) else []),
+        FSX_CSI_ROLE.name,
+        *([NEURON_HEALTH_ROLE.name] if any(g.accelerator == "neuron" for g in inputs.node_groups.values()) else []),
     ]
     for role in needed:
         if role not in inputs.role_arns:

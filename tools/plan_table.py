@@ -174,15 +174,27 @@ def _registry_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     ]
 
 
+ADDON_PARTS = {
+    component_type("infra", "EksAddon"): "aws:eks/addon:Addon",
+    component_type("infra", "HelmAddon"): "kubernetes:helm.sh/v3:Release",
+    component_type("infra", "ManifestAddon"): "kubernetes:yaml/v2:ConfigFile",
+}
+"""The component of one add-on (infra.addons) -> the type of the resource its line describes."""
+
+
 def _addons_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
-    kids = view.children(comp["urn"])
+    found: dict[str, list[dict[str, Any]]] = {t: [] for t in ADDON_PARTS.values()}
+    for part in view.children(comp["urn"]):
+        if part["type"] in ADDON_PARTS:
+            kind = ADDON_PARTS[part["type"]]
+            found[kind] += view.of_type(view.children(part["urn"]), kind)
     facts = []
-    for r in view.of_type(kids, "aws:eks/addon:Addon"):
+    for r in sorted(found["aws:eks/addon:Addon"], key=lambda r: r["name"]):
         facts.append(f"EKS add-on {r['inputs'].get('addonName')} {r['inputs'].get('addonVersion', '(EKS default)')}")
-    for r in view.of_type(kids, "kubernetes:helm.sh/v3:Release"):
+    for r in sorted(found["kubernetes:helm.sh/v3:Release"], key=lambda r: r["name"]):
         i = r["inputs"]
         facts.append(f"Helm {i.get('name')} {i.get('version')} ({i.get('chart')})")
-    for r in view.of_type(kids, "kubernetes:yaml/v2:ConfigFile"):
+    for r in sorted(found["kubernetes:yaml/v2:ConfigFile"], key=lambda r: r["name"]):
         facts.append(f"manifest {r['inputs'].get('file')}")
     return facts
 
@@ -282,6 +294,7 @@ FACTS: dict[str, Callable[[PlanView, dict[str, Any]], list[str]]] = {
     component_type("infra", "SharedStorage"): _storage_facts,
     component_type("infra", "Registry"): _registry_facts,
     component_type("infra", "ImageBuilds"): _images_facts,
+    component_type("infra", "EksAddons"): _addons_facts,
     component_type("infra", "ClusterAddons"): _addons_facts,
     component_type("infra", "Network"): _network_facts,
     component_type("infra", "Cluster"): _cluster_facts,
@@ -295,7 +308,13 @@ TITLES: dict[str, Callable[[dict[str, Any]], str]] = {WORKLOAD: _workload_title}
 
 
 RESOURCES_ONLY = frozenset(
-    {component_type("infra", "SharedVolume"), component_type("infra", "TeamQueues"), "pulumi:providers:kubernetes"}
+    {
+        component_type("infra", "SharedVolume"),
+        component_type("infra", "TeamQueues"),
+        component_type("infra", "TenantNamespaces"),
+        component_type("infra", "ContainerInsightsLogs"),
+        "pulumi:providers:kubernetes",
+    }
 )
 """Top-level resources whose kind, name and resources line say all the table says of them."""
 

@@ -240,7 +240,7 @@ def test_platform_value_for_workloads() -> None:
     assert p.node_groups["trn"].tolerations() == [
         {"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
     ]
-    assert infra.addons.mpi_operator in p.depends_on
+    assert infra.addons.manifest("mpi-operator") in p.depends_on
     assert infra.volume.claims["default"] in p.depends_on_for(None)
 
 

@@ -17,6 +17,8 @@ import pytest
 
 import config
 from infra import charts
+from infra.addons import catalog
+from infra.charts import HelmChart
 from tests import upstream
 from tests.conftest import EXAMPLE_STACKS, MINIMAL, resources, stack_plan, stack_values
 
@@ -67,17 +69,23 @@ def test_release_values_exist_in_the_chart_and_are_read(stack: str, release: dic
 
 
 def test_every_pinned_chart_has_facts() -> None:
-    """The defaults of config/addons.py, each with facts read at exactly that version."""
+    """The default pin of every Helm add-on of the catalog (config/addons.py), each with facts read
+    at exactly that version."""
     a = config.addons.AddonsConfig()
-    for chart, version in [
-        (charts.EFA_DEVICE_PLUGIN, a.efa_device_plugin_chart),
-        (charts.NVIDIA_DEVICE_PLUGIN, a.nvidia_device_plugin_chart),
-        (charts.NEURON, a.neuron_chart),
-        (charts.FSX_CSI_DRIVER, a.fsx_csi_driver_chart),
-        (charts.KUEUE, a.kueue_chart),
-        (charts.LWS, a.lws_chart),
-    ]:
-        assert chart_facts({"chart": chart.chart, "version": version})["version"] == version
+    helm = [e for e in catalog.CATALOG if isinstance(e.source, HelmChart)]
+    assert helm
+    for entry in helm:
+        assert isinstance(entry.source, HelmChart)
+        version = getattr(a, entry.version_key)
+        assert chart_facts({"chart": entry.source.chart, "version": version})["version"] == version, entry.config_key
+
+
+def test_every_helm_add_on_is_held_by_an_example_stack() -> None:
+    """A chart no example stack installs has values nothing here holds to the chart: a new
+    catalog entry needs an example stack with the node kind or switch that installs it."""
+    installed = {r["name"] for _, r in releases()}
+    missing = [e.name for e in catalog.CATALOG if isinstance(e.source, HelmChart) and e.source.release not in installed]
+    assert not missing, f"no example stack installs {missing}"
 
 
 def test_published_versions() -> None:

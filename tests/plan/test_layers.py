@@ -178,8 +178,8 @@ def _layer_of_urn(urn: str, plan: dict[str, Any], layers_by_key: dict[tuple[str,
     resources = {r["urn"]: r for r in plan["resources"]}
     r = resources[urn]
     if key(r) not in layers_by_key and r["type"].startswith("kubernetes:"):
-        # A new Kubernetes object under a component both layers declare (ClusterAddons: a new
-        # team's namespace): the aws layer never talks to the Kubernetes API (tested above).
+        # A new Kubernetes object (a new team's namespace, whose component the layered stacks
+        # declare with other tenants): the aws layer never talks to the Kubernetes API (tested above).
         return "cluster"
     while key(r) not in layers_by_key:
         r = resources[r["parent"]]

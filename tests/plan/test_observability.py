@@ -16,7 +16,7 @@ import pytest
 
 import config
 from facts import eks_addons, instances
-from infra.addons import container_insights_log_group
+from infra.addons.components import container_insights_log_group
 from tests import upstream
 from tests.conftest import (
     EXAMPLE_STACKS,

@@ -1,0 +1,55 @@
+"""The tenants' namespaces and their NetworkPolicies (cluster layer; what they hold is in
+`infra.tenancy`). They were declared by the add-ons component before the add-on catalog; they
+keep their names (`addons-workloads`, `addons-team-<key>`) and an alias to that parent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from facts.names import DEFAULT_QUEUE, app_labels, component_type
+from infra import tenancy
+from infra.addons.components import old_parent
+from infra.tenancy import Tenant
+
+PREFIX = "addons"
+"""The prefix of the resource names, from the component that held them first."""
+
+
+class TenantNamespaces(pulumi.ComponentResource):
+    """A namespace per tenant (team, or `default`) and the NetworkPolicies of each."""
+
+    namespaces: dict[str, k8s.core.v1.Namespace]
+    """Tenant -> its namespace."""
+    network_policies: dict[str, list[k8s.networking.v1.NetworkPolicy]]
+    """Tenant -> the NetworkPolicies of its namespace."""
+
+    def __init__(
+        self, name: str, tenants: Mapping[str, Tenant], provider: Any, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__(component_type("infra", "TenantNamespaces"), name, None, opts)
+        self.namespaces, self.network_policies = {}, {}
+        child = pulumi.ResourceOptions(parent=self, provider=provider, aliases=[old_parent()])
+        for tenant in tenants.values():
+            # A stack without teams keeps the name it always had (`addons-workloads`).
+            short = "workloads" if tenant.key == DEFAULT_QUEUE else f"team-{tenant.key}"
+            namespace = k8s.core.v1.Namespace(
+                f"{PREFIX}-{short}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=tenant.namespace, labels=app_labels()),
+                opts=child,
+            )
+            self.namespaces[tenant.key] = namespace
+            in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace]))
+            self.network_policies[tenant.key] = [
+                k8s.networking.v1.NetworkPolicy(
+                    f"{PREFIX}-{short}-{policy['metadata']['name']}",
+                    metadata=policy["metadata"],
+                    spec=policy["spec"],
+                    opts=in_namespace,
+                )
+                for policy in tenancy.namespace_policies(tenant.namespace)
+            ]
+        self.register_outputs({"namespaces": {k: n.metadata.name for k, n in self.namespaces.items()}})
