@@ -6,7 +6,7 @@ account assumes, the function that renders its values, its layer (aws: EKS add-o
 roles; cluster: Helm releases and manifests) and which node kinds need it. `infra.addons.
 components` builds one small component per entry; `stack.py` picks the entries a stack wants
 (`wanted`). Adding an add-on is one entry here plus its values function in `infra.charts`
-(docs/contributing.md, "Add an add-on").
+(docs/contributing.md, "Checklists": add an add-on).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The add-on catalog (infra/addons/catalog.py): what a new entry must say, and what it forgot.
 
-Adding an add-on is one entry plus its values function and facts (docs/contributing.md, "Add an
-add-on"); these tests name what an entry lacks. The facts of its pinned version are held in
+Adding an add-on is one entry plus its values function and facts (docs/contributing.md,
+"Checklists"); these tests name what an entry lacks. The facts of its pinned version are held in
 tests/plan/test_charts.py (Helm) and tests/plan/test_addon_versions.py (EKS add-ons).
 """
 
@@ -76,7 +76,7 @@ def test_switches_and_roles_are_config_keys_and_unique() -> None:
 
 def _group(instance: str) -> NodeGroup:
     ng = NodeGroupConfig.model_validate({"name": "g", "instanceType": instance, "desiredSize": 1, "maxSize": 1})
-    return NodeGroup.from_config(ng, "us-west-2a", "1")
+    return ng.node_group("us-west-2a", "1")
 
 
 def test_wanted_follows_node_kinds_and_switches() -> None:
