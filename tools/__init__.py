@@ -1,1 +1,2 @@
-"""Commands run beside Pulumi: the offline plan, its mocks, cost, preflight, the diagram."""
+"""The commands beside Pulumi (one module each, `python -m tools.<name>`), and the library they
+share in tools/offline/, tools/aws/ and tools/delivery/."""

@@ -16,7 +16,7 @@ Output: for each phase (`aws`, `cluster`, `runs`, and `in_vpc` = cluster + runs)
 `{"stack", "layer", "preview", "deploy", "timeout", "session"}` for a GitHub Actions matrix:
 `preview` / `deploy` the CodeBuild project of each runner (empty for GitHub-hosted);
 `timeout` the deploy job's `timeout-minutes`, derived from the longest chain of awaited creates
-in the stack's offline plan (tools/budget.py); `session` the OIDC session of an aws-layer deploy.
+in the stack's offline plan (tools/delivery/budget.py); `session` the OIDC session of an aws-layer deploy.
 A stack whose deploy cannot fit what waits on it (its runner's life, the job limits, the deploy
 role's session) is refused, naming the key to change.
 
@@ -47,8 +47,8 @@ from config import ConfigError, StackConfig, parse_stack_values
 from config.stackfile import UsageError, read_stack_file
 from facts.names import ci_runner_project
 from stack import built_repositories
-from tools import budget, deploys
 from tools.cli import ROOT
+from tools.delivery import budget, deploys
 from tools.plan import run as offline_plan
 
 HOSTED_RUNNER = "ubuntu-24.04"
@@ -158,7 +158,7 @@ def _deploy_budget(stack: str, layer: str, cfg_aws: StackConfig, aws_stack: str,
         if session > budget.DEPLOY_ROLE_MAX_SESSION_SECONDS:
             raise UsageError(
                 f"{what}), more than the deploy role's MaxSessionDuration ({budget.DEPLOY_ROLE_MAX_SESSION_SECONDS} s,"
-                " ci/aws/README.md): raise it there and in tools/budget.py"
+                " ci/aws/README.md): raise it there and in tools/delivery/budget.py"
             )
         return {"timeout": minutes, "session": session}
     runner = cfg_aws.ci_runner

@@ -26,7 +26,7 @@ import botocore.exceptions
 from config.costs import items_from_config, runs_from_config
 from estimates.cost import Prices, summary
 from facts import prices as table
-from tools.account import DENIED, EXPIRED, REJECTED, explain_api_error, explain_botocore
+from tools.aws.account import DENIED, EXPIRED, REJECTED, explain_api_error, explain_botocore
 from tools.cli import add_stack_arguments, load_stack_config
 
 PRICE_LIST_REGION = "us-east-1"

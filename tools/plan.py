@@ -43,9 +43,9 @@ from estimates import cost
 from facts.names import LOWER_LAYER, NODE_GROUP_LABEL, PROJECT
 from infra.layers import PLATFORM_OUTPUT
 from policy import rules
-from tools import mocks
 from tools.cli import add_stack_arguments, bad_input, shown, stack_file, stack_name
-from tools.plan_table import render_table, violation_line
+from tools.offline import mocks
+from tools.offline.plan_table import render_table, violation_line
 
 # --------------------------------------------------------------------------- running
 

@@ -5,7 +5,7 @@
 
 Checks, per accelerated node group: the instance type is offered in its AZ; it supports EFA
 with the catalog's number of EFA interfaces; its capacity reservation or Capacity Block (see
-tools/reservations.py) exists, is for the right type and AZ, was made in the placement group the
+tools/aws/reservations.py) exists, is for the right type and AZ, was made in the placement group the
 config names (or none), can hold the node group (its free instances plus those the group's own
 instances already use, so day 2 is not refused), is in a state that allows the group's desired
 size (a scheduled block is fine at 0), does not end within the group's margin
@@ -16,16 +16,16 @@ Capacity Block group is at desired size 0
 before its Kubernetes version changes; the identity running Pulumi is not listed again in
 `adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
 instance family covers the node groups at their desired size, with a warning (and the request that
-fixes it) when it does not reach their maximum size (tools/quotas.py); with an existing VPC, that the
+fixes it) when it does not reach their maximum size (tools/aws/quotas.py); with an existing VPC, that the
 VPC resolves DNS and gives hostnames, each subnet exists in that VPC and in the AZ it is keyed by
 with the free addresses the plan needs, and its named route tables and security groups are in it;
 and that each named placement group exists, is a cluster group and is in its node group's AZ
-(tools/network_checks.py).
+(tools/aws/network_checks.py).
 
 A deployed stack's day-2 edits are held against what is deployed: `cluster.kubernetesVersion`
 moves one minor version at a time, forward (the system node group's version, which follows the
 control plane); the file system is never asked to shrink or to change its Lustre version or
-deployment type (tools/storage_checks.py).
+deployment type (tools/aws/storage_checks.py).
 
 Exit 0 when every check passes (warnings included, printed to stderr as `WARN` lines), 1 with one
 line per failing check, 2 on bad config (a day-2 edit the deployed stack cannot take included) or
@@ -34,7 +34,7 @@ traceback.
 The command line asks with boto3 (`--profile`, default the environment's, as the stack's AWS
 provider; the region is the stack's `aws:region`). The same checks run at the start of a real
 `pulumi preview`/`up` (`gate`, from `__main__.py`) through the stack's own AWS provider
-(tools/account_invokes.py), never under mocks.
+(tools/aws/account_invokes.py), never under mocks.
 """
 
 from __future__ import annotations
@@ -54,14 +54,14 @@ from facts import instances
 from facts.names import SYSTEM_NODE_GROUP
 from facts.quotas import QUOTA_CODES
 from infra.context import StackContext, aws_provider
-from tools.account import Account, AccountError
-from tools.account_boto3 import Boto3Account
-from tools.account_invokes import ProviderAccount
+from tools.aws.account import Account, AccountError
+from tools.aws.account_boto3 import Boto3Account
+from tools.aws.account_invokes import ProviderAccount
+from tools.aws.network_checks import check_placement_groups, check_vpc
+from tools.aws.quotas import check_quotas
+from tools.aws.reservations import Finding, check_reservations
+from tools.aws.storage_checks import check_file_system
 from tools.cli import add_stack_arguments, load_stack_config
-from tools.network_checks import check_placement_groups, check_vpc
-from tools.quotas import check_quotas
-from tools.reservations import Finding, check_reservations
-from tools.storage_checks import check_file_system
 
 DAY2 = "day2"
 """Findings of this kind refuse a config edit the deployed stack cannot take in place (exit 2)."""

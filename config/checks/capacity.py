@@ -1,7 +1,7 @@
 """Rules of where node groups get their instances: reservations, Capacity Blocks, placement groups.
 
 What config alone can tell is here; what needs the account (does the reservation exist, how
-many of its instances are free, when does it really end) is preflight's (tools/reservations.py).
+many of its instances are free, when does it really end) is preflight's (tools/aws/reservations.py).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ CLUSTER_ADDONS_TYPE = component_type("infra", "ClusterAddons")
 def old_parent_urn() -> str:
     """The URN the engine gave the `ClusterAddons` component `addons` that held every add-on
     resource before the catalog: directly under the stack, so no parent type in it (the engine
-    leaves out the root stack's type; the mocks' URNs keep it, tools.mocks)."""
+    leaves out the root stack's type; the mocks' URNs keep it, tools.offline.mocks)."""
     return f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{CLUSTER_ADDONS_TYPE}::{PREFIX}"
 
 

@@ -128,7 +128,7 @@ def conflicting_creates(
 def changed_paths(old: Mapping[str, Any], new: Mapping[str, Any], new_ids: Mapping[str, str]) -> set[str]:
     """Leaf paths whose value differs, or that held the id of a resource being replaced."""
     a, b = _flatten(old), _flatten(new)
-    # A value only the real component knows (tools.remote_components.COMPUTED) is not compared.
+    # A value only the real component knows (tools.offline.remote_components.COMPUTED) is not compared.
     out = {p for p in a.keys() | b.keys() if a.get(p) != b.get(p) and COMPUTED not in (a.get(p), b.get(p))}
     for p, v in b.items():
         if isinstance(v, str) and any(old_id in v for old_id in new_ids):

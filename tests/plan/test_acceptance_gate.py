@@ -10,7 +10,7 @@ from typing import Any
 
 from facts.names import SYSTEM_NODE_GROUP
 from tests.conftest import run_plan, stack_plan, stack_values
-from tools.plan_table import render_table
+from tools.offline.plan_table import render_table
 
 NS = "llm-training-eks:"
 RUN = "llm-training-eks:workloads:Workload"

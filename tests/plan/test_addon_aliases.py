@@ -18,7 +18,7 @@ from pulumi.runtime.resource import create_urn
 from infra.addons import catalog
 from infra.addons.components import old_parent
 from tests.conftest import stack_plan
-from tools import mocks
+from tools.offline import mocks
 
 # Recorded from tests/golden/dev/urns.txt at main a5805db, the last commit before the catalog:
 # the HelmRelease of Kueue under the one ClusterAddons component.

@@ -30,7 +30,7 @@ from tests.conftest import (
     stack_plan,
     stack_values,
 )
-from tools import mocks
+from tools.offline import mocks
 from tools.plan import kubernetes_objects
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import MINIMAL, run_plan
 from tests.plan import day2
-from tools import remote_components
+from tools.offline import remote_components
 
 ENTRY = "aws:eks/accessEntry:AccessEntry"
 ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
@@ -56,7 +56,7 @@ def test_an_admin_list_edit_touches_only_the_principals_it_adds_or_removes(edit:
 
 def _as_pulumi_eks_made_them(plan: dict[str, Any], admins: list[str]) -> dict[str, Any]:
     """The plan as the previous version of the program declared it: the admin entries were
-    pulumi-eks children keyed `admin-<position>` (tools.remote_components models them)."""
+    pulumi-eks children keyed `admin-<position>` (tools.offline.remote_components models them)."""
     (component,) = [r for r in plan["resources"] if r["type"] == "eks:index:Cluster"]
     entries = {f"admin-{i}": {"principalArn": arn, "accessPolicies": {"cluster-admin": {
         "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",

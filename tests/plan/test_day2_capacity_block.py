@@ -2,7 +2,7 @@
 the stack passes preflight and touches nothing of the group (the scheduled scale-down drains it);
 after the block, scaling the group to 0 as the docs say is an update in place; the next block is an
 update of the launch template and of the scale-down's time, never a new group. Preflight's margin
-per capacity kind is tools/reservations.py's; this holds the whole sequence."""
+per capacity kind is tools/aws/reservations.py's; this holds the whole sequence."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import config
 from tests.conftest import run_plan, stack_plan, stack_values
 from tests.plan import day2
 from tests.unit.preflight_sources import boto_account, reservation
-from tools import reservations
+from tools.aws import reservations
 
 STACK = "p5-capacity-block"
 NODE_GROUP, SCHEDULE = "aws:eks/nodeGroup:NodeGroup", "aws:autoscaling/schedule:Schedule"

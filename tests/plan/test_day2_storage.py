@@ -64,8 +64,8 @@ def test_shrinking_or_a_new_lustre_version_would_stop_mid_update_so_preflight_re
     stops the update there (after everything before it has changed). The offline plan knows no
     deployed value; preflight reads the live one and refuses the edit before anything changes."""
     import config
-    from tools import storage_checks
-    from tools.account import DeployedFileSystem
+    from tools.aws import storage_checks
+    from tools.aws.account import DeployedFileSystem
 
     before = with_storage(storageCapacityGib=2400)
     for edit in ({"storageCapacityGib": 1200}, {"storageCapacityGib": 2400, "lustreVersion": "2.12"}):

@@ -21,7 +21,8 @@ from config import stackfile
 from facts import names
 from tests.conftest import MINIMAL, ROOT, stack_yaml
 from tests.unit.test_stackfile import ALIAS_BOMB
-from tools import ci, cost, diagram, mocks, plan, preflight
+from tools import ci, cost, diagram, plan, preflight
+from tools.offline import mocks
 
 NS = "llm-training-eks:"
 BAD_FILES = {

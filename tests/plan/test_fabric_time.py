@@ -19,7 +19,7 @@ from facts.fabric import size_bytes
 from tests import upstream
 from tests.conftest import plan_exit, stack_plan, stack_values
 from tests.plan.test_fabric_acceptance import STACKS, _values, acceptance_job, launcher_script
-from tools.plan_table import render_table
+from tools.offline.plan_table import render_table
 
 FACTS = upstream.facts("all-reduce-iterations")
 

@@ -11,8 +11,8 @@ from typing import Any
 from estimates import cost
 from facts.names import component_type
 from tests.conftest import EXAMPLE_STACKS, stack_plan
-from tools.plan_table import render_table
-from tools.plan_view import Reads, display_names
+from tools.offline.plan_table import render_table
+from tools.offline.plan_view import Reads, display_names
 
 LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 

@@ -1,6 +1,6 @@
 """What pulumi-eks creates for our arguments is in the plan, and no EKS add-on is created twice.
 
-The model of pulumi-eks (tools/remote_components.py) is held against the conditions read from
+The model of pulumi-eks (tools/offline/remote_components.py) is held against the conditions read from
 its source (tests/upstream/pulumi-eks-4.4.0.yaml); the plan then shows exactly the add-ons that
 would exist on the cluster.
 """
@@ -14,8 +14,8 @@ import pytest
 
 from tests import upstream
 from tests.conftest import MINIMAL, resources, run_plan, stack_plan
-from tools import remote_components
-from tools.remote_components import NotModelled, eks_cluster_children
+from tools.offline import remote_components
+from tools.offline.remote_components import NotModelled, eks_cluster_children
 
 ADDON = "aws:eks/addon:Addon"
 FACTS = upstream.facts("pulumi-eks-4.4.0")

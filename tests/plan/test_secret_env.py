@@ -16,8 +16,8 @@ import config
 from config.stackfile import SECRET
 from tests import upstream
 from tests.conftest import plan_exit, stack_values
-from tools import mocks
 from tools import plan as plan_mod
+from tools.offline import mocks
 
 PLAINTEXT = "wandb-0123456789abcdef-plaintext"
 WORKLOAD = "llm-training-eks:workloads"

@@ -22,7 +22,7 @@ from estimates import startup
 from tests import upstream
 from tests.conftest import ALL_IN_ONE_STACKS, stack_plan, stack_values
 from tools import plan as plan_mod
-from tools.plan_table import render_table
+from tools.offline.plan_table import render_table
 
 FACTS = upstream.facts("time-to-first-step")
 WORKLOAD = "llm-training-eks:workloads:Workload"

@@ -12,7 +12,7 @@ import pytest
 from infra.iam import pod_identity_trust_policy, service_trust_policy
 from tests import upstream
 from tests.conftest import EXAMPLE_STACKS, run_plan, stack_plan, stack_values
-from tools.mocks import ACCOUNT_ID
+from tools.offline.mocks import ACCOUNT_ID
 
 FACTS = upstream.facts("aws-trust-conditions-2026-11")
 

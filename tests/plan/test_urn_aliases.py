@@ -4,7 +4,7 @@ A resource's URN is its identity in the Pulumi state. tests/golden/<stack>/urns-
 the URNs of each example stack as the last release planned them (frozen from main before the
 workload got its kind: `TrainingRun` became `Workload`). Each of them must be a URN of
 today's plan or an alias of one of its resources (`pulumi.Alias`, as the plan JSON records it:
-tools/mocks.py computes the URNs from the alias specs and multiplies them into the children as
+tools/offline/mocks.py computes the URNs from the alias specs and multiplies them into the children as
 the engine does), and no two resources may claim one. When a change renames on purpose, it adds
 the alias, this test proves it keeps the live resources, and urns.txt is regenerated; the
 earlier file moves on only with a release (copy urns.txt over it once the change is deployed).
@@ -26,7 +26,8 @@ import pytest
 from pulumi.runtime import settings
 
 from tests.conftest import EXAMPLE_STACKS, GOLDEN, stack_plan, stack_values
-from tools import mocks, plan, snapshot
+from tools import plan, snapshot
+from tools.offline import mocks
 from workloads import deploy
 
 EARLIER = "urns-earlier.txt"

@@ -20,7 +20,7 @@ from parliament import analyze_policy_string, expand_action, iam_definition
 
 from tests import upstream
 from tests.conftest import ROOT
-from tools import budget
+from tools.delivery import budget
 
 AWS_DIR = ROOT / "ci" / "aws"
 SESSION = botocore.session.get_session()

@@ -24,7 +24,7 @@ import pytest
 from tests import upstream
 from tests.conftest import ROOT, example_file
 from tests.repo.test_delivery import DEPLOY, PR
-from tools import deploys
+from tools.delivery import deploys
 
 STACKS = ["trn1-llama2-aws", "trn1-llama2-cluster", "trn1-llama2-runs"]
 REPO = "example-org/llm-training-eks"

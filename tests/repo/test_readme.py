@@ -18,7 +18,8 @@ import config.base
 from config import layers as config_layers
 from facts import names
 from tests.conftest import ROOT, stack_plan
-from tools import diagram, plan_table, reference
+from tools import diagram, reference
+from tools.offline import plan_table
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

@@ -21,7 +21,8 @@ from facts.images import AUTO_RETRY_LIMIT, IMAGES, PULL_SECONDS, QUEUED_TIMEOUT_
 from tests import upstream
 from tests.conftest import EXAMPLES, LAYERED_STACKS, ROOT, stack_plan, stack_values, stack_yaml
 from tests.repo.test_delivery import DEPLOY, DRIFT, PR
-from tools import budget, ci
+from tools import ci
+from tools.delivery import budget
 
 SESSION = botocore.session.get_session()
 CODEBUILD = SESSION.get_service_model("codebuild")

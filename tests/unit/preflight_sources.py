@@ -29,9 +29,9 @@ from pulumi.runtime import settings
 import config
 from infra.context import StackContext, aws_provider
 from tests import upstream
-from tools import mocks as plan_mocks
-from tools.account_boto3 import Boto3Account
-from tools.account_invokes import ProviderAccount
+from tools.aws.account_boto3 import Boto3Account
+from tools.aws.account_invokes import ProviderAccount
+from tools.offline import mocks as plan_mocks
 
 REGION = "us-west-2"
 CR_ID = "cr-0123456789abcdef0"

@@ -16,7 +16,8 @@ import config.cluster
 from config import stackfile
 from facts import names
 from tests.conftest import MINIMAL, stack_values, stack_yaml
-from tools import mocks, plan
+from tools import plan
+from tools.offline import mocks
 
 NS = "llm-training-eks:"
 

@@ -44,8 +44,8 @@ from policy import crossguard, rules
 from policy.rules import props
 from tests import upstream
 from tests.conftest import EXAMPLE_STACKS, EXAMPLES, ROOT, stack_plan, stack_values
-from tools import mocks as plan_mocks
 from tools import plan
+from tools.offline import mocks as plan_mocks
 
 SDK = upstream.facts("pulumi-policy-1.21.0")
 EKS = upstream.facts("pulumi-eks-control-plane-4.3.0")

@@ -20,7 +20,7 @@ from tests import upstream
 from tests.conftest import API_PATH, BASE, MINIMAL, placed, placed_values
 from tests.unit.preflight_sources import NOW, reservation
 from tools import preflight
-from tools.account_boto3 import Boto3Account
+from tools.aws.account_boto3 import Boto3Account
 
 
 def cfg_of(**ng: Any) -> config.StackConfig:

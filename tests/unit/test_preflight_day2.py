@@ -31,7 +31,8 @@ from tests.unit.preflight_sources import (
     under_provider,
     wire,
 )
-from tools import account, account_invokes, preflight, reservations
+from tools import preflight
+from tools.aws import account, account_invokes, reservations
 
 SOURCES = ("boto3", "provider")
 

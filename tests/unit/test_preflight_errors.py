@@ -26,8 +26,8 @@ from tests import upstream
 from tests.conftest import BASE, MINIMAL
 from tests.unit.preflight_sources import TOKENS, InvokeMocks, provider_account, under_provider
 from tools import preflight
-from tools.account import AccountError
-from tools.account_boto3 import Boto3Account
+from tools.aws.account import AccountError
+from tools.aws.account_boto3 import Boto3Account
 
 EC2_XML = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{message}'

@@ -27,7 +27,7 @@ from tests.unit.preflight_sources import (
     under_provider,
     wire,
 )
-from tools import account_boto3, account_invokes, network_checks
+from tools.aws import account_boto3, account_invokes, network_checks
 
 SOURCES = ("boto3", "provider")
 CFG = config.parse_stack_values(stack_values("byo-vpc"))

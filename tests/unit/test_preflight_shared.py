@@ -11,7 +11,7 @@ from typing import Any
 import config
 from tests.conftest import API_PATH, placed
 from tests.unit.preflight_sources import CR_ID, NOW, boto_account, instances_response, reservation
-from tools import reservations
+from tools.aws import reservations
 
 ODCR = {"type": "reservation", "reservationId": CR_ID}
 

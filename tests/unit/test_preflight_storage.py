@@ -15,8 +15,9 @@ import config
 from tests import upstream
 from tests.conftest import API_PATH, placed
 from tests.unit.preflight_sources import TOKENS, InvokeMocks, boto_account, provider_account, under_provider, wire
-from tools import preflight, storage_checks
-from tools.account import file_system_tags
+from tools import preflight
+from tools.aws import storage_checks
+from tools.aws.account import file_system_tags
 
 SOURCES = ("boto3", "provider")
 FS_ID = "fs-0123456789abcdef0"

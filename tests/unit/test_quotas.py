@@ -27,7 +27,8 @@ from tests import upstream
 from tests.conftest import API_PATH, EXAMPLE_STACKS, ROOT, example_file, placed, stack_values
 from tests.unit.preflight_sources import TOKENS, InvokeMocks, under_provider, wire
 from tests.unit.test_preflight import Session, quota_client, sts_client
-from tools import preflight, quotas
+from tools import preflight
+from tools.aws import quotas
 
 NEW_ACCOUNT = quota_facts.NEW_ACCOUNT
 TRN, P, STANDARD = "L-2C3B7624", "L-417A185B", "L-1216C47A"

@@ -12,7 +12,7 @@ from estimates import throughput
 from facts.peak_flops import PEAK_BF16
 from tests import upstream
 from tests.conftest import stack_plan, stack_values
-from tools.plan_table import render_table
+from tools.offline.plan_table import render_table
 
 ARCH = upstream.facts("neuron-architecture-v2.32.0")
 SAMPLE = upstream.facts("neuron-sdk-2.28-2.33")["trn1_llama31_8b_sample"]

@@ -16,7 +16,7 @@ import pytest
 import config
 from tests.conftest import API_PATH, BASE, plan_exit, resources, run_plan
 from tools import preflight
-from tools.account_boto3 import Boto3Account
+from tools.aws.account_boto3 import Boto3Account
 
 GROUP_ARN = "arn:aws:resource-groups:us-east-2:123456789012:group/trn2-ultraservers"
 ENDS = "2027-03-01T11:30:00Z"

@@ -12,8 +12,8 @@ Cloud Control inside `pulumi up`) through the account interface.
 from __future__ import annotations
 
 from config.stack import StackConfig
-from tools.account import Account
-from tools.reservations import Finding
+from tools.aws.account import Account
+from tools.aws.reservations import Finding
 
 DAY2 = "day2"
 RESTORE = "docs/platform.md, Restore from a backup"

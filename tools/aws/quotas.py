@@ -23,8 +23,8 @@ from config.layers import owner_of
 from config.stack import StackConfig
 from facts import instances
 from facts.quotas import NEW_ACCOUNT, QUOTA_CODES
-from tools.account import Account
-from tools.reservations import Finding
+from tools.aws.account import Account
+from tools.aws.reservations import Finding
 
 ON_DEMAND_QUOTA_CAPACITY = ("on-demand", "reservation")
 """Capacity types whose instances count against the On-Demand quota (ODCRs do; Capacity Blocks and Spot do not)."""

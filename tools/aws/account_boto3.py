@@ -1,6 +1,6 @@
 """Preflight's reads through boto3 clients of one region (the command line, `--profile`/`--region`).
 
-The same reads as `tools.account.Account`; errors become one `AccountError` line each
+The same reads as `tools.aws.account.Account`; errors become one `AccountError` line each
 (`explain_api_error`, `explain_botocore`).
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import botocore.exceptions
 
-from tools.account import (
+from tools.aws.account import (
     OWN_INSTANCE_STATES,
     UPCOMING_TAG,
     AccountError,

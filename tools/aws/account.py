@@ -1,8 +1,8 @@
 """What preflight reads from the AWS account, behind one small interface with two sources.
 
 `Account` is the handful of reads the checks need (tools/preflight.py). Two sources implement it:
-`Boto3Account` (tools/account_boto3.py: the command line, `--profile`/`--region`) and `ProviderAccount`
-(tools/account_invokes.py: the stack's own AWS provider inside `pulumi preview`/`up`, so its
+`Boto3Account` (tools/aws/account_boto3.py: the command line, `--profile`/`--region`) and `ProviderAccount`
+(tools/aws/account_invokes.py: the stack's own AWS provider inside `pulumi preview`/`up`, so its
 region and credentials apply). Both turn "AWS could not be asked" (no network, expired or missing
 credentials, a denied action) into one `AccountError` line; `explain_api_error` and
 `explain_text` say what each error means and what to do (tests/upstream/aws-error-shapes.yaml).

@@ -4,7 +4,7 @@ reviewer checks first (`python -m tools.plan --format table`).
 Each top-level component type has a facts function (`FACTS`) or is listed as resources-only
 (`RESOURCES_ONLY`); a component is headed by its type's name, or by what it says it is
 (`TITLES`: a workload by its kind, `Serving chat`). The functions read the plan through
-`tools.plan_view.PlanView`, which records every input and child type asked for, so
+`tools.offline.plan_view.PlanView`, which records every input and child type asked for, so
 tests/plan/test_plan_table.py fails when one is set in no example stack (renamed, or no longer
 set) instead of a line silently vanishing.
 """
@@ -19,10 +19,9 @@ from typing import Any
 from facts import amis
 from facts.names import NODE_GROUP_LABEL, PROJECT, component_type
 from infra.ci_runner import runner_label
-from tools.plan_run import checkpoint_facts, startup_facts
-from tools.plan_throughput import throughput_facts
-from tools.plan_view import PlanView, Reads
-from tools.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
+from tools.offline.plan_view import PlanView, Reads
+from tools.offline.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
+from tools.offline.workload_lines import WORKLOAD, workload_facts, workload_title
 
 
 def _existing_network_facts(view: PlanView, comp: dict[str, Any], kids: list[dict[str, Any]]) -> list[str]:
@@ -199,59 +198,6 @@ def _addons_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     return facts
 
 
-WORKLOAD = component_type("workloads", "Workload")
-
-
-def _workload_title(comp: dict[str, Any]) -> str:
-    """A workload is headed by its kind, as its component says (`Training first-run`, `Serving chat`)."""
-    return f"{str(comp['inputs']['kind']).capitalize()} {comp['name']}"
-
-
-def _is_acceptance_step(view: PlanView, urn: str) -> bool:
-    """A URN of a step of an acceptance run (a child of a workload of that kind)."""
-    parent = view.parent_of(urn)
-    return parent is not None and parent["type"] == WORKLOAD and parent["inputs"].get("kind") == "acceptance"
-
-
-def _workload_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
-    i = comp["inputs"]
-    facts = [f"recipe {i.get('recipe')}, run {i.get('runId')}, steps in order:"]
-    kids = {r["urn"]: r for r in view.children(comp["urn"])}
-    outside = {d for r in kids.values() for d in r["dependencies"] if d not in kids and _is_acceptance_step(view, d)}
-    gates = sorted(d.split("::")[-1] for d in outside)
-    if gates:
-        facts.insert(0, f"created once {', '.join(gates)} passed (the acceptance run of its node group)")
-    depth: dict[str, int] = {}
-
-    def _depth(urn: str) -> int:
-        if urn not in depth:
-            depth[urn] = 1 + max((_depth(d) for d in kids[urn]["dependencies"] if d in kids), default=0)
-        return depth[urn]
-
-    for r in sorted(kids.values(), key=lambda r: (_depth(r["urn"]), r["urn"])):
-        obj = r["inputs"]
-        kind = obj.get("kind", r["type"].split(":")[-1])
-        name = obj.get("metadata", {}).get("name", r["name"])
-        line = f"{kind} {name}"
-        if kind == "MPIJob":
-            workers = obj.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker", {})
-            req = workers.get("template", {}).get("spec", {}).get("containers", [{}])[0].get("resources", {})
-            requests = sorted(req.get("requests", {}).items())
-            # Accelerator and EFA devices; a CPU run's workers take CPUs and memory only.
-            devices = ", ".join(f"{k}: {v}" for k, v in requests if "/" in k) or ", ".join(
-                f"{k}: {v}" for k, v in requests
-            )
-            queue = obj.get("metadata", {}).get("labels", {}).get("kueue.x-k8s.io/queue-name")
-            notes = obj.get("metadata", {}).get("annotations", {})
-            awaited = "awaited" if "pulumi.com/waitFor" in notes else "not awaited"
-            if "pulumi.com/timeoutSeconds" in notes:
-                awaited += f" at most {int(notes['pulumi.com/timeoutSeconds']):,} s"
-            line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
-        facts.append(line)
-    facts += startup_facts(i.get("startup"))
-    return facts + throughput_facts(i.get("throughput")) + checkpoint_facts(i.get("checkpoints"))
-
-
 def _images_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
     kids = view.children(comp["urn"])
     facts = []
@@ -290,7 +236,7 @@ def _stack_reference_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
 FACTS: dict[str, Callable[[PlanView, dict[str, Any]], list[str]]] = {
     "pulumi:pulumi:StackReference": _stack_reference_facts,
     component_type("infra", "CiRunner"): _ci_runner_facts,
-    WORKLOAD: _workload_facts,
+    WORKLOAD: workload_facts,
     component_type("infra", "SharedStorage"): _storage_facts,
     component_type("infra", "Registry"): _registry_facts,
     component_type("infra", "ImageBuilds"): _images_facts,
@@ -303,7 +249,7 @@ FACTS: dict[str, Callable[[PlanView, dict[str, Any]], list[str]]] = {
 }
 
 
-TITLES: dict[str, Callable[[dict[str, Any]], str]] = {WORKLOAD: _workload_title}
+TITLES: dict[str, Callable[[dict[str, Any]], str]] = {WORKLOAD: workload_title}
 """Top-level component types headed by what the component says it is, not by their type's name."""
 
 
@@ -321,7 +267,7 @@ RESOURCES_ONLY = frozenset(
 
 def render_table(plan: dict[str, Any], reads: Reads | None = None) -> str:
     """Resources grouped by top-level component, with the facts a reviewer checks first;
-    `reads` records what the table asked of the plan (tools/plan_view.py)."""
+    `reads` records what the table asked of the plan (tools/offline/plan_view.py)."""
     view = PlanView(plan, reads)
     lines = [f"Offline plan of stack '{plan['stack']}' ({len(plan['resources'])} resources)", ""]
     stack = "pulumi:pulumi:Stack::" + f"{PROJECT}-{plan['stack']}"
@@ -337,7 +283,7 @@ def render_table(plan: dict[str, Any], reads: Reads | None = None) -> str:
         lines.extend(f"    {n} {view.name(t)}: {OPAQUE_TYPES[t]}" for t, n in sorted(opaque.items()))
         lines.append(
             f"    pulumi-eks {PULUMI_EKS_VERSION} Cluster: its children are modelled from its source"
-            " (tools/remote_components.py), not run"
+            " (tools/offline/remote_components.py), not run"
         )
         lines.append("")
     violations = plan.get("policy") or []

@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from tools.account import (
+from tools.aws.account import (
     OWN_INSTANCE_STATES,
     UPCOMING_TAG,
     AccountError,
@@ -64,7 +64,7 @@ def _date(value: Any) -> dt.datetime | None:
 
 
 class ProviderAccount:
-    """The `tools.account.Account` reads as invokes of one explicit AWS provider."""
+    """The `tools.aws.account.Account` reads as invokes of one explicit AWS provider."""
 
     def __init__(self, provider: pulumi.ProviderResource):
         self._opts = pulumi.InvokeOptions(provider=provider)

@@ -21,7 +21,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _sync_await
 
 from config.stackfile import SECRET
-from tools import remote_components
+from tools.offline import remote_components
 
 ACCOUNT_ID = "123456789012"
 
@@ -180,7 +180,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
     Remote components (pulumi-eks `Cluster`) register one resource and no children under
     mocks. This monitor registers the children pulumi-eks really creates for the arguments
-    given (tools.remote_components), so the plan, the tests and the policy pack see them, and
+    given (tools.offline.remote_components), so the plan, the tests and the policy pack see them, and
     hands the `aws.eks.Cluster` child back as the `eksCluster` output, a resource reference,
     so the program reads it as it does for real.
     """
@@ -296,7 +296,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             raise DuplicateUrnError(f"Duplicate resource URN '{urn}'; try giving it a unique name")
 
     def _stand_up_eks_cluster_children(self, component_urn: str, request: Any) -> dict[str, str]:
-        """Register what pulumi-eks creates for these arguments (tools.remote_components), as the
+        """Register what pulumi-eks creates for these arguments (tools.offline.remote_components), as the
         engine would see it; return a reference to the `aws.eks.Cluster` child (`eksCluster`)."""
         inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
         name = inputs.get("name") or request.name

@@ -27,7 +27,7 @@ from typing import Any
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from facts.names import CLUSTER_TAG
-from tools.account import Account, Reservation
+from tools.aws.account import Account, Reservation
 
 USABLE = frozenset({"active"})
 NOT_NOW = {

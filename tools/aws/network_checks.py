@@ -16,8 +16,8 @@ from __future__ import annotations
 from config.checks.network import EKS_INTERFACE_ADDRESSES, addresses_needed
 from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
-from tools.account import Account, Subnet
-from tools.reservations import Finding
+from tools.aws.account import Account, Subnet
+from tools.aws.reservations import Finding
 
 
 def check_vpc(account: Account, cfg: StackConfig) -> list[Finding]:

@@ -1,0 +1,1 @@
+"""What preflight reads of the AWS account, and the checks it makes of what it read."""

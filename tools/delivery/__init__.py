@@ -1,0 +1,1 @@
+"""What the CI routing knows of deploys: their time budgets and what changed since."""

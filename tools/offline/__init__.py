@@ -1,0 +1,1 @@
+"""What the offline commands share: the program under Pulumi's mocks and the plan's table."""
