@@ -25,6 +25,7 @@ import pulumi
 from config import ConfigError, amis, checks, costs
 from config.checks.network import addresses_needed
 from config.nodegroups import NodeGroupConfig
+from config.problems import problem
 from config.stack import StackConfig
 from config.workloads import RECIPES
 from estimates import cost
@@ -338,7 +339,12 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     accelerated = sum(1 for g in inputs.run_groups.values() if g.accelerated)
     problems += checks.flavors_fit(cfg.teams, accelerated, where="teams", default_queue=cfg.queueing.default_queue)
     if inputs.region != cfg.region:
-        problems.insert(0, f"aws:region: {cfg.region}, but the aws layer ({cfg.lower_stack}) is in {inputs.region}")
+        problems.insert(
+            0,
+            problem(
+                "aws:region", "conflict", f"{cfg.region}, but the aws layer ({cfg.lower_stack}) is in {inputs.region}"
+            ),
+        )
     if problems:
         raise ConfigError(problems)
     platform = build_cluster(cfg, inputs).platform

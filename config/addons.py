@@ -7,7 +7,7 @@ import re
 from pydantic import Field, field_validator
 
 from config.aws import check_log_retention
-from config.base import Model, check_image, matches
+from config.base import Model, Refusal, check_image, matches
 from facts import eks_addons
 
 _CHART_VERSION_RE = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+", re.ASCII)
@@ -86,7 +86,7 @@ class EksAddonVersions(Model):
     @classmethod
     def _version(cls, v: str | None) -> str | None:
         if v is not None and not matches(_EKS_ADDON_VERSION_RE, v):
-            raise ValueError(f"{v!r} is not an EKS add-on version like v1.20.1-eksbuild.3")
+            raise Refusal(f"{v!r} is not an EKS add-on version like v1.20.1-eksbuild.3", "invalid")
         return v
 
     def resolved(self, minor: str) -> dict[str, str | None]:
@@ -237,16 +237,17 @@ class AddonsConfig(Model):
     @classmethod
     def _chart(cls, v: str) -> str:
         if not matches(_CHART_VERSION_RE, v):
-            raise ValueError(f"{v!r} is not an exact chart version like 1.2.3 (ranges are not pins)")
+            raise Refusal(f"{v!r} is not an exact chart version like 1.2.3 (ranges are not pins)", "invalid")
         return v
 
     @field_validator("nvidia_device_plugin_chart")
     @classmethod
     def _nvidia(cls, v: str) -> str:
         if v.removeprefix("v") in NVIDIA_MOFED_DEFAULT_ON:
-            raise ValueError(
+            raise Refusal(
                 f"{v} turns MOFED on by default, which clashes with EFA (fixed in 0.19.3); use 0.19.3 or later,"
-                " or a version below 0.19.0"
+                " or a version below 0.19.0",
+                "invalid",
             )
         return v
 
@@ -259,5 +260,7 @@ class AddonsConfig(Model):
     @classmethod
     def _mpi(cls, v: str) -> str:
         if not matches(_MPI_OPERATOR_RE, v):
-            raise ValueError(f"{v!r} is not a v0.8.x release (kubeflow.org/v2beta1 with Kueue support), e.g. v0.8.0")
+            raise Refusal(
+                f"{v!r} is not a v0.8.x release (kubeflow.org/v2beta1 with Kueue support), e.g. v0.8.0", "invalid"
+            )
         return v

@@ -23,6 +23,8 @@ from typing import Any, cast
 import botocore.session
 from botocore.model import Shape
 
+from config.base import Refusal
+from config.problems import problem
 from facts.regions import PARTITION
 
 # AWS publishes Java patterns. In Java `\d`, `\w` and `\s` are ASCII-only (Python's match any
@@ -186,7 +188,7 @@ def check(value: Any, address: str) -> Any:
     found = problems(value, address)
     if found:
         member = address.rsplit(":", 1)[-1]
-        raise ValueError(f"{'; '.join(found)} (AWS {address.split(':')[0]} API, {member})")
+        raise Refusal(f"{'; '.join(found)} (AWS {address.split(':')[0]} API, {member})", "invalid")
     return value
 
 
@@ -205,7 +207,7 @@ def check_log_retention(days: int) -> int:
     """`days`, or ValueError listing the retentions CloudWatch Logs accepts (PutRetentionPolicy)."""
     allowed = documented_values("logs:PutRetentionPolicy:retentionInDays")
     if days not in allowed:
-        raise ValueError(f"CloudWatch Logs accepts {', '.join(map(str, allowed))} days (PutRetentionPolicy)")
+        raise Refusal(f"CloudWatch Logs accepts {', '.join(map(str, allowed))} days (PutRetentionPolicy)", "invalid")
     return days
 
 
@@ -227,18 +229,24 @@ def tag_problems(tags: Mapping[str, str], reserved: Sequence[str] = ()) -> list[
     out: list[str] = []
     for key, value in tags.items():
         if key.lower().startswith("aws:"):
-            out.append(f"tags.{key}: the aws: prefix is reserved for AWS's own tags")
+            out.append(problem(f"tags.{key}", "forbidden", "the aws: prefix is reserved for AWS's own tags"))
             continue
         for service, (key_address, value_address) in TAG_SHAPES.items():
             bad = [f"key {p}" for p in problems(key, key_address)]
             bad += [f"value {p}" for p in problems(value, value_address)]
             if bad:
-                out.append(f"tags.{key}: {'; '.join(bad)} ({service} tag rules)")
+                out.append(problem(f"tags.{key}", "invalid", f"{'; '.join(bad)} ({service} tag rules)"))
                 break
     total = len({*tags, *reserved})
     limit = min(int(shape(a).metadata.get("max", 50)) for a in TAG_LIMITS)
     if total > limit:
-        out.append(f"tags: {len(tags)} tags plus the {len(reserved)} the stack adds is {total}; AWS allows {limit}")
+        out.append(
+            problem(
+                "tags",
+                "invalid",
+                f"{len(tags)} tags plus the {len(reserved)} the stack adds is {total}; AWS allows {limit}",
+            )
+        )
     return out
 
 
@@ -255,9 +263,10 @@ def check_acm_certificate_arn(arn: str) -> str:
     (DescribeCertificate's CertificateArn), in this program's partition."""
     bad = problems(arn, ACM_CERTIFICATE_SHAPE)
     if bad or _ACM_CERTIFICATE_RE.fullmatch(arn) is None:
-        raise ValueError(
+        raise Refusal(
             f"{arn!r} is not an ACM certificate ARN like arn:{PARTITION}:acm:us-west-2:123456789012:certificate/"
-            "12345678-1234-1234-1234-123456789012 (ACM DescribeCertificate, CertificateArn)"
+            "12345678-1234-1234-1234-123456789012 (ACM DescribeCertificate, CertificateArn)",
+            "invalid",
         )
     return arn
 

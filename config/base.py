@@ -63,9 +63,9 @@ class Model(BaseModel):
     def _int32(cls, v: Any) -> Any:
         for n in _numbers(v):
             if isinstance(n, int) and not -INT32_MAX - 1 <= n <= INT32_MAX:
-                raise ValueError(f"{n} is outside the 32-bit integer range AWS and Kubernetes take")
+                raise Refusal(f"{n} is outside the 32-bit integer range AWS and Kubernetes take", "invalid")
             if isinstance(n, float) and not math.isfinite(n):
-                raise ValueError(f"{n} is not a finite number")
+                raise Refusal(f"{n} is not a finite number", "invalid")
         return v
 
 
@@ -117,7 +117,7 @@ def check_sizes(desired: int, min_size: int | None, max_size: int | None) -> Non
             allowed=f"{lo} to {hi}",
         )
     if hi < 1:
-        raise KeyProblem("maxSize", "must be at least 1 (EKS requires it)", allowed="1 or more")
+        raise KeyProblem("maxSize", "must be at least 1 (EKS requires it)", "invalid", allowed="1 or more")
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -131,8 +131,9 @@ def check_image(v: str | None) -> str | None:
     if v is None:
         return v
     if v.endswith(":latest") or not matches(_IMAGE_RE, v):
-        raise ValueError(
-            f"{v!r} needs an explicit tag or digest other than latest (e.g. repo/name:1.2.3), so a run is repeatable"
+        raise Refusal(
+            f"{v!r} needs an explicit tag or digest other than latest (e.g. repo/name:1.2.3), so a run is repeatable",
+            "invalid",
         )
     return v
 
@@ -142,7 +143,7 @@ def ipv4_cidr(cidr: str) -> ipaddress.IPv4Network:
     try:
         net = ipaddress.IPv4Network(cidr)
     except ValueError:
-        raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as 203.0.113.0/24") from None
+        raise Refusal(f"{cidr!r} is not an IPv4 CIDR such as 203.0.113.0/24", "invalid") from None
     if str(net) != cidr:
-        raise ValueError(f"{cidr!r} is not written as AWS writes CIDRs; use {str(net)!r}")
+        raise Refusal(f"{cidr!r} is not written as AWS writes CIDRs; use {str(net)!r}", "invalid")
     return net

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import named_shape, problems
-from config.base import KeyProblem, Model, matches
+from config.base import KeyProblem, Model, Refusal, matches
 from facts.limits import CAPACITY_BLOCK_MAX_DAYS
 
 # ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
@@ -85,9 +85,10 @@ class CapacityConfig(Model):
     @classmethod
     def _lead(cls, v: int) -> int:
         if v > MAX_SCALE_DOWN_MINUTES:
-            raise ValueError(
+            raise Refusal(
                 f"{v} minutes is longer than the longest Capacity Block ({CAPACITY_BLOCK_MAX_DAYS} days, EC2 user"
-                f" guide); the scale-down would come before the block starts: use at most {MAX_SCALE_DOWN_MINUTES}"
+                f" guide); the scale-down would come before the block starts: use at most {MAX_SCALE_DOWN_MINUTES}",
+                "invalid",
             )
         return v
 
@@ -95,8 +96,8 @@ class CapacityConfig(Model):
     @classmethod
     def _id(cls, v: str | None) -> str | None:
         if v is not None and not matches(_RESERVATION_RE, v):
-            raise ValueError(
-                f"{v!r} is not a capacity reservation id (cr- and 17 hex digits, e.g. cr-0123456789abcdef0)"
+            raise Refusal(
+                f"{v!r} is not a capacity reservation id (cr- and 17 hex digits, e.g. cr-0123456789abcdef0)", "invalid"
             )
         return v
 
@@ -105,8 +106,9 @@ class CapacityConfig(Model):
     def _group(cls, v: str | None) -> str | None:
         bad = problems(v, named_shape("resource-groups", "GroupArn")) if v is not None else []
         if bad:
-            raise ValueError(
-                f"{'; '.join(bad)} (a resource group ARN: arn:aws:resource-groups:<region>:<account>:group/<name>)"
+            raise Refusal(
+                f"{'; '.join(bad)} (a resource group ARN: arn:aws:resource-groups:<region>:<account>:group/<name>)",
+                "invalid",
             )
         return v
 
@@ -114,14 +116,14 @@ class CapacityConfig(Model):
     @classmethod
     def _pg(cls, v: str | None) -> str | None:
         if v is not None and not matches(_PLACEMENT_GROUP_RE, v):
-            raise ValueError(f"{v!r} is not a placement group name (1-255 ASCII characters)")
+            raise Refusal(f"{v!r} is not a placement group name (1-255 ASCII characters)", "invalid")
         return v
 
     @field_validator("ends_at")
     @classmethod
     def _ends_at(cls, v: dt.datetime | None) -> dt.datetime | None:
         if v is not None and v.tzinfo is None:
-            raise ValueError(f"{v.isoformat()} has no time zone; give it in UTC, e.g. 2027-03-01T11:30:00Z")
+            raise Refusal(f"{v.isoformat()} has no time zone; give it in UTC, e.g. 2027-03-01T11:30:00Z", "invalid")
         return v.astimezone(dt.UTC) if v is not None else None
 
     @model_validator(mode="after")
@@ -152,10 +154,11 @@ class CapacityConfig(Model):
                 f"{self.end_margin_hours} h would refuse every block's last day and a 1-day block all its life (EC2"
                 f" sells Capacity Blocks in 1-day increments); give less than {CAPACITY_BLOCK_DAY_HOURS}, or leave it"
                 " out: the scale-down scaleDownMinutesBeforeEnd before endsAt drains the block",
+                "invalid",
             )
         earliest = dt.datetime.min.replace(tzinfo=dt.UTC) + dt.timedelta(minutes=self.scale_down_minutes_before_end)
         if self.ends_at is not None and self.ends_at < earliest:
-            raise KeyProblem("endsAt", f"{self.ends_at.isoformat()} is long past; give the block's EndDate")
+            raise KeyProblem("endsAt", f"{self.ends_at.isoformat()} is long past; give the block's EndDate", "invalid")
         return self
 
     @property

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from config.base import KeyProblem, Model, matches
+from config.base import KeyProblem, Model, Refusal, matches
 from facts.regions import PARTITION
 
 # GitHub: an owner (user or organization) is 1-39 alphanumerics or single hyphens; a
@@ -131,7 +131,7 @@ class CiRunnerConfig(Model):
     def _pattern(cls, v: str | None, info: ValidationInfo) -> str | None:
         pattern, example = _PATTERNS[info.field_name or ""]
         if v is not None and not matches(pattern, v):
-            raise ValueError(f"{v!r} is not {example}")
+            raise Refusal(f"{v!r} is not {example}", "invalid")
         return v
 
     @field_validator("preview_actor_ids", "deploy_actor_ids")
@@ -139,8 +139,8 @@ class CiRunnerConfig(Model):
     def _account_ids(cls, v: list[int]) -> list[int]:
         bad = [i for i in v if i < 1]
         if bad or len(set(v)) != len(v):
-            raise ValueError(
-                f"{v}: GitHub account ids are positive integers, each once (`gh api users/<login> --jq .id`)"
+            raise Refusal(
+                f"{v}: GitHub account ids are positive integers, each once (`gh api users/<login> --jq .id`)", "invalid"
             )
         return v
 
@@ -149,7 +149,7 @@ class CiRunnerConfig(Model):
     def _stacks(cls, v: list[str] | None) -> list[str] | None:
         bad = [s for s in v or [] if not matches(_STACK_RE, s)]
         if bad:
-            raise ValueError(f"{bad}: Pulumi stack names are 1-100 letters, digits, '-', '_' or '.'")
+            raise Refusal(f"{bad}: Pulumi stack names are 1-100 letters, digits, '-', '_' or '.'", "invalid")
         return v
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import check, check_log_retention
-from config.base import KeyProblem, Model, check_sizes, ipv4_cidr, matches
+from config.base import KeyProblem, Model, Refusal, check_sizes, ipv4_cidr, matches
 from facts import instances
 from facts.names import NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 from facts.networks import covers_internet, never_a_peer
@@ -41,9 +41,11 @@ def _ipv4_cidrs(v: list[str]) -> list[str]:
         ipv4_cidr(cidr)
         kind = never_a_peer(cidr)
         if kind:
-            raise ValueError(f"{cidr} is {kind} space: no client reaches the API from there; list the networks you use")
+            raise Refusal(
+                f"{cidr} is {kind} space: no client reaches the API from there; list the networks you use", "invalid"
+            )
     if len(set(v)) != len(v):
-        raise ValueError("lists a CIDR twice")
+        raise Refusal("lists a CIDR twice", "duplicate")
     return v
 
 
@@ -94,19 +96,25 @@ class ClusterConfig(Model):
         check(v, "eks:CreateCluster:name")
         # Stricter than EKS: the name also prefixes S3 bucket, ECR, IAM, KMS alias and log-group names.
         if not matches(_CLUSTER_NAME_RE, v) or v.endswith("-"):
-            raise ValueError(
+            raise Refusal(
                 f"{v!r}: must start with a lowercase letter and hold only lowercase letters, digits and hyphens"
-                " (1-100), not ending in a hyphen (no capitals: it also names S3 buckets and ECR repositories)"
+                " (1-100), not ending in a hyphen (no capitals: it also names S3 buckets and ECR repositories)",
+                "invalid",
             )
         if v.startswith(S3_RESERVED_PREFIXES):
-            raise ValueError(f"{v!r}: S3 refuses bucket names starting with {', '.join(S3_RESERVED_PREFIXES)}")
+            raise Refusal(
+                f"{v!r}: S3 refuses bucket names starting with {', '.join(S3_RESERVED_PREFIXES)}", "forbidden"
+            )
         return v
 
     @field_validator("kubernetes_version")
     @classmethod
     def _version(cls, v: str) -> str:
         if v not in SUPPORTED_KUBERNETES_VERSIONS:
-            raise ValueError(f"{v!r} is not in EKS standard support; valid: {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}")
+            raise Refusal(
+                f"{v!r} is not in EKS standard support; valid: {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}",
+                "not-supported",
+            )
         return v
 
     @field_validator("public_access_cidrs")
@@ -119,7 +127,7 @@ class ClusterConfig(Model):
     def _private_cidrs(cls, v: list[str]) -> list[str]:
         for cidr in _ipv4_cidrs(v):
             if ipaddress.IPv4Network(cidr).prefixlen == 0:
-                raise ValueError(f"{cidr} admits every address; list the networks routed into the VPC")
+                raise Refusal(f"{cidr} admits every address; list the networks routed into the VPC", "invalid")
         return v
 
     @field_validator("private_access_security_group_ids")
@@ -127,10 +135,10 @@ class ClusterConfig(Model):
     def _sg_ids(cls, v: list[str]) -> list[str]:
         for sg in v:
             if not matches(_SG_ID_RE, sg):
-                raise ValueError(f"{sg!r} is not a security group id (sg- and 8 or 17 hex digits)")
+                raise Refusal(f"{sg!r} is not a security group id (sg- and 8 or 17 hex digits)", "invalid")
         if len(set(v)) != len(v):
             # One ingress rule per group: EC2 refuses the second (InvalidPermission.Duplicate).
-            raise ValueError("lists a security group twice")
+            raise Refusal("lists a security group twice", "duplicate")
         return v
 
     @field_validator("admin_principal_arns")
@@ -138,12 +146,13 @@ class ClusterConfig(Model):
     def _arns(cls, v: list[str]) -> list[str]:
         for arn in v:
             if not matches(_ARN_PRINCIPAL_RE, arn):
-                raise ValueError(
+                raise Refusal(
                     f"{arn!r} is not an IAM role or user ARN of the {PARTITION} partition"
-                    f" (arn:{PARTITION}:iam::123456789012:role/name); EKS access entries take no STS session ARNs"
+                    f" (arn:{PARTITION}:iam::123456789012:role/name); EKS access entries take no STS session ARNs",
+                    "invalid",
                 )
         if len(set(v)) != len(v):
-            raise ValueError("lists a principal twice; EKS takes one access entry per principal")
+            raise Refusal("lists a principal twice; EKS takes one access entry per principal", "duplicate")
         return v
 
     @field_validator("log_retention_days")
@@ -193,7 +202,9 @@ class SystemNodeGroupConfig(Model):
     @classmethod
     def _type(cls, v: str) -> str:
         if v not in instances.GENERAL_PURPOSE:
-            raise ValueError(f"unknown system instance type {v!r}; valid: {', '.join(instances.GENERAL_PURPOSE)}")
+            raise Refusal(
+                f"unknown system instance type {v!r}; valid: {', '.join(instances.GENERAL_PURPOSE)}", "not-supported"
+            )
         return v
 
     @model_validator(mode="after")

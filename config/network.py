@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import problems
-from config.base import AZ_RE, KeyProblem, Model, ipv4_cidr, matches
+from config.base import AZ_RE, KeyProblem, Model, Refusal, ipv4_cidr, matches
 from facts.networks import never_a_peer, private_use
 from facts.regions import availability_zones
 
@@ -38,8 +38,8 @@ EXISTING_VPC_KEYS = {
 
 def _resource_id(kind: str, value: str) -> str:
     if not matches(_ID_RE[kind], value):
-        raise ValueError(
-            f"{value!r} is not a {kind} id ({kind}- and 8 or 17 hex digits, e.g. {kind}-0123456789abcdef0)"
+        raise Refusal(
+            f"{value!r} is not a {kind} id ({kind}- and 8 or 17 hex digits, e.g. {kind}-0123456789abcdef0)", "invalid"
         )
     return value
 
@@ -48,17 +48,19 @@ def _subnets(v: dict[str, str]) -> dict[str, str]:
     """AZ -> subnet id: AZ names, well-formed ids (FSx's pattern too), no subnet twice."""
     for az, subnet in v.items():
         if not matches(AZ_RE, az):
-            raise ValueError(f"{az!r} is not an AZ name like us-west-2d (the keys are AZs, the values subnet ids)")
+            raise Refusal(
+                f"{az!r} is not an AZ name like us-west-2d (the keys are AZs, the values subnet ids)", "invalid"
+            )
         try:
             _resource_id("subnet", subnet)
         except ValueError as e:
-            raise KeyProblem(az, str(e)) from None
+            raise KeyProblem(az, str(e), "invalid") from None
         bad = problems(subnet, FSX_SUBNET_SHAPE)
         if bad:
-            raise KeyProblem(az, f"{'; '.join(bad)} (AWS fsx API, SubnetIds)")
+            raise KeyProblem(az, f"{'; '.join(bad)} (AWS fsx API, SubnetIds)", "invalid")
     repeated = sorted({s for s in v.values() if list(v.values()).count(s) > 1})
     if repeated:
-        raise ValueError(f"{', '.join(repeated)} is given for more than one AZ; a subnet lives in one AZ")
+        raise Refusal(f"{', '.join(repeated)} is given for more than one AZ; a subnet lives in one AZ", "duplicate")
     return v
 
 
@@ -116,14 +118,15 @@ class NetworkConfig(Model):
     def _cidr(cls, v: str) -> str:
         net = ipv4_cidr(v)
         if not 16 <= net.prefixlen <= 20:
-            raise ValueError(f"prefix /{net.prefixlen} is outside /16../20 (pods take one VPC IP each)")
+            raise Refusal(f"prefix /{net.prefixlen} is outside /16../20 (pods take one VPC IP each)", "invalid")
         # ipaddress's is_private also takes loopback, link-local and reserved space, where EC2
         # refuses a VPC: only RFC 1918 ranges (VPC user guide, vpc-cidr-blocks).
         if not private_use(v):
             kind = never_a_peer(v)
-            raise ValueError(
+            raise Refusal(
                 f"{v} is not in a private (RFC 1918) range{f' (it is {kind} space)' if kind else ''};"
-                " use 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, e.g. 10.0.0.0/16"
+                " use 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, e.g. 10.0.0.0/16",
+                "invalid",
             )
         return v
 
@@ -133,12 +136,12 @@ class NetworkConfig(Model):
         if v is None:
             return v
         if len(v) < 2 or len(v) > 4:
-            raise ValueError(f"give 2 to 4 AZs (EKS needs two), got {len(v)}")
+            raise Refusal(f"give 2 to 4 AZs (EKS needs two), got {len(v)}", "invalid")
         if len(set(v)) != len(v):
-            raise ValueError("AZs are repeated")
+            raise Refusal("AZs are repeated", "duplicate")
         for az in v:
             if not matches(AZ_RE, az):
-                raise ValueError(f"{az!r} is not an AZ name like us-west-2d")
+                raise Refusal(f"{az!r} is not an AZ name like us-west-2d", "invalid")
         return v
 
     @field_validator("vpc_id")
@@ -157,7 +160,7 @@ class NetworkConfig(Model):
         for rtb in v:
             _resource_id("rtb", rtb)
         if len(set(v)) != len(v):
-            raise ValueError("route tables are repeated")
+            raise Refusal("route tables are repeated", "duplicate")
         return v
 
     @model_validator(mode="after")
@@ -179,6 +182,7 @@ class NetworkConfig(Model):
             raise KeyProblem(
                 "privateSubnetIds",
                 f"{len(self.private_subnet_ids)} given; EKS needs subnets in at least two AZs (AZ -> subnet-...)",
+                "invalid",
             )
         shared = sorted(set(self.private_subnet_ids.values()) & set(self.public_subnet_ids.values()))
         if shared:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import problems
-from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, check_sizes, did_you_mean, matches
+from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, Refusal, check_sizes, did_you_mean, matches
 from config.capacity import CapacityConfig
 from facts import instances, kubernetes
 from facts.names import NODE_GROUP_LABEL, PLATFORM_LABEL_PREFIX, PLATFORM_NODE_LABELS
@@ -35,7 +35,7 @@ class RepairOverride(Model):
     @classmethod
     def _reason(cls, v: str) -> str:
         if not matches(_REPAIR_REASON_RE, v):
-            raise ValueError(f"{v!r} is not a node monitoring agent reason (CamelCase, e.g. NeuronDMAError)")
+            raise Refusal(f"{v!r} is not a node monitoring agent reason (CamelCase, e.g. NeuronDMAError)", "invalid")
         return v
 
 
@@ -157,17 +157,21 @@ class NodeGroupConfig(Model):
     def _name(cls, v: str) -> str:
         # The EKS name is `<name>-` and a 26-character unique suffix, at most 63 (infra.cluster).
         if len(v) > 36 or not matches(DNS_LABEL_RE, v):
-            raise ValueError(f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-36)")
+            raise Refusal(
+                f"{v!r} must be lowercase letters, digits and hyphens, starting with a letter (1-36)", "invalid"
+            )
         return v
 
     @field_validator("instance_type")
     @classmethod
     def _type(cls, v: str) -> str:
         if v in instances.NOT_SUPPORTED:
-            raise ValueError(f"{v} is not supported yet: {instances.NOT_SUPPORTED[v]}")
+            raise Refusal(f"{v} is not supported yet: {instances.NOT_SUPPORTED[v]}", "not-supported")
         if v not in instances.ACCELERATED:
             hint = did_you_mean(v, instances.ACCELERATED)
-            raise ValueError(f"unknown instance type {v!r}{hint}; valid: {', '.join(instances.ACCELERATED)}")
+            raise Refusal(
+                f"unknown instance type {v!r}{hint}; valid: {', '.join(instances.ACCELERATED)}", "not-supported"
+            )
         return v
 
     @field_validator("labels")
@@ -176,23 +180,25 @@ class NodeGroupConfig(Model):
         for key, value in v.items():
             bad = problems(key, "eks:CreateNodegroup:labels.<key>") + problems(value, "eks:CreateNodegroup:labels.{}")
             if bad:
-                raise ValueError(f"label {key}={value}: {'; '.join(bad)} (EKS CreateNodegroup labels)")
+                raise Refusal(f"label {key}={value}: {'; '.join(bad)} (EKS CreateNodegroup labels)", "invalid")
             bad = [f"key {p}" for p in kubernetes.label_key(key)] + [
                 f"value {p}" for p in kubernetes.label_value(value)
             ]
             if bad:
-                raise ValueError(f"label {key}={value}: {'; '.join(bad)} (Kubernetes label rules)")
+                raise Refusal(f"label {key}={value}: {'; '.join(bad)} (Kubernetes label rules)", "invalid")
             if kubernetes.kubelet_refuses_node_label(key):
-                raise ValueError(
+                raise Refusal(
                     f"label {key}: the kubernetes.io and k8s.io prefixes are Kubernetes' own; the kubelet refuses to"
                     " start with it in --node-labels (allowed there: "
-                    f"{', '.join(kubernetes.KUBELET_LABEL_NAMESPACES)} and the well-known labels it sets itself)"
+                    f"{', '.join(kubernetes.KUBELET_LABEL_NAMESPACES)} and the well-known labels it sets itself)",
+                    "forbidden",
                 )
             if key in PLATFORM_NODE_LABELS or key.startswith(PLATFORM_LABEL_PREFIX):
-                raise ValueError(
+                raise Refusal(
                     f"label {key}: the platform sets and selects on this label (device plugins, Kueue flavors and runs"
                     f" find their nodes by it); choose a key outside {PLATFORM_LABEL_PREFIX} and"
-                    f" {', '.join(k for k in PLATFORM_NODE_LABELS if not k.startswith(PLATFORM_LABEL_PREFIX))}"
+                    f" {', '.join(k for k in PLATFORM_NODE_LABELS if not k.startswith(PLATFORM_LABEL_PREFIX))}",
+                    "forbidden",
                 )
         return v
 
@@ -200,14 +206,14 @@ class NodeGroupConfig(Model):
     @classmethod
     def _release(cls, v: str | None) -> str | None:
         if v is not None and not matches(_RELEASE_RE, v):
-            raise ValueError(f"{v!r} is not an EKS AMI release version like 1.35.6-20260625")
+            raise Refusal(f"{v!r} is not an EKS AMI release version like 1.35.6-20260625", "invalid")
         return v
 
     @field_validator("availability_zone")
     @classmethod
     def _az(cls, v: str | None) -> str | None:
         if v is not None and not matches(AZ_RE, v):
-            raise ValueError(f"{v!r} is not an AZ name like us-west-2d")
+            raise Refusal(f"{v!r} is not an AZ name like us-west-2d", "invalid")
         return v
 
     @model_validator(mode="after")
@@ -225,18 +231,21 @@ class NodeGroupConfig(Model):
                 f"{self.max_unavailable} is above maxSize {self.max}{derived}; EKS refuses an update config whose"
                 " maxUnavailable exceeds the group's maxSize: set maxSize (a group scaled to 0 keeps its size"
                 f" there), or lower maxUnavailable to at most {self.max}",
+                "conflict",
             )
         if self.capacity.targets_reservation and self.placement_group:
             raise KeyProblem(
                 "placementGroup",
                 f"a {self.capacity.type} is usable only in the placement group it was made in, not a new one: set"
                 " capacity.placementGroupName to that group, or leave placementGroup out if it was made without one",
+                "conflict",
             )
         if self.placement_group and self.capacity.placement_group_name is not None:
             raise KeyProblem(
                 "placementGroup",
                 f"true asks for a new placement group, but capacity.placementGroupName names an existing one"
                 f" ({self.capacity.placement_group_name}); leave placementGroup out to launch into that one",
+                "conflict",
             )
         return self
 

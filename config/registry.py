@@ -7,7 +7,7 @@ import re
 from pydantic import Field, field_validator
 
 from config.aws import problems
-from config.base import Model, matches
+from config.base import Model, Refusal, matches
 from config.workloads import RECIPES
 
 BUILT = [recipe.REPOSITORY for recipe in RECIPES.values() if recipe.REPOSITORY]
@@ -49,7 +49,8 @@ class RegistryConfig(Model):
             # The repository is `<cluster>/<key>`: the key must be a valid name segment for ECR.
             refused = problems(f"cluster/{key}", "ecr:CreateRepository:repositoryName")
             if refused or len(key) > 128 or not matches(_ECR_NAME_RE, key):
-                raise ValueError(
-                    f"{key!r} is not an ECR repository name: lowercase letters and digits, separated by . _ or -"
+                raise Refusal(
+                    f"{key!r} is not an ECR repository name: lowercase letters and digits, separated by . _ or -",
+                    "invalid",
                 )
         return v

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from config.base import KeyProblem, Model, matches
+from config.base import KeyProblem, Model, Refusal, matches
 from config.stackfile import SECRET
 
 
@@ -40,7 +40,7 @@ class ProcessEnv(Model):
     def _env(cls, v: dict[str, Any]) -> dict[str, Any]:
         for k in v:
             if not matches(r"[A-Za-z_][A-Za-z0-9_]*", k):
-                raise ValueError(f"{k!r} is not an environment variable name")
+                raise Refusal(f"{k!r} is not an environment variable name", "invalid")
         return v
 
     @model_validator(mode="after")

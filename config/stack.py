@@ -95,7 +95,7 @@ class StackConfig(Model):
     def _region(cls, v: str) -> str:
         found = region_problems(v)
         if found:
-            raise ValueError(found)
+            raise Refusal(found, "not-supported")
         return v
 
     @field_validator("layer")
@@ -111,10 +111,12 @@ class StackConfig(Model):
     @classmethod
     def _lower_stack(cls, v: str) -> str:
         if v and not matches(_STACK_REF_RE, v):
-            raise ValueError(f"{v!r} is not a stack name like organization/{PROJECT}/my-env-aws")
+            raise Refusal(f"{v!r} is not a stack name like organization/{PROJECT}/my-env-aws", "invalid")
         parts = v.split("/")
         if len(parts) == 3 and parts[1] != PROJECT:
-            raise ValueError(f"{v!r} names project {parts[1]!r}; the layers are stacks of this project ({PROJECT})")
+            raise Refusal(
+                f"{v!r} names project {parts[1]!r}; the layers are stacks of this project ({PROJECT})", "invalid"
+            )
         return v
 
     @property

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import check
-from config.base import AZ_RE, KeyProblem, Model, matches
+from config.base import AZ_RE, KeyProblem, Model, Refusal, matches
 from estimates.checkpoints import FileSystem
 
 _HH_MM_RE = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]", re.ASCII)
@@ -95,8 +95,8 @@ class StorageConfig(Model):
     def _capacity(cls, v: int) -> int:
         check(v, _FSX + "StorageCapacity")
         if v != 1200 and (v <= 0 or v % 2400):
-            raise ValueError(
-                f"{v} GiB is not a valid Lustre capacity; use 1200 or a multiple of 2400 (2400, 4800, ...)"
+            raise Refusal(
+                f"{v} GiB is not a valid Lustre capacity; use 1200 or a multiple of 2400 (2400, 4800, ...)", "invalid"
             )
         return v
 
@@ -105,8 +105,9 @@ class StorageConfig(Model):
     def _throughput(cls, v: int) -> int:
         check(v, _FSX + "LustreConfiguration.PerUnitStorageThroughput")
         if v not in LUSTRE_THROUGHPUT_TIERS:
-            raise ValueError(
-                f"{v} MB/s/TiB is not a PERSISTENT_2 tier; valid: {', '.join(map(str, LUSTRE_THROUGHPUT_TIERS))}"
+            raise Refusal(
+                f"{v} MB/s/TiB is not a PERSISTENT_2 tier; valid: {', '.join(map(str, LUSTRE_THROUGHPUT_TIERS))}",
+                "not-supported",
             )
         return v
 
@@ -114,7 +115,7 @@ class StorageConfig(Model):
     @classmethod
     def _az(cls, v: str | None) -> str | None:
         if v is not None and not matches(AZ_RE, v):
-            raise ValueError(f"{v!r} is not an AZ name like us-west-2d")
+            raise Refusal(f"{v!r} is not an AZ name like us-west-2d", "invalid")
         return v
 
     @field_validator("backup_retention_days")
@@ -122,7 +123,9 @@ class StorageConfig(Model):
     def _retention(cls, v: int) -> int:
         check(v, _FSX + "LustreConfiguration.AutomaticBackupRetentionDays")
         if not 1 <= v <= 90:
-            raise ValueError(f"{v} is outside 1..90 days (0 would turn daily backups off; FSx keeps at most 90)")
+            raise Refusal(
+                f"{v} is outside 1..90 days (0 would turn daily backups off; FSx keeps at most 90)", "invalid"
+            )
         return v
 
     @field_validator("daily_backup_start_time")
@@ -130,7 +133,7 @@ class StorageConfig(Model):
     def _start(cls, v: str) -> str:
         check(v, _FSX + "LustreConfiguration.DailyAutomaticBackupStartTime")
         if not matches(_HH_MM_RE, v):
-            raise ValueError(f"{v!r} is not a UTC time HH:MM such as 05:00")
+            raise Refusal(f"{v!r} is not a UTC time HH:MM such as 05:00", "invalid")
         return v
 
     @property

@@ -1,13 +1,15 @@
 """What training runs share: the transformer shape and parallelism, the optimizer schedule,
 the data sources and tokenizers of the recipes, and the health gate at the start of training."""
 
+# size: the shapes, schedules, data and health gate every training recipe reads, side by side
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import KeyProblem, Model, matches
+from config.base import KeyProblem, Model, Refusal, matches
+from config.problems import problem
 from facts import instances, needs, nodegroups
 
 # Llama2 shapes, parallelism and batch sizes of neuronx-nemo-megatron's launch scripts
@@ -100,13 +102,14 @@ class HealthCheckConfig(Model):
             GBPS_KEY,
             f"renamed to minBusBandwidthGBPerSecond: the gate compares the floor with the bus bandwidth nccl-tests"
             f" and nccom-test report in GB/s, as it always did, so write minBusBandwidthGBPerSecond: {value}{bits}",
+            "invalid",
         )
 
     @field_validator("message_size")
     @classmethod
     def _size(cls, v: str | None) -> str | None:
         if v is not None and not matches(r"[1-9][0-9]{0,5}[KMG]?", v):
-            raise ValueError(f"{v!r} is not a size like 512M or 2G")
+            raise Refusal(f"{v!r} is not a size like 512M or 2G", "invalid")
         return v
 
     @model_validator(mode="after")
@@ -115,7 +118,9 @@ class HealthCheckConfig(Model):
         if not self.enabled and unused:
             key = {"min_bus_bandwidth_gb_per_second": "minBusBandwidthGBPerSecond", "message_size": "messageSize"}
             raise KeyProblem(
-                key[unused[0]], "is not applied: enabled is false, so no test runs; leave it out, or turn the check on"
+                key[unused[0]],
+                "is not applied: enabled is false, so no test runs; leave it out, or turn the check on",
+                "conflict",
             )
         return self
 
@@ -177,16 +182,21 @@ class ModelConfig(Model):
     def _shape(self) -> ModelConfig:
         if self.hidden_size % self.num_attention_heads:
             raise KeyProblem(
-                "hiddenSize", f"{self.hidden_size} is not divisible by numAttentionHeads {self.num_attention_heads}"
+                "hiddenSize",
+                f"{self.hidden_size} is not divisible by numAttentionHeads {self.num_attention_heads}",
+                "conflict",
             )
         if self.num_attention_heads % self.num_kv_heads:
             raise KeyProblem(
-                "numKvHeads", f"{self.num_kv_heads} does not divide numAttentionHeads {self.num_attention_heads}"
+                "numKvHeads",
+                f"{self.num_kv_heads} does not divide numAttentionHeads {self.num_attention_heads}",
+                "conflict",
             )
         if self.num_attention_heads % self.tensor_parallel:
             raise KeyProblem(
                 "tensorParallel",
                 f"{self.tensor_parallel} does not divide numAttentionHeads {self.num_attention_heads}",
+                "conflict",
             )
         if self.num_kv_heads % self.tensor_parallel:
             # Megatron splits the key/value heads over the tensor-parallel ranks and asserts they
@@ -196,15 +206,17 @@ class ModelConfig(Model):
                 "tensorParallel",
                 f"{self.tensor_parallel} does not divide numKvHeads {self.num_kv_heads}: Megatron splits the"
                 " key/value heads over the tensor-parallel ranks and refuses a remainder",
+                "conflict",
             )
         if self.num_layers % self.pipeline_parallel:
             raise KeyProblem(
-                "pipelineParallel", f"{self.pipeline_parallel} does not divide numLayers {self.num_layers}"
+                "pipelineParallel", f"{self.pipeline_parallel} does not divide numLayers {self.num_layers}", "conflict"
             )
         if self.global_batch_size % self.micro_batch_size:
             raise KeyProblem(
                 "globalBatchSize",
                 f"{self.global_batch_size} is not a multiple of microBatchSize {self.micro_batch_size}",
+                "conflict",
             )
         return self
 
@@ -231,12 +243,15 @@ class TrainingConfig(Model):
     @model_validator(mode="after")
     def _schedule(self) -> TrainingConfig:
         if self.min_learning_rate > self.learning_rate:
-            raise KeyProblem("minLearningRate", f"{self.min_learning_rate} is above learningRate {self.learning_rate}")
+            raise KeyProblem(
+                "minLearningRate", f"{self.min_learning_rate} is above learningRate {self.learning_rate}", "invalid"
+            )
         if self.warmup_steps + self.constant_steps >= self.max_steps:
             raise KeyProblem(
                 "warmupSteps",
                 f"warmupSteps + constantSteps ({self.warmup_steps + self.constant_steps}) must be below"
                 f" maxSteps {self.max_steps}",
+                "conflict",
             )
         return self
 
@@ -254,7 +269,7 @@ class Llama2DataConfig(Model):
     @classmethod
     def _repo(cls, v: str) -> str:
         if not matches(r"[A-Za-z0-9_.\-]{1,96}/[A-Za-z0-9_.\-]{1,96}", v):
-            raise ValueError(f"{v!r} is not a Hugging Face repo id like owner/name")
+            raise Refusal(f"{v!r} is not a Hugging Face repo id like owner/name", "invalid")
         return v
 
 
@@ -296,11 +311,11 @@ class NemoTokenizerConfig(Model):
     @model_validator(mode="after")
     def _complete(self) -> NemoTokenizerConfig:
         if self.library == "sentencepiece" and not self.model:
-            raise KeyProblem("model", "required with library sentencepiece (the tokenizer.model file)")
+            raise KeyProblem("model", "required with library sentencepiece (the tokenizer.model file)", "required")
         if self.library == "huggingface" and not self.type:
-            raise KeyProblem("type", "required with library huggingface (a model name or directory)")
+            raise KeyProblem("type", "required with library huggingface (a model name or directory)", "required")
         if self.library != "megatron" and (self.vocab_file or self.merge_file):
-            raise KeyProblem("vocabFile", "only for library megatron")
+            raise KeyProblem("vocabFile", "only for library megatron", "conflict")
         return self
 
     @property
@@ -339,7 +354,7 @@ class BertTrainingConfig(Model):
     @model_validator(mode="after")
     def _warmup(self) -> BertTrainingConfig:
         if self.warmup_steps >= self.max_steps:
-            raise KeyProblem("warmupSteps", f"{self.warmup_steps} must be below maxSteps {self.max_steps}")
+            raise KeyProblem("warmupSteps", f"{self.warmup_steps} must be below maxSteps {self.max_steps}", "conflict")
         return self
 
     def grad_accum(self, ranks: int) -> int | None:
@@ -362,7 +377,7 @@ class BertDataConfig(Model):
     @classmethod
     def _s3(cls, v: str) -> str:
         if not matches(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/[!-~]+\.tar", v):
-            raise ValueError(f"{v!r} is not an s3:// URL of a .tar archive")
+            raise Refusal(f"{v!r} is not an s3:// URL of a .tar archive", "invalid")
         return v
 
 
@@ -374,19 +389,30 @@ def parallelism_problems(key: str, m: ModelConfig, nodes: int, instance: instanc
     model_parallel = m.tensor_parallel * m.pipeline_parallel
     if ranks % model_parallel:
         return [
-            f"{key}.model.tensorParallel: TP {m.tensor_parallel} x PP {m.pipeline_parallel} = {model_parallel}"
-            f" does not divide the {ranks} ranks ({nodes} nodes x {per_node})"
+            problem(
+                f"{key}.model.tensorParallel",
+                "conflict",
+                f"TP {m.tensor_parallel} x PP {m.pipeline_parallel} = {model_parallel}"
+                f" does not divide the {ranks} ranks ({nodes} nodes x {per_node})",
+            )
         ]
-    problems = []
+    problems: list[str] = []
     dp = ranks // model_parallel
     if m.global_batch_size % (dp * m.micro_batch_size):
         problems.append(
-            f"{key}.model.globalBatchSize: {m.global_batch_size} is not divisible by data-parallel size {dp}"
-            f" x microBatchSize {m.micro_batch_size} = {dp * m.micro_batch_size}"
+            problem(
+                f"{key}.model.globalBatchSize",
+                "conflict",
+                f"{m.global_batch_size} is not divisible by data-parallel size {dp}"
+                f" x microBatchSize {m.micro_batch_size} = {dp * m.micro_batch_size}",
+            )
         )
     if m.tensor_parallel > per_node:
         problems.append(
-            f"{key}.model.tensorParallel: {m.tensor_parallel} spans nodes; keep it at most"
-            f" {per_node} (the ranks of one {instance.name})"
+            problem(
+                f"{key}.model.tensorParallel",
+                "conflict",
+                f"{m.tensor_parallel} spans nodes; keep it at most {per_node} (the ranks of one {instance.name})",
+            )
         )
     return problems

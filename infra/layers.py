@@ -25,6 +25,7 @@ from pulumi.runtime.sync_await import _sync_await
 from pydantic import BaseModel, ValidationError
 
 from config import ConfigError
+from config.problems import problem
 from config.storage import StorageConfig
 from config.teams import TeamConfig
 from facts import instances
@@ -135,7 +136,7 @@ class _Reader:
         self.problems: list[str] = []
 
     def problem(self, path: str, message: str) -> None:
-        self.problems.append(f"lowerStack: {self.stack} output {self.output}.{path}: {message}")
+        self.problems.append(problem("lowerStack", "invalid", f"{self.stack} output {self.output}.{path}: {message}"))
 
     def get(self, path: str, kind: type | tuple[type, ...], where: Any = None) -> Any:
         """The value at `path` (dot-separated) of `where` (default: the output), or None after a problem."""
@@ -205,8 +206,12 @@ def _output(outputs: Mapping[str, Any], stack: str, name: str) -> Any:
     if name not in outputs:
         raise ContractError(
             [
-                f"lowerStack: {stack} has no output {name!r} (it has: {', '.join(sorted(outputs)) or 'none'});"
-                " is it the right layer, deployed with this version of the project?"
+                problem(
+                    "lowerStack",
+                    "required",
+                    f"{stack} has no output {name!r} (it has: {', '.join(sorted(outputs)) or 'none'});"
+                    " is it the right layer, deployed with this version of the project?",
+                )
             ]
         )
     return outputs[name]

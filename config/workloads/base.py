@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, check_image, matches
+from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, Refusal, check_image, matches
 from config.run_env import ProcessEnv
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, RecipeDocs
@@ -130,7 +130,7 @@ class RunConfig(ProcessEnv):
     @classmethod
     def _run_id(cls, v: str) -> str:
         if not matches(RUN_ID_RE, v):
-            raise ValueError(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001")
+            raise Refusal(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001", "invalid")
         return v
 
     @field_validator("image")
@@ -142,14 +142,16 @@ class RunConfig(ProcessEnv):
     @classmethod
     def _tag(cls, v: str | None) -> str | None:
         if v is not None and (v == "latest" or not matches(IMAGE_TAG_RE, v)):
-            raise ValueError(f"{v!r} is not an immutable image tag (ECR tags are immutable; 'latest' is not allowed)")
+            raise Refusal(
+                f"{v!r} is not an immutable image tag (ECR tags are immutable; 'latest' is not allowed)", "invalid"
+            )
         return v
 
     @field_validator("neuron_sdk")
     @classmethod
     def _sdk(cls, v: str | None) -> str | None:
         if v is not None and not matches(r"2\.[0-9]+\.[0-9]+", v):
-            raise ValueError(f"{v!r} is not a Neuron SDK version like 2.22.0")
+            raise Refusal(f"{v!r} is not a Neuron SDK version like 2.22.0", "invalid")
         return v
 
     @model_validator(mode="after")
@@ -157,11 +159,11 @@ class RunConfig(ProcessEnv):
         unused = [k for k in self.UNUSED_KEYS if k in self.model_fields_set]
         if unused:
             key = to_camel(unused[0])
-            raise KeyProblem(key, f"not a key of recipe {self.RECIPE}")
+            raise KeyProblem(key, f"not a key of recipe {self.RECIPE}", "not-supported")
         if self.image is not None and self.image_tag is not None:
-            raise KeyProblem("imageTag", "give image or imageTag, not both")
+            raise KeyProblem("imageTag", "give image or imageTag, not both", "conflict")
         if self.image is None and self.REPOSITORY is None and not self.PUBLIC_IMAGES:
-            raise KeyProblem("image", f"required for recipe {self.RECIPE} (there is no default repository)")
+            raise KeyProblem("image", f"required for recipe {self.RECIPE} (there is no default repository)", "required")
         return self
 
     @classmethod

@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from config.problems import problem
 from config.training import BertDataConfig, BertTrainingConfig
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
@@ -100,7 +101,11 @@ class BertNeuronWorkload(TrainingRun):
         if self.training.grad_accum(ranks) is None:
             t = self.training
             return [
-                f"{key}.training.globalBatchSize: {t.global_batch_size} is not divisible by {ranks} NeuronCores x"
-                f" batchSize {t.batch_size} = {ranks * t.batch_size}"
+                problem(
+                    f"{key}.training.globalBatchSize",
+                    "conflict",
+                    f"{t.global_batch_size} is not divisible by {ranks} NeuronCores x"
+                    f" batchSize {t.batch_size} = {ranks * t.batch_size}",
+                )
             ]
         return []

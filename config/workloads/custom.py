@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import (
     Arguments,
@@ -76,8 +77,12 @@ class CustomWorkload(TrainingRun):
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         if self.processes_per_node > instance.ranks_per_node:
             return [
-                f"{key}.processesPerNode: {self.processes_per_node} is more than the {instance.ranks_per_node}"
-                f" accelerator ranks of a {instance.name}"
+                problem(
+                    f"{key}.processesPerNode",
+                    "conflict",
+                    f"{self.processes_per_node} is more than the {instance.ranks_per_node}"
+                    f" accelerator ranks of a {instance.name}",
+                )
             ]
         return []
 

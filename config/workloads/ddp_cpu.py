@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from config.base import KeyProblem
+from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
 from estimates.checkpoints import CheckpointModel, NotSized
@@ -83,10 +84,14 @@ class DdpCpuWorkload(TrainingRun):
         stop = self.interrupt_once_at_step
         if stop is not None and stop >= self.steps:
             raise KeyProblem(
-                "interruptOnceAtStep", f"{stop} is not before the last step ({self.steps}): nothing to resume"
+                "interruptOnceAtStep",
+                f"{stop} is not before the last step ({self.steps}): nothing to resume",
+                "conflict",
             )
         if stop is not None and self.max_retries < 1:
-            raise KeyProblem("maxRetries", "0 leaves no restart to resume after interruptOnceAtStep; use at least 1")
+            raise KeyProblem(
+                "maxRetries", "0 leaves no restart to resume after interruptOnceAtStep; use at least 1", "conflict"
+            )
         return self
 
     @property
@@ -119,10 +124,17 @@ class DdpCpuWorkload(TrainingRun):
             )
             if v
         ]
-        problems = [f"{key}.healthCheck.{n}: the CPU gate runs no collective test; leave it out" for n in unused]
+        problems: list[str] = [
+            problem(f"{key}.healthCheck.{n}", "not-supported", "the CPU gate runs no collective test; leave it out")
+            for n in unused
+        ]
         if self.processes_per_node > instance.cpu_worker_vcpus:
             problems.append(
-                f"{key}.processesPerNode: {self.processes_per_node} is more than the {instance.cpu_worker_vcpus} vCPUs"
-                f" a worker gets on a {instance.name} (a quarter of a system node)"
+                problem(
+                    f"{key}.processesPerNode",
+                    "conflict",
+                    f"{self.processes_per_node} is more than the {instance.cpu_worker_vcpus} vCPUs"
+                    f" a worker gets on a {instance.name} (a quarter of a system node)",
+                )
             )
         return problems

@@ -11,6 +11,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from config.base import KeyProblem
+from config.problems import problem
 from config.workloads.base import AcceptanceRun
 from config.workloads.recipe import Converter, NoConversion
 from estimates.acceptance import AcceptanceTime, acceptance_time
@@ -46,26 +47,37 @@ class FabricAcceptanceRun(AcceptanceRun):
     @model_validator(mode="after")
     def _gate_is_the_run(self) -> FabricAcceptanceRun:
         if not self.health_check.enabled:
-            raise KeyProblem("healthCheck.enabled", "the acceptance run is the health check; it cannot be turned off")
+            raise KeyProblem(
+                "healthCheck.enabled", "the acceptance run is the health check; it cannot be turned off", "forbidden"
+            )
         return self
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """On UltraServer members the run checks whole UltraServers: a multiple of their size. Its
         modeled length fits the checks' share of the acceptance job's timeout."""
-        out = []
+        out: list[str] = []
         us = instance.ultraserver
         if us is not None and self.nodes % us.instances:
             out.append(
-                f"{key}.nodes: {self.nodes} is not a multiple of {us.instances}: the run checks that its nodes form"
-                f" whole {us.ultraserver_type} UltraServers ({us.instances} x {instance.name} each)"
+                problem(
+                    f"{key}.nodes",
+                    "conflict",
+                    f"{self.nodes} is not a multiple of {us.instances}: the run checks that its nodes form"
+                    f" whole {us.ultraserver_type} UltraServers ({us.instances} x {instance.name} each)",
+                )
             )
         length = self.length_on(instance) if instance.name in fabric.FLOORS else None
         if length is not None and length.seconds > CHECKS_SECONDS:
             out.append(
-                f"{key}.healthCheck.messageSize: {self.gated_size(instance)} takes ~{length.seconds:,} s (its"
-                f" all-reduces at the floor's {length.floor_gb_per_second:g} GB/s), more than the {CHECKS_SECONDS:,} s"
-                " the acceptance job gives its checks: a smaller size, sweep: false, or a floor nearer the fabric's"
-                " (healthCheck.minBusBandwidthGBPerSecond)"
+                problem(
+                    f"{key}.healthCheck.messageSize",
+                    "conflict",
+                    f"{self.gated_size(instance)} takes ~{length.seconds:,} s (its"
+                    f" all-reduces at the floor's {length.floor_gb_per_second:g} GB/s), more than the"
+                    f" {CHECKS_SECONDS:,} s"
+                    " the acceptance job gives its checks: a smaller size, sweep: false, or a floor nearer the fabric's"
+                    " (healthCheck.minBusBandwidthGBPerSecond)",
+                )
             )
         return out
 

@@ -14,7 +14,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import KeyProblem, Model, matches
+from config.base import KeyProblem, Model, Refusal, matches
+from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
 from estimates.checkpoints import CheckpointModel, CheckpointSize
@@ -80,9 +81,9 @@ class Llama3NxdModel(Model):
         # GQAQKVColumnParallelLinear (neuronx_distributed/modules/qkv_linear.py) asserts both.
         tp, kv = self.tensor_parallel, self.kv_replicator
         if tp % kv:
-            raise KeyProblem("kvReplicator", f"{kv} does not divide tensorParallel {tp}")
+            raise KeyProblem("kvReplicator", f"{kv} does not divide tensorParallel {tp}", "conflict")
         if (HIDDEN // HEADS * KV_HEADS * kv) % tp or HIDDEN % tp:
-            raise KeyProblem("tensorParallel", f"{tp} does not divide the key/value width x kvReplicator")
+            raise KeyProblem("tensorParallel", f"{tp} does not divide the key/value width x kvReplicator", "conflict")
         return self
 
 
@@ -103,7 +104,7 @@ class Llama3NxdTraining(Model):
     @model_validator(mode="after")
     def _warmup(self) -> Llama3NxdTraining:
         if self.warmup_steps >= self.max_steps:
-            raise KeyProblem("warmupSteps", f"{self.warmup_steps} must be below maxSteps {self.max_steps}")
+            raise KeyProblem("warmupSteps", f"{self.warmup_steps} must be below maxSteps {self.max_steps}", "conflict")
         return self
 
 
@@ -118,7 +119,7 @@ class Llama3NxdData(Model):
     @classmethod
     def _repo(cls, v: str) -> str:
         if not matches(r"[A-Za-z0-9_.\-]{1,96}/[A-Za-z0-9_.\-]{1,96}", v):
-            raise ValueError(f"{v!r} is not a Hugging Face repo id like owner/name")
+            raise Refusal(f"{v!r} is not a Hugging Face repo id like owner/name", "invalid")
         return v
 
 
@@ -208,6 +209,7 @@ class Llama3NxdWorkload(TrainingRun):
                 "convertToHuggingFace",
                 f"the converter splits a fused qkv shard into three equal parts, which holds only with"
                 f" model.kvReplicator {HEADS // KV_HEADS} (not {self.model.kv_replicator}); set that, or false",
+                "conflict",
             )
         return self
 
@@ -258,18 +260,29 @@ class Llama3NxdWorkload(TrainingRun):
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         if instance.family not in TRN1_FAMILIES:
             return [
-                f"{key}.nodeGroup: recipe {self.RECIPE} runs on trn1/trn1n (32 NeuronCores a node, as upstream's script"
-                f" sets NEURON_RT_NUM_CORES), not {instance.name}; Trainium2 trains with TorchNeuron"
+                problem(
+                    f"{key}.nodeGroup",
+                    "not-supported",
+                    f"recipe {self.RECIPE} runs on trn1/trn1n (32 NeuronCores a node, as upstream's script"
+                    f" sets NEURON_RT_NUM_CORES), not {instance.name}; Trainium2 trains with TorchNeuron",
+                )
             ]
         m, ranks = self.model, self.nodes * NEURON_CORES_PER_PROCESS_GROUP
         if ranks % m.tensor_parallel or m.tensor_parallel > NEURON_CORES_PER_PROCESS_GROUP:
             return [
-                f"{key}.model.tensorParallel: {m.tensor_parallel} must divide the {NEURON_CORES_PER_PROCESS_GROUP}"
-                " NeuronCores of a node"
+                problem(
+                    f"{key}.model.tensorParallel",
+                    "conflict",
+                    f"{m.tensor_parallel} must divide the {NEURON_CORES_PER_PROCESS_GROUP} NeuronCores of a node",
+                )
             ]
         if self.grad_accum is None:
             return [
-                f"{key}.model.globalBatchSize: {m.global_batch_size} is not divisible by data-parallel size"
-                f" {self.data_parallel} x microBatchSize {m.micro_batch_size}"
+                problem(
+                    f"{key}.model.globalBatchSize",
+                    "conflict",
+                    f"{m.global_batch_size} is not divisible by data-parallel size"
+                    f" {self.data_parallel} x microBatchSize {m.micro_batch_size}",
+                )
             ]
         return []

@@ -2,6 +2,7 @@
 Bridge 0.6.0 (NeMo Framework 26.08) on NVIDIA GPU nodes, with the Hugging Face -> Megatron import
 and the Megatron -> Hugging Face export as steps of the run (its builder:
 workloads/manifests/megatron_bridge.py; the facts it runs on: facts/megatron_bridge.py)."""
+# size: the recipe, its data, parallelism checks and Bridge overrides, which one reader follows end to end
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import KeyProblem, Model, matches
+from config.base import KeyProblem, Model, Refusal, matches
+from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
 from estimates.bridge import STEP_TIME, BridgeShape
@@ -27,7 +29,7 @@ RECIPE_DEFAULT = "the library recipe's (facts/megatron_bridge.py)"
 
 def _under_shared(v: str) -> str:
     if not v.startswith(SHARED) or ".." in v.split("/"):
-        raise ValueError(f"{v!r} must be a path under /shared/ (the FSx file system every worker mounts)")
+        raise Refusal(f"{v!r} must be a path under /shared/ (the FSx file system every worker mounts)", "invalid")
     return v
 
 
@@ -62,13 +64,15 @@ class BridgeDataConfig(Model):
     @model_validator(mode="after")
     def _source_keys(self) -> BridgeDataConfig:
         if self.source == "indexed" and not self.paths:
-            raise KeyProblem("paths", "indexed data needs at least one prefix under /shared")
+            raise KeyProblem("paths", "indexed data needs at least one prefix under /shared", "required")
         if self.source != "indexed" and self.paths:
-            raise KeyProblem("paths", f"only for source: indexed (source is {self.source})")
+            raise KeyProblem("paths", f"only for source: indexed (source is {self.source})", "conflict")
         if self.source == "jsonl" and self.dataset_root is None:
-            raise KeyProblem("datasetRoot", "jsonl data needs the directory with training.jsonl and validation.jsonl")
+            raise KeyProblem(
+                "datasetRoot", "jsonl data needs the directory with training.jsonl and validation.jsonl", "required"
+            )
         if self.source != "jsonl" and self.dataset_root is not None:
-            raise KeyProblem("datasetRoot", f"only for source: jsonl (source is {self.source})")
+            raise KeyProblem("datasetRoot", f"only for source: jsonl (source is {self.source})", "conflict")
         return self
 
 
@@ -222,7 +226,7 @@ class MegatronBridgeWorkload(TrainingRun):
     @classmethod
     def _revision(cls, v: str | None) -> str | None:
         if v is not None and not matches(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", v):
-            raise ValueError(f"{v!r} is not a branch, tag or commit")
+            raise Refusal(f"{v!r} is not a branch, tag or commit", "invalid")
         return v
 
     @model_validator(mode="after")
@@ -236,6 +240,7 @@ class MegatronBridgeWorkload(TrainingRun):
                 f"{self.hf_revision} is not the revision the {self.library_recipe.name} recipe reads"
                 f" {self.hf_model.hf_repo} at ({wanted}); offline, its ranks would find nothing staged:"
                 f" leave hfRevision unset or set it to {wanted}",
+                "conflict",
             )
         return self
 
@@ -249,9 +254,10 @@ class MegatronBridgeWorkload(TrainingRun):
     def _override_keys(cls, v: dict[str, str]) -> dict[str, str]:
         for key in v:
             if not matches(r"[a-z_][a-z0-9_]*(\.[a-z0-9_]+)+", key):
-                raise ValueError(
+                raise Refusal(
                     f"{key!r} is not a ConfigContainer field path like checkpoint.async_save (no +/~: Bridge skips a"
-                    " key its config lacks)"
+                    " key its config lacks)",
+                    "invalid",
                 )
         return v
 
@@ -260,7 +266,7 @@ class MegatronBridgeWorkload(TrainingRun):
         wanted = ("mock", "indexed") if self.mode == "pretrain" else ("jsonl",)
         if self.data.source not in wanted:
             raise KeyProblem(
-                "data.source", f"{self.data.source} is not data for {self.mode}; use {' or '.join(wanted)}"
+                "data.source", f"{self.data.source} is not data for {self.mode}; use {' or '.join(wanted)}", "conflict"
             )
         return self
 
@@ -359,29 +365,55 @@ def parallelism_problems(key: str, run: MegatronBridgeWorkload, instance: instan
     r, shape = run.resolved(), run.hf_model.shape
     tp, pp, cp, vp = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["vp"])
     gpus = placement(instance, run.nodes).devices
-    out = []
+    out: list[str] = []
     if tp > instance.accelerator_count:
-        out.append(f"{key}.parallelism.tensorParallel: {tp} spans nodes; at most {instance.accelerator_count}")
+        out.append(
+            problem(
+                f"{key}.parallelism.tensorParallel",
+                "conflict",
+                f"{tp} spans nodes; at most {instance.accelerator_count}",
+            )
+        )
     if shape.heads % tp or (shape.kv_heads % tp and tp % shape.kv_heads):
         out.append(
-            f"{key}.parallelism.tensorParallel: {tp} must divide the {shape.heads} attention heads and divide or be a"
-            f" multiple of the {shape.kv_heads} query groups of {run.model}"
+            problem(
+                f"{key}.parallelism.tensorParallel",
+                "conflict",
+                f"{tp} must divide the {shape.heads} attention heads and divide or be a"
+                f" multiple of the {shape.kv_heads} query groups of {run.model}",
+            )
         )
     if shape.layers % (pp * vp):
         out.append(
-            f"{key}.parallelism.pipelineParallel: {pp} stages x {vp} virtual stages must divide the {shape.layers}"
-            f" layers of {run.model}"
+            problem(
+                f"{key}.parallelism.pipelineParallel",
+                "conflict",
+                f"{pp} stages x {vp} virtual stages must divide the {shape.layers} layers of {run.model}",
+            )
         )
     if gpus % (tp * pp * cp):
         out.append(
-            f"{key}.nodes: {gpus} GPUs are not a multiple of TP x PP x CP = {tp * pp * cp} (tensorParallel,"
-            " pipelineParallel, contextParallel)"
+            problem(
+                f"{key}.nodes",
+                "conflict",
+                f"{gpus} GPUs are not a multiple of TP x PP x CP = {tp * pp * cp} (tensorParallel,"
+                " pipelineParallel, contextParallel)",
+            )
         )
     elif int(r["gbs"]) % (int(r["mbs"]) * (dp := gpus // (tp * pp * cp))):
         out.append(
-            f"{key}.training.globalBatchSize: {r['gbs']} is not a multiple of microBatchSize {r['mbs']} x data-parallel"
-            f" size {dp}"
+            problem(
+                f"{key}.training.globalBatchSize",
+                "conflict",
+                f"{r['gbs']} is not a multiple of microBatchSize {r['mbs']} x data-parallel size {dp}",
+            )
         )
     if cp > 1 and int(r["seq"]) % (2 * cp):
-        out.append(f"{key}.training.seqLength: {r['seq']} must be a multiple of 2 x contextParallel = {2 * cp}")
+        out.append(
+            problem(
+                f"{key}.training.seqLength",
+                "conflict",
+                f"{r['seq']} must be a multiple of 2 x contextParallel = {2 * cp}",
+            )
+        )
     return out

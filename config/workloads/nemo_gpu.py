@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from config.base import Refusal
 from config.training import NemoTokenizerConfig
 from config.workloads.base import MegatronRun
 from config.workloads.recipe import Arguments, Conversion, Converter, ExampleStacks, HeldAgainst, RecipeDocs, Support
@@ -119,5 +120,5 @@ class NemoGpuWorkload(MegatronRun):
     @classmethod
     def _prefix(cls, v: str | None) -> str | None:
         if v is not None and not v.startswith("/shared/"):
-            raise ValueError(f"{v!r} must be a path under /shared/ (the FSx file system every worker mounts)")
+            raise Refusal(f"{v!r} must be a path under /shared/ (the FSx file system every worker mounts)", "invalid")
         return v

@@ -15,7 +15,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.base import KeyProblem, Model, matches
+from config.base import KeyProblem, Model, Refusal, matches
+from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
 from estimates.checkpoints import CheckpointModel, CheckpointSize
@@ -76,21 +77,21 @@ class TorchTitanModel(Model):
     @classmethod
     def _module(cls, v: str) -> str:
         if not matches(MODULE_RE, v):
-            raise ValueError(f"{v!r} is not a Python module path like torchtitan_neuron.models.qwen3")
+            raise Refusal(f"{v!r} is not a Python module path like torchtitan_neuron.models.qwen3", "invalid")
         return v
 
     @field_validator("config")
     @classmethod
     def _function(cls, v: str) -> str:
         if not matches(FUNCTION_RE, v):
-            raise ValueError(f"{v!r} is not a Python function name like qwen3_8b_tp4_fsdp16_sac")
+            raise Refusal(f"{v!r} is not a Python function name like qwen3_8b_tp4_fsdp16_sac", "invalid")
         return v
 
     @field_validator("hugging_face_repo")
     @classmethod
     def _repo(cls, v: str) -> str:
         if not matches(r"[A-Za-z0-9_.\-]{1,96}/[A-Za-z0-9_.\-]{1,96}", v):
-            raise ValueError(f"{v!r} is not a Hugging Face repo id like owner/name")
+            raise Refusal(f"{v!r} is not a Hugging Face repo id like owner/name", "invalid")
         return v
 
 
@@ -114,9 +115,12 @@ class TorchTitanData(Model):
                 "datasetPath",
                 "required with dataset c4: upstream streams allenai/c4 from huggingface.co on every rank and the"
                 " training pods have no internet; stage a copy under /shared and name it here",
+                "required",
             )
         if self.dataset_path is not None and not self.dataset_path.startswith("/shared/"):
-            raise KeyProblem("datasetPath", f"{self.dataset_path!r} must be under /shared/ (every worker mounts it)")
+            raise KeyProblem(
+                "datasetPath", f"{self.dataset_path!r} must be under /shared/ (every worker mounts it)", "invalid"
+            )
         return self
 
 
@@ -244,11 +248,21 @@ class TorchTitanNeuronWorkload(TrainingRun):
             return []  # config/checks/runs.py versions_fit names the node group
         m, per_node = self.model, instance.ranks_per_node
         if per_node % m.tensor_parallel:
-            return [f"{key}.model.tensorParallel: {m.tensor_parallel} does not divide the {per_node} ranks of a node"]
+            return [
+                problem(
+                    f"{key}.model.tensorParallel",
+                    "conflict",
+                    f"{m.tensor_parallel} does not divide the {per_node} ranks of a node",
+                )
+            ]
         dp = placement(instance, self.nodes).ranks // m.tensor_parallel
         if m.global_batch_size % (dp * m.local_batch_size):
             return [
-                f"{key}.model.globalBatchSize: {m.global_batch_size} is not a multiple of {dp} data-parallel ranks x"
-                f" localBatchSize {m.local_batch_size}"
+                problem(
+                    f"{key}.model.globalBatchSize",
+                    "conflict",
+                    f"{m.global_batch_size} is not a multiple of {dp} data-parallel ranks x"
+                    f" localBatchSize {m.local_batch_size}",
+                )
             ]
         return []

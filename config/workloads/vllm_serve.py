@@ -14,7 +14,8 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import check_acm_certificate_arn
-from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, matches
+from config.base import RUN_ID_RE, WORKLOAD_NAME_RE, KeyProblem, Model, Refusal, matches
+from config.problems import problem
 from config.workloads.base import RunConfig, ServingRun, TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
 from estimates.startup import CompileTime, ServerReplicas, serving_basis
@@ -63,32 +64,36 @@ class ServeModelConfig(Model):
     @classmethod
     def _hub(cls, v: str | None) -> str | None:
         if v is not None and not matches(HUB_REPO_RE, v):
-            raise ValueError(f"{v!r} is not a Hub model repository like meta-llama/Llama-3.1-8B-Instruct")
+            raise Refusal(f"{v!r} is not a Hub model repository like meta-llama/Llama-3.1-8B-Instruct", "invalid")
         return v
 
     @field_validator("workload")
     @classmethod
     def _workload(cls, v: str | None) -> str | None:
         if v is not None and not matches(WORKLOAD_NAME_RE, v):
-            raise ValueError(f"{v!r} is not a workload name (a key of workloads)")
+            raise Refusal(f"{v!r} is not a workload name (a key of workloads)", "invalid")
         return v
 
     @field_validator("run_id")
     @classmethod
     def _run(cls, v: str | None) -> str | None:
         if v is not None and not matches(RUN_ID_RE, v):
-            raise ValueError(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001")
+            raise Refusal(f"{v!r} must be 1-20 lowercase letters, digits and hyphens, e.g. run-001", "invalid")
         return v
 
     @model_validator(mode="after")
     def _one_source(self) -> ServeModelConfig:
         if (self.hub is None) == (self.workload is None):
-            raise KeyProblem("hub", "give hub (a Hub repository) or workload (a training run of this stack), one")
+            raise KeyProblem(
+                "hub", "give hub (a Hub repository) or workload (a training run of this stack), one", "conflict"
+            )
         if self.hub is not None and self.parameters_billions is None:
-            raise KeyProblem("parametersBillions", "required with hub (it sizes memory and load time), e.g. 8.03")
+            raise KeyProblem(
+                "parametersBillions", "required with hub (it sizes memory and load time), e.g. 8.03", "required"
+            )
         if self.hub is None and (self.parameters_billions is not None or "revision" in self.model_fields_set):
             key = "parametersBillions" if self.parameters_billions is not None else "revision"
-            raise KeyProblem(key, "only with hub (a training run's size comes from its model shape)")
+            raise KeyProblem(key, "only with hub (a training run's size comes from its model shape)", "conflict")
         return self
 
     @property
@@ -215,7 +220,7 @@ class VllmServeWorkload(ServingRun):
     def _tls_needs_balancer(self) -> VllmServeWorkload:
         if self.certificate_arn is not None and self.endpoint != "internalLoadBalancer":
             raise KeyProblem(
-                "certificateArn", "only with endpoint: internalLoadBalancer (TLS ends at the load balancer)"
+                "certificateArn", "only with endpoint: internalLoadBalancer (TLS ends at the load balancer)", "conflict"
             )
         return self
 
@@ -253,27 +258,45 @@ class VllmServeWorkload(ServingRun):
         """The image, the tensor-parallel degree and the replicas against the node group's instance."""
         pinned = serving.image_for(instance)
         if self.image is None and pinned is None:
-            return [f"{key}.nodeGroup: no vLLM image is pinned for {instance.name}; set image (facts/serving.py)"]
+            return [
+                problem(
+                    f"{key}.nodeGroup",
+                    "required",
+                    f"no vLLM image is pinned for {instance.name}; set image (facts/serving.py)",
+                )
+            ]
         if self.image is not None and pinned is not None and serving.image_for_name(self.image) not in (None, pinned):
             other = serving.image_for_name(self.image)
             assert other is not None
             return [
-                f"{key}.image: {self.image} serves on {', '.join(other.families)}, not {instance.name}; use"
-                f" {pinned.image}"
+                problem(
+                    f"{key}.image",
+                    "conflict",
+                    f"{self.image} serves on {', '.join(other.families)}, not {instance.name}; use {pinned.image}",
+                )
             ]
         if instance.accelerator == "neuron" and (self.spans_nodes or self.pipeline_parallel > 1):
             which = "nodes" if self.spans_nodes else "pipelineParallel"
             return [
-                f"{key}.{which}: vLLM Neuron serves a replica within one node, one process driving its"
-                f" NeuronCores (its platform sets the `uni` executor), so no pipeline stages and no node"
-                f" groups; use nodes 1, pipelineParallel 1, and tensorParallel up to {instance.ranks_per_node}"
+                problem(
+                    f"{key}.{which}",
+                    "not-supported",
+                    f"vLLM Neuron serves a replica within one node, one process driving its"
+                    f" NeuronCores (its platform sets the `uni` executor), so no pipeline stages and no node"
+                    f" groups; use nodes 1, pipelineParallel 1, and tensorParallel up to {instance.ranks_per_node}",
+                )
             ]
         per_node = instance.ranks_per_node
         if self.tensor_parallel > per_node:
             unit = "NeuronCores" if instance.accelerator == "neuron" else "GPUs"
             return [
-                f"{key}.tensorParallel: {self.tensor_parallel} is more than the {per_node} {unit} of one"
-                f" {instance.name} (tensor parallelism stays within a node; across nodes, nodes and pipelineParallel)"
+                problem(
+                    f"{key}.tensorParallel",
+                    "conflict",
+                    f"{self.tensor_parallel} is more than the {per_node} {unit} of one"
+                    f" {instance.name} (tensor parallelism stays within a node; across nodes, nodes and"
+                    " pipelineParallel)",
+                )
             ]
         return self._spans(key, instance) or self._fits(key, instance)
 
@@ -284,36 +307,52 @@ class VllmServeWorkload(ServingRun):
         if not self.spans_nodes and ranks > per_node:
             need = -(-ranks // per_node)
             return [
-                f"{key}.nodes: tensorParallel x pipelineParallel = {ranks} GPUs is more than the {per_node} of one"
-                f" {instance.name}; set nodes: {need} (a LeaderWorkerSet) with pipelineParallel"
-                f" {ranks // self.tensor_parallel}"
+                problem(
+                    f"{key}.nodes",
+                    "conflict",
+                    f"tensorParallel x pipelineParallel = {ranks} GPUs is more than the {per_node} of one"
+                    f" {instance.name}; set nodes: {need} (a LeaderWorkerSet) with pipelineParallel"
+                    f" {ranks // self.tensor_parallel}",
+                )
             ]
         whole = placement(instance, self.nodes).ranks
         if self.spans_nodes and ranks != whole:
             return [
-                f"{key}.pipelineParallel: a replica of {self.nodes} nodes takes their {whole} GPUs, so"
-                f" tensorParallel x pipelineParallel must be {whole}, not {ranks} (vLLM's"
-                f" multi-node layout: tensorParallel {per_node}, pipelineParallel {self.nodes})"
+                problem(
+                    f"{key}.pipelineParallel",
+                    "conflict",
+                    f"a replica of {self.nodes} nodes takes their {whole} GPUs, so"
+                    f" tensorParallel x pipelineParallel must be {whole}, not {ranks} (vLLM's"
+                    f" multi-node layout: tensorParallel {per_node}, pipelineParallel {self.nodes})",
+                )
             ]
         return []
 
     def _fits(self, key: str, instance: instances.InstanceType) -> list[str]:
         """Replicas packed on the node group's nodes, and the weights in a replica's memory."""
-        problems = []
+        problems: list[str] = []
         devices = self.replica_placement(instance).devices
         if not self.spans_nodes and instance.accelerator_count % devices:
             problems.append(
-                f"{key}.tensorParallel: a replica of {devices} devices does not divide the {instance.accelerator_count}"
-                f" of a {instance.name}; use a power of two"
+                problem(
+                    f"{key}.tensorParallel",
+                    "conflict",
+                    f"a replica of {devices} devices does not divide the {instance.accelerator_count}"
+                    f" of a {instance.name}; use a power of two",
+                )
             )
         memory = serving.device_memory_gib(instance)
         weights = self.weights_gib
         if memory and weights is not None and weights > devices * memory * serving.MEMORY_SHARE:
             which, fix = ("nodes", "raise nodes and pipelineParallel") if self.spans_nodes else ("tensorParallel", "")
             problems.append(
-                f"{key}.{which}: the model's {weights:,.0f} GiB of bf16 weights do not fit {devices} x"
-                f" {memory} GiB ({instance.accelerator_name}) at {serving.MEMORY_SHARE:.0%};"
-                f" {fix or 'raise tensorParallel'}"
+                problem(
+                    f"{key}.{which}",
+                    "conflict",
+                    f"the model's {weights:,.0f} GiB of bf16 weights do not fit {devices} x"
+                    f" {memory} GiB ({instance.accelerator_name}) at {serving.MEMORY_SHARE:.0%};"
+                    f" {fix or 'raise tensorParallel'}",
+                )
             )
         return problems
 
