@@ -289,6 +289,11 @@ def _allowed(kind: str, ctx: dict[str, Any]) -> str | None:
     return text.format(ctx[key]) if key in ctx else None
 
 
+def _guessed(kind: str, ctx: dict[str, Any]) -> bool:
+    """A bare ValueError names no kind: `invalid` is then a guess (`parsed`, as for a plain line)."""
+    return kind == "value_error" and not isinstance(ctx.get("error"), Refusal)
+
+
 def _line(e: Any, root: type[BaseModel]) -> Problem:
     raw_loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     kind, msg, given, ctx = e["type"], e["msg"], e.get("input"), e.get("ctx") or {}
@@ -348,7 +353,7 @@ def _line(e: Any, root: type[BaseModel]) -> Problem:
         msg = f"{msg} (got {shown(given)}){hint}"
         parts["hint"] = hint.removeprefix("; ") or None
         parts["allowed"] = expected(ann) if ann is not None else None
-    return Problem(format_path(loc), problem_kind, msg, **parts)
+    return Problem(format_path(loc), problem_kind, msg, **parts, parsed=_guessed(kind, ctx))
 
 
 def error_lines(err: ValidationError, root: type[BaseModel]) -> list[Problem]:

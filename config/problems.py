@@ -9,8 +9,9 @@ object for CI annotations (`make plan FORMAT=json` on an invalid stack).
 A `Problem` is a `str` whose text is that line. Why a string and not a plain record: the rules
 in `config/` are many, written by several people, and compare, collect and de-duplicate their
 problems as lines (`p not in problems`, tests asserting `== ["key: ..."]`); a value that is its
-line keeps all of them right while each producer moves to the typed form, and a producer that
-still returns a plain line is read back by `as_problem` (kind `invalid`, path from the prefix).
+line keeps all of them right. Every rule states its kind; a plain line (or a bare ValueError in a
+validator) is still read back by `as_problem` as kind `invalid` with the path from its prefix, but
+marked `parsed`, and tests/plan/test_config_problems_typed.py fails on any such problem.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class Problem(str):
     value: str | None
     allowed: str | None
     hint: str | None
+    parsed: bool
+    """True when read back from a plain line by `as_problem`: its kind was not stated by its producer."""
 
     def __new__(
         cls,
@@ -65,11 +68,19 @@ class Problem(str):
         value: str | None = None,
         allowed: str | None = None,
         hint: str | None = None,
+        parsed: bool = False,
     ) -> Problem:
         if kind not in KINDS:
             raise ValueError(f"problem kind {kind!r} is not one of {', '.join(KINDS)}")
         self = super().__new__(cls, f"{path}: {detail}" if path else detail)
-        for name, part in (("path", path), ("kind", kind), ("value", value), ("allowed", allowed), ("hint", hint)):
+        for name, part in (
+            ("path", path),
+            ("kind", kind),
+            ("value", value),
+            ("allowed", allowed),
+            ("hint", hint),
+            ("parsed", parsed),
+        ):
             object.__setattr__(self, name, part)
         return self
 
@@ -78,7 +89,7 @@ class Problem(str):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # str's own reduce would call Problem(line) and lose the parts (copy, pickle).
-        return (_rebuilt, (self.path, self.kind, self.detail, self.value, self.allowed, self.hint))
+        return (_rebuilt, (self.path, self.kind, self.detail, self.value, self.allowed, self.hint, self.parsed))
 
     @property
     def detail(self) -> str:
@@ -89,7 +100,8 @@ class Problem(str):
         """The same problem rendered as `line` (a shortened or cleaned form of its own)."""
         path = self.path if line.startswith(f"{self.path}: ") else ""
         detail = line[len(path) + 2 :] if path else line
-        return Problem(path, self.kind, detail, value=self.value, allowed=self.allowed, hint=self.hint)
+        parts = {"value": self.value, "allowed": self.allowed, "hint": self.hint}
+        return Problem(path, self.kind, detail, **parts, parsed=self.parsed)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form: path, kind, value, allowed, hint and the line as `message`."""
@@ -103,13 +115,16 @@ class Problem(str):
         }
 
 
-def _rebuilt(path: str, kind: Kind, detail: str, value: str | None, allowed: str | None, hint: str | None) -> Problem:
+def _rebuilt(*args: Any) -> Problem:
+    path, kind, detail, value, allowed, hint, parsed = args
+    return Problem(path, kind, detail, value=value, allowed=allowed, hint=hint, parsed=parsed)
+
+
+def problem(
+    path: str, kind: Kind, detail: str, *, value: str | None = None, allowed: str | None = None, hint: str | None = None
+) -> Problem:
+    """A problem at `path` (`key.path`), rendered `path: detail`, with its value, allowed and hint."""
     return Problem(path, kind, detail, value=value, allowed=allowed, hint=hint)
-
-
-def problem(path: str, kind: Kind, detail: str, **parts: str | None) -> Problem:
-    """A problem at `path` (`key.path`), rendered `path: detail`; `parts`: value, allowed, hint."""
-    return Problem(path, kind, detail, **parts)
 
 
 def as_problem(line: str | Problem) -> Problem:
@@ -118,8 +133,8 @@ def as_problem(line: str | Problem) -> Problem:
         return line
     found = _PATH_LINE.fullmatch(line)
     if found is None:
-        return Problem("", "invalid", line)
-    return Problem(found.group(1), "invalid", found.group(2))
+        return Problem("", "invalid", line, parsed=True)
+    return Problem(found.group(1), "invalid", found.group(2), parsed=True)
 
 
 def as_problems(lines: Iterable[str | Problem]) -> list[Problem]:
