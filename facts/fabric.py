@@ -125,8 +125,13 @@ _PCS_COMPUTE_TEST = "awslabs/awsome-distributed-ai architectures/aws-pcs/tests/c
 _NCCOM_TEST = "aws-neuron/aws-neuron-sdk:tools/neuron-sys-tools/nccom-test.rst (Multiple Instances Example)"
 _P5 = PublishedAllReduce(487.09, "16G", 2, _NCCL_TESTS_README)
 
+_P4DE = PublishedAllReduce(78.33, "2G", 2, _NCCL_TESTS_README)
+
 FLOORS: dict[str, AllReduceFloor] = {
-    "p4de.24xlarge": AllReduceFloor("2G", PublishedAllReduce(78.33, "2G", 2, _NCCL_TESTS_README)),
+    # p4d has p4de's fabric (4 x 100 Gbps EFA, A100 over NVSwitch); nothing is published for p4d
+    # itself. At 2 GiB nccl-tests needs 3 x 2 GiB + 1 GiB of each 40 GiB A100 (facts/limits.py).
+    "p4d.24xlarge": AllReduceFloor("2G", _P4DE),
+    "p4de.24xlarge": AllReduceFloor("2G", _P4DE),
     "p5.48xlarge": AllReduceFloor("16G", _P5),
     # p5e has p5's fabric (32 x 100 Gbps EFA); nothing is published for p5e itself.
     "p5e.48xlarge": AllReduceFloor("16G", _P5),

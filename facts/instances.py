@@ -285,6 +285,7 @@ ACCELERATED: dict[str, InstanceType] = {
         _neuron("trn1n.32xlarge", 128, 512, 16, "Trainium", 32, 1600),
         _neuron("trn2.48xlarge", 192, 2048, 16, "Trainium2", 128, 3200),
         _neuron("trn2u.48xlarge", 192, 2048, 16, "Trainium2", 128, 3200, TRN2_ULTRASERVER),
+        _gpu("p4d.24xlarge", 1152, 4, "A100", 40960, 8, 8000, 400, vcpus=96),
         _gpu("p4de.24xlarge", 1152, 4, "A100", 81920, 8, 8000, 400, vcpus=96),
         _gpu("p5.48xlarge", 2048, 32, "H100", 81920, 8, 30400, 3200),
         _gpu("p5e.48xlarge", 2048, 32, "H200", 144384, 8, 30400, 3200),

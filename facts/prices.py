@@ -17,6 +17,12 @@ Sources (as of PRICES_AS_OF):
   tsaol/aws-gpu data/p6_family_all.js carries it (updated 2025-12-21). For scale, AWS's Capacity
   Block page lists $74.88 (p6-b200) and $93.60 (p6-b300) per instance-hour (koyakimu/
   ec2-capacity-blocks-for-ml-pricing-json data/pricing.json, scraped 2026-01-31).
+- p4d.24xlarge $21.9576 (read 2026-12-05): public price tables that quote the EC2 On-Demand page
+  after the June 2025 cut give p4d.24xlarge 21.957642 beside p4de.24xlarge 27.44705 and
+  p5.48xlarge 55.04, this table's own p4de and p5 (a FinOps rate table on GitHub, and a us-east-2
+  list-rate table "verified against Cost Explorer actuals"); the pre-cut figure, still quoted by
+  usage.ai (2026-06-24), was $32.77. The Capacity Block page listed p4d at $14.75 per
+  instance-hour (us-east-2, us-west-2) before its 2025-01-01 update.
 - trn2u.48xlarge: no price is published; Trn2 UltraServers are sold as Capacity Blocks, and
   neither AWS's On-Demand nor its Capacity Block page (as scraped above) lists it. PROXIES prices
   it as trn2.48xlarge, the same instance outside an UltraServer, and the cost line says so.
@@ -42,6 +48,7 @@ EC2_ON_DEMAND_HOURLY: dict[str, float] = {
     "trn1.32xlarge": 21.50,
     "trn1n.32xlarge": 24.78,
     "trn2.48xlarge": 44.70,
+    "p4d.24xlarge": 21.9576,
     "p4de.24xlarge": 27.45,
     "p5.48xlarge": 55.04,
     "p5e.48xlarge": 63.30,
@@ -58,6 +65,7 @@ EC2_ON_DEMAND_HOURLY: dict[str, float] = {
 }
 UNVERIFIED = (
     "trn2.48xlarge",
+    "p4d.24xlarge",
     "p4de.24xlarge",
     "p5e.48xlarge",
     "p5en.48xlarge",

@@ -69,7 +69,7 @@ class ServingImage:
 GPU = ServingImage(
     "docker.io/vllm/vllm-openai:v0.24.0",
     "nvidia",
-    ("p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300"),
+    ("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300"),
     "0.24.0",
     # vLLM 0.24.0's wheel pins torch 2.11.0; the image's CUDA major is not read from a source
     # here, so the driver check has no CUDA to hold (the AMI releases carry driver 580, which

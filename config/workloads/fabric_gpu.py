@@ -30,7 +30,7 @@ class FabricGpuRun(FabricAcceptanceRun):
             "accept": "acceptance MPIJob, awaited: per-node checks, all-reduce against the floor, sweep, report",
         },
         support=Support(
-            "p4de, p5, p5e, p5en, p6-b200, p6-b300",
+            "p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300",
             "CUDA 13.0.2, EFA installer 1.51.0 (aws-ofi-nccl 1.22.0), NCCL 2.30.7, nccl-tests 2.18.5",
             "current",
             "a fabric acceptance run on the current GPU fabric stack, not a model recipe",

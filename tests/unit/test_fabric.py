@@ -23,8 +23,8 @@ def test_every_accelerated_type_has_a_floor() -> None:
 
 @pytest.mark.parametrize("name", sorted(catalog.ACCELERATED))
 def test_floor_is_85_percent_of_the_published_figure(name: str) -> None:
-    """A published figure is the one recorded for this type (p5e borrows p5's: the same 32 x 100
-    Gbps EFA), at the same message size; the floor is at least 85% of it and below it. Types with
+    """A published figure is the one recorded for this type, or for the type it borrows from (p5e
+    p5's, p4d p4de's: the same network cards and EFA), at the same message size; the floor is at least 85% of it and below it. Types with
     nothing published carry a presence floor and say why."""
     floor = fabric.FLOORS[name]
     if floor.published is None:
@@ -32,7 +32,7 @@ def test_floor_is_85_percent_of_the_published_figure(name: str) -> None:
         assert floor.presence_floor_gb_per_second and floor.why
         assert "no published figure" in floor.basis
         return
-    fig = FIGURES.get(name) or FIGURES["p5.48xlarge"]
+    fig = FIGURES.get(name) or FIGURES[FIGURES["borrowed"][name]]
     assert name in FIGURES or name in FIGURES["not_published"]
     p = floor.published
     assert (p.bus_bandwidth_gb_per_second, p.message_size, p.nodes) == (fig["busbw"], fig["size"], fig["nodes"])

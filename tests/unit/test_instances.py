@@ -23,6 +23,7 @@ REQUIRED = {
     "trn1.32xlarge",
     "trn1n.32xlarge",
     "trn2.48xlarge",
+    "p4d.24xlarge",
     "p4de.24xlarge",
     "p5.48xlarge",
     "p5e.48xlarge",
