@@ -231,7 +231,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs) -> ClusterLayer:
     namespaces = TenantNamespaces("tenants", tenants, provider)
     addons = ClusterAddons(
         "addons",
-        catalog.cluster_entries(list(inputs.node_groups.values()), inputs.role_arns, cfg.leader_worker_set),
+        catalog.cluster_entries(list(inputs.node_groups.values()), inputs.role_arns, cfg.leader_worker_set, cfg.addons),
         inputs,
         cfg.addons,
         kueue_manager_config(cfg.queueing, cfg.leader_worker_set),

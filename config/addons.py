@@ -212,6 +212,18 @@ class AddonsConfig(Model):
     load_balancer_controller_chart: str = Field(
         "3.5.0", description="`aws-load-balancer-controller` chart version (eks-charts; 3.5.0 runs controller v3.5.0)."
     )
+    # kubernetes-sigs/metrics-server tag metrics-server-helm-chart-3.13.1 (842dcc8c, 2026-06-08):
+    # charts/metrics-server 3.13.1, metrics-server 0.8.1 (Kubernetes 1.31+), published to
+    # https://kubernetes-sigs.github.io/metrics-server/.
+    metrics_server_chart: str = Field(
+        "3.13.1", description="`metrics-server` chart version (kubernetes-sigs; 3.13.1 runs metrics-server 0.8.1)."
+    )
+    metrics_server: bool = Field(
+        False,
+        description="Install metrics-server (the Metrics API: `kubectl top`, HorizontalPodAutoscalers on CPU or"
+        " memory), two replicas on system nodes. Off by default: nothing in the platform reads the Metrics API"
+        " (Container Insights has its own agent), and an aggregated API that stops answering breaks API discovery.",
+    )
     neuron_scheduler: bool = Field(
         False,
         description="Install the Neuron scheduler extension (Neuron stacks): a second kube-scheduler (EKS Distro, the"
@@ -233,6 +245,7 @@ class AddonsConfig(Model):
         "kueue_chart",
         "lws_chart",
         "load_balancer_controller_chart",
+        "metrics_server_chart",
     )
     @classmethod
     def _chart(cls, v: str) -> str:

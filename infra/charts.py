@@ -57,6 +57,8 @@ AWS_LOAD_BALANCER_CONTROLLER = HelmChart(
     "aws-load-balancer-controller", "aws-load-balancer-controller", load_balancer_controller.CHART_REPOSITORY
 )
 
+METRICS_SERVER = HelmChart("metrics-server", "metrics-server", "https://kubernetes-sigs.github.io/metrics-server/")
+
 
 def mpi_operator_manifest_url(version: str) -> str:
     """The operator's single-file install manifest of a release (kubeflow/mpi-operator README)."""
@@ -133,6 +135,33 @@ def neuron_values(
             "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": health_role_arn}},
         },
         "scheduler": {"enabled": scheduler, "nodeSelector": dict(SYSTEM_NODE_SELECTOR), "customScheduler": custom},
+    }
+
+
+def metrics_server_values() -> dict[str, Any]:
+    """metrics-server on system nodes, as the chart's own high-availability manifest runs it: two
+    replicas, one kept through a node drain, preferably on two nodes (required would leave one
+    pending on a one-node system group). It serves an aggregated API: with no replica up, API
+    discovery fails for every client, so the chart's single replica would break the cluster at each
+    system node roll. TLS stays the chart's default (a certificate made at each start, nothing to
+    expire a year on)."""
+    return {
+        "replicas": 2,
+        "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "metrics-server"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        },
     }
 
 

@@ -36,7 +36,7 @@ class FabricGpuRun(FabricAcceptanceRun):
             "a fabric acceptance run on the current GPU fabric stack, not a model recipe",
         ),
     )
-    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p5en", "p6-b200", "p6-b300")
+    EXAMPLE_STACKS: ClassVar[ExampleStacks] = ("p4d", "p5en", "p6-b200", "p6-b300")
     ARGUMENTS: ClassVar[Arguments] = HeldAgainst(
         ("gpu-fabric-stack-2026-11", "aws-ofi-nccl-v1.21.1"),
         "all_reduce_perf's options (nccl-tests v2.18.5) and the aws-ofi-nccl log lines the gate reads",

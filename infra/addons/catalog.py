@@ -9,6 +9,8 @@ components` builds one small component per entry; `stack.py` picks the entries a
 (docs/contributing.md, "Checklists": add an add-on).
 """
 
+# size: the catalog is data read side by side: the entry kinds, every entry and the switches that pick them
+
 from __future__ import annotations
 
 import json
@@ -37,6 +39,7 @@ all before the catalog; kept so no live resource is replaced)."""
 
 LOAD_BALANCER_CONTROLLER_SWITCH = "addons.loadBalancerController"
 LEADER_WORKER_SET_SWITCH = "addons.leaderWorkerSet"
+METRICS_SERVER_SWITCH = "addons.metricsServer"
 
 # The CloudWatch Observability add-on turns on Container Insights and Application Signals; its
 # agent needs both policies (EKS user guide, amazon-cloudwatch-observability, required IAM
@@ -186,16 +189,30 @@ def wanted(entries: Sequence[Addon], groups: Sequence[NodeGroup], switches: Mapp
     return [a for a in entries if a.wanted(groups, switches)]
 
 
+def config_switches(config: AddonsConfig) -> dict[str, bool]:
+    """Every true-or-false `addons` key as a switch (`addons.metricsServer` -> its value): an entry
+    whose switch is such a key needs nothing more to be turned on. An unset key (None, such as
+    `addons.leaderWorkerSet`) is decided by the layer (`cluster_entries`)."""
+    return {
+        f"addons.{field.alias}": value
+        for name, field in AddonsConfig.model_fields.items()
+        if isinstance(value := getattr(config, name), bool)
+    }
+
+
 def aws_entries(groups: Sequence[NodeGroup], config: AddonsConfig) -> list[Addon]:
     """The entries whose aws-layer part (an EKS add-on, an IAM role) a stack with these node
     groups declares."""
-    return wanted(CATALOG, groups, {LOAD_BALANCER_CONTROLLER_SWITCH: config.load_balancer_controller})
+    return wanted(CATALOG, groups, config_switches(config))
 
 
-def cluster_entries(groups: Sequence[NodeGroup], role_arns: Mapping[str, Any], leader_worker_set: bool) -> list[Addon]:
+def cluster_entries(
+    groups: Sequence[NodeGroup], role_arns: Mapping[str, Any], leader_worker_set: bool, config: AddonsConfig
+) -> list[Addon]:
     """The cluster layer's entries; the Load Balancer Controller's chart goes where the aws layer
     made its role (`role_arns`, the hand-over)."""
     switches = {
+        **config_switches(config),
         LOAD_BALANCER_CONTROLLER_SWITCH: LOAD_BALANCER_CONTROLLER_ROLE.name in role_arns,
         LEADER_WORKER_SET_SWITCH: leader_worker_set,
     }
@@ -375,6 +392,15 @@ CLUSTER_ADDONS: tuple[Addon, ...] = (
         ),
         "cluster",
         "mpi_operator_version",
+    ),
+    # The Metrics API (kubectl top, HorizontalPodAutoscalers) where a stack asks for it.
+    Addon(
+        "metrics-server",
+        charts.METRICS_SERVER,
+        "cluster",
+        "metrics_server_chart",
+        switch=METRICS_SERVER_SWITCH,
+        values=lambda a: charts.metrics_server_values(),
     ),
 )
 """The add-ons installed through the Kubernetes API (cluster layer), in the order they are declared."""

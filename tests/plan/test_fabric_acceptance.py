@@ -20,7 +20,13 @@ from tests.conftest import MINIMAL, plan_exit, resources, stack_plan, stack_valu
 from workloads.manifests import fabric as acceptance
 from workloads.manifests.mpijob import WORKER_WAIT_SECONDS
 
-STACKS = {"p5en": "fabric-gpu", "p6-b200": "fabric-gpu", "p6-b300": "fabric-gpu", "trn2": "fabric-neuron"}
+STACKS = {
+    "p4d": "fabric-gpu",
+    "p5en": "fabric-gpu",
+    "p6-b200": "fabric-gpu",
+    "p6-b300": "fabric-gpu",
+    "trn2": "fabric-neuron",
+}
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 

@@ -28,6 +28,7 @@ WORKLOAD_STACKS = [
     "trn1-llama3",
     "trn1-shared",
     "trn2-torchtitan",
+    "p4d",
     "p5en",
     "p6-b200",
     "p6-b300",

@@ -81,10 +81,12 @@ def _group(instance: str) -> NodeGroup:
 
 def test_wanted_follows_node_kinds_and_switches() -> None:
     trn, gpu = _group("trn1.32xlarge"), _group("p5.48xlarge")
-    names = {e.name for e in catalog.cluster_entries([trn], {}, False)}
+    names = {e.name for e in catalog.cluster_entries([trn], {}, False, AddonsConfig())}
     assert {"neuron", "efa-device-plugin", "kueue", "aws-fsx-csi-driver", "mpi-operator"} == names
-    names = {e.name for e in catalog.cluster_entries([gpu], {"load-balancer-controller": "arn"}, True)}
-    assert {"nvidia-device-plugin", "lws", "aws-load-balancer-controller"} <= names and "neuron" not in names
+    on = AddonsConfig.model_validate({"metricsServer": True})
+    names = {e.name for e in catalog.cluster_entries([gpu], {"load-balancer-controller": "arn"}, True, on)}
+    assert {"nvidia-device-plugin", "lws", "aws-load-balancer-controller", "metrics-server"} <= names
+    assert "neuron" not in names
     aws = {e.name for e in catalog.aws_entries([trn], AddonsConfig())}
     assert {e.name for e in catalog.EKS_ADDONS} | {"neuron", "aws-fsx-csi-driver"} <= aws
     assert "aws-load-balancer-controller" not in aws

@@ -18,6 +18,8 @@ what a Megatron Bridge recipe function sets (`cfg.<path> = <literal>`), the base
 (`AutoBridge.from_hf_pretrained(...)`). `eks-ami`: from awslabs/amazon-eks-ami's
 awslabs/amazon-eks-ami/CHANGELOG.md, per AMI release and Kubernetes minor, the release version a node group names
 (`releaseVersion`) and the Neuron and NVIDIA kernel drivers of the AL2023 x86_64 accelerated AMIs.
+`chart DIR`: a Helm chart's value keys, free-form maps and template reads, from the chart's folder
+at the pinned tag (`git archive <tag> charts/<chart> | tar -x -C /tmp/chart`; no stdin).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import ast
 import re
 import sys
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -237,9 +240,42 @@ def eks_ami_releases(text: str, minors: list[str]) -> list[dict[str, str]]:
     return out
 
 
+_VALUES_READ = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+
+
+def chart_keys(chart_dir: Path) -> dict[str, list[str]]:
+    """A Helm chart's `value_keys` (every key path of values.yaml, parents included, not into
+    lists), `open_maps` (keys whose default is an empty map: free-form, any child allowed) and
+    `template_reads` (every `.Values.<path>` its templates name), as tests/plan/test_charts.py reads
+    them. Helpers that read `$.Values` or `index .Values` are not seen: check `_helpers.tpl` by eye."""
+    values = yaml.safe_load((chart_dir / "values.yaml").read_text()) or {}
+    keys: list[str] = []
+    open_maps: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for k, v in node.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            keys.append(path)
+            if isinstance(v, dict) and v:
+                walk(v, path)
+            elif isinstance(v, dict):
+                open_maps.append(path)
+
+    walk(values, "")
+    reads = {
+        m.group(1)[1:]
+        for t in sorted((chart_dir / "templates").glob("*"))
+        for m in _VALUES_READ.finditer(t.read_text())
+    }
+    return {"value_keys": sorted(keys), "open_maps": sorted(open_maps), "template_reads": sorted(reads)}
+
+
 def main(argv: list[str]) -> int:
-    text = sys.stdin.read()
     kind = argv[0] if argv else ""
+    if kind == "chart" and len(argv) == 2:
+        sys.stdout.write(yaml.safe_dump(chart_keys(Path(argv[1])), sort_keys=False))
+        return 0
+    text = sys.stdin.read()
     if kind == "hydra":
         out: Any = hydra_keys(text)
     elif kind == "fields" and len(argv) == 2:
