@@ -53,6 +53,9 @@ endif
 plan: venv ## offline plan of STACK (no AWS account, no Pulumi CLI); FORMAT=json, OUT=dir
 	@$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT) $(if $(OUT),--out $(OUT))
 
+timeline: venv ## STACK over time: capacity windows, run phases, cost, warnings; OUT=dir (SVG, JSON), FROM=time
+	@$(PY) -m tools.timeline --stack $(STACK) $(if $(OUT),--out $(OUT)) $(if $(FROM),--from $(FROM)) --format $(FORMAT)
+
 cost: venv ## what STACK costs an hour and a month (JSON); LIVE=1 asks the AWS Price List API
 	@$(PY) -m tools.cost --stack $(STACK) $(if $(LIVE),--live)
 
