@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 IDLE_WARNING = dt.timedelta(hours=1)
-"""A reserved block with no run on it for longer than this is reported (issue 31: an hour)."""
+"""A reserved block with no run on it for longer than this is reported: an hour of a block costs
+more than most edits that would fill it."""
 OPEN_ENDED = dt.timedelta(hours=24)
 """How far the picture goes past its start when nothing in it ends (servers on on-demand nodes)."""
 FOREVER = dt.datetime.max.replace(tzinfo=dt.UTC)

@@ -1,5 +1,7 @@
-"""A stack over time, offline: each node group's capacity window and, on it, each run's phases
-and each server's start, with the cost accrued and the warnings that name the key to change.
+"""A stack over time, offline: capacity windows, run phases, cost and warnings (make timeline).
+
+Each node group's capacity window and, on it, each run's phases and each server's start, with the
+cost accrued and the warnings that name the key to change.
 
     python -m tools.timeline (--stack NAME | --config-file PATH) [--from TIME] [--out DIR]
                              [--format table|json] [--max-loss SHARE]
@@ -19,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import config
+from config.stackfile import read_stack_file
 from estimates.cost import Prices
 from estimates.timeline import MAX_LOSS_SHARE, Timeline, hours, play
 from tools.cli import add_stack_arguments, load_stack_config, stack_name
@@ -110,6 +114,25 @@ def as_text(t: Timeline, stack: str) -> list[str]:
     return lines
 
 
+def play_stack(cfg: config.StackConfig, start: dt.datetime, max_loss: float = MAX_LOSS_SHARE) -> Timeline:
+    """The timeline of a parsed stack (whole or aws layer) from `start`."""
+    prices = Prices()
+    return play(
+        timeline_inputs.capacities(cfg, prices),
+        timeline_inputs.runs(cfg),
+        start,
+        timeline_inputs.fixed_hourly(cfg, prices),
+        max_loss,
+    )
+
+
+def svg_of(path: Path, start: str) -> str:
+    """The SVG picture of the stack file at `path` from `start` (ISO 8601), as docs/ shows it."""
+    cfg = config.parse_stack_values(read_stack_file(path))
+    name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    return timeline_svg.render(play_stack(cfg, _when(start)), f"{name}: capacity and runs over time")
+
+
 def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None) -> int:
     """The command line."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -138,15 +161,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
             file=stderr,
         )
         return 2
-    prices = Prices()
-    start = args.start or timeline_inputs.default_start()
-    t = play(
-        timeline_inputs.capacities(cfg, prices),
-        timeline_inputs.runs(cfg),
-        start,
-        timeline_inputs.fixed_hourly(cfg, prices),
-        args.max_loss,
-    )
+    t = play_stack(cfg, args.start or timeline_inputs.default_start(), args.max_loss)
     data = as_json(t)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
