@@ -44,6 +44,11 @@ ifneq ($(filter new-stack snapshot,$(MAKECMDGOALS)),)
     $(error make $(filter new-stack snapshot,$(MAKECMDGOALS)) needs STACK=<name> (your stack: Pulumi.<name>.yaml at the root))
   endif
 endif
+ifneq ($(filter diff,$(MAKECMDGOALS)),)
+  ifeq ($(FILE)$(BASE),)
+    $(error make diff needs FILE=<edited stack file> or BASE=<git ref> (the deployed file is STACK's own, or it at BASE))
+  endif
+endif
 ifneq ($(filter new-stack,$(MAKECMDGOALS)),)
   ifeq ($(FROM),)
     $(error make new-stack needs FROM=<example> (examples/Pulumi.<example>.yaml, or dev), e.g. FROM=dev)
@@ -52,6 +57,12 @@ endif
 
 plan: venv ## offline plan of STACK (no AWS account, no Pulumi CLI); FORMAT=json, OUT=dir
 	@$(PY) -m tools.plan --stack $(STACK) --format $(FORMAT) $(if $(OUT),--out $(OUT))
+
+diff: venv ## what an edit of STACK does to running work: FILE=edited file or BASE=git ref; exit 3 if it disrupts
+	@$(PY) -m tools.diff --stack $(STACK) $(if $(FILE),--file $(FILE)) $(if $(BASE),--base $(BASE)) --format $(FORMAT)
+
+timeline: venv ## STACK over time: capacity windows, run phases, cost, warnings; OUT=dir (SVG, JSON), FROM=time
+	@$(PY) -m tools.timeline --stack $(STACK) $(if $(OUT),--out $(OUT)) $(if $(FROM),--from $(FROM)) --format $(FORMAT)
 
 cost: venv ## what STACK costs an hour and a month (JSON); LIVE=1 asks the AWS Price List API
 	@$(PY) -m tools.cost --stack $(STACK) $(if $(LIVE),--live)

@@ -5,7 +5,8 @@
 The configuration reference (docs/configuration.md, from config/: tools/reference.py), the recipe,
 support and Neuron version tables (docs/training.md, from the recipe registry and facts/versions.py:
 tools/recipe_table.py, tools/training_tables.py) and what each example
-stack needs (docs/deploy.md, from the stack files: tools/aws/quotas.py). Without `--check` each page
+stack needs (docs/deploy.md, from the stack files: tools/aws/quotas.py) and the timeline pictures of
+two examples (docs/timeline-<stack>.svg: tools/timeline.py, from a fixed start). Without `--check` each page
 is rewritten where it differs; with it, nothing is written and the exit code is 1 when a page is
 stale (naming it), 0 otherwise. tests/repo/test_docs.py runs the check.
 """
@@ -20,7 +21,7 @@ from typing import TextIO
 
 from config import parse_stack_values
 from config.stackfile import read_stack_file
-from tools import recipe_table, reference, training_tables
+from tools import recipe_table, reference, timeline, training_tables
 from tools.aws import quotas
 from tools.cli import ROOT, project_stacks
 
@@ -42,7 +43,17 @@ def _quota_page(text: str) -> str:
     return f"{head}{QUOTA_START}\n{table.rstrip(chr(10))}\n{QUOTA_END}{tail}"
 
 
+TIMELINES = {"trn1-llama2": "2027-01-04T08:00Z", "trn2": "2027-03-20T08:00Z"}
+"""The examples docs/operations.md pictures over time, each from a fixed start (the picture stays
+the same whatever the day `make docs` runs)."""
+
+
+def _timeline_svg(stack: str) -> Callable[[str], str]:
+    return lambda _text: timeline.svg_of(example_stacks()[stack], TIMELINES[stack])
+
+
 GENERATED: dict[Path, Callable[[str], str]] = {
+    **{ROOT / "docs" / f"timeline-{stack}.svg": _timeline_svg(stack) for stack in TIMELINES},
     reference.PAGE: lambda text: reference.update(text, reference.render()),
     recipe_table.DEFAULT_PAGE: lambda text: training_tables.replaced(recipe_table.replaced(text)),
     DEPLOY: _quota_page,
@@ -52,7 +63,11 @@ GENERATED: dict[Path, Callable[[str], str]] = {
 
 def stale() -> list[Path]:
     """The pages whose generated parts differ from what the code says."""
-    return [page for page, regenerate in GENERATED.items() if regenerate(page.read_text()) != page.read_text()]
+    return [page for page, regenerate in GENERATED.items() if regenerate(_text(page)) != _text(page)]
+
+
+def _text(page: Path) -> str:
+    return page.read_text() if page.exists() else ""
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
@@ -64,7 +79,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr:
         if args.check:
             print(f"{name} is stale: run `make docs`", file=stderr)
         else:
-            page.write_text(GENERATED[page](page.read_text()))
+            page.write_text(GENERATED[page](_text(page)))
             print(f"wrote {name}", file=stderr)
     return 1 if args.check and stale() else 0
 

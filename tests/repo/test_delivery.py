@@ -376,3 +376,20 @@ def test_the_pull_request_plans_every_example_by_its_file(tmp_path: Path) -> Non
     assert sorted(re.findall(r"^python (.+)$", text, re.M)) == sorted(
         f"-m tools.plan --config-file {path}" for path in files.values()
     )
+
+
+def test_each_preview_shows_make_diff_above_pulumis_preview() -> None:
+    """The pull request's preview of each stack posts what the edit does to running work
+    (tools.diff against the base) above `pulumi preview`'s output; exit 3 (disruption) is shown,
+    not a failure; the checkout has the history `git show <base>:<file>` reads."""
+    for job in ("preview-aws", "preview-in-vpc"):
+        steps = PR["jobs"][job]["steps"]
+        names = [s.get("name", s.get("uses", "")) for s in steps]
+        at = next(i for i, n in enumerate(names) if "make diff" in n)
+        assert at < next(i for i, n in enumerate(names) if n.startswith("Preview with the policy pack"))
+        script = steps[at]["run"]
+        assert '-m tools.diff --stack "$STACK" --base "$BASE"' in script and "GITHUB_STEP_SUMMARY" in script
+        assert '[ "$code" -ne 3 ]' in script
+        assert steps[at]["env"]["BASE"] == "${{ github.event.pull_request.base.sha }}"
+        checkout = next(s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@"))
+        assert checkout["with"]["fetch-depth"] == 0

@@ -210,6 +210,11 @@ def test_targets_for_a_stack_of_yours_ask_for_its_name_before_installing(tmp_pat
     for args, line in [
         (["snapshot"], "make snapshot needs STACK=<name> (your stack: Pulumi.<name>.yaml at the root).  Stop."),
         (
+            ["diff", "STACK=x"],
+            "make diff needs FILE=<edited stack file> or BASE=<git ref> (the deployed file is STACK's own, or it at"
+            " BASE).  Stop.",
+        ),
+        (
             ["new-stack", "STACK=x"],
             "make new-stack needs FROM=<example> (examples/Pulumi.<example>.yaml, or dev), e.g. FROM=dev.  Stop.",
         ),
@@ -220,7 +225,7 @@ def test_targets_for_a_stack_of_yours_ask_for_its_name_before_installing(tmp_pat
 
 
 def test_stack_targets_pass_the_stack_on(tmp_path: Path) -> None:
-    """cost, preflight, snapshot and new-stack hand their variables to the command (stub venv)."""
+    """cost, preflight, snapshot, diff, timeline and new-stack hand their variables to the command (stub venv)."""
     _fresh(tmp_path, "venv")
     stub = tmp_path / "venv" / "bin" / "python"
     stub.write_text('#!/bin/bash\necho "$*"\n')
@@ -228,6 +233,12 @@ def test_stack_targets_pass_the_stack_on(tmp_path: Path) -> None:
         (["cost", "STACK=p", "LIVE=1"], "-m tools.cost --stack p --live"),
         (["preflight", "STACK=p"], "-m tools.preflight --stack p"),
         (["snapshot", "STACK=p"], "-m tools.snapshot --stack p"),
+        (["diff", "STACK=p", "FILE=e.yaml"], "-m tools.diff --stack p --file e.yaml --format table"),
+        (["diff", "STACK=p", "BASE=main", "FORMAT=json"], "-m tools.diff --stack p --base main --format json"),
+        (
+            ["timeline", "STACK=p", "OUT=o", "FROM=2027-01-04T08:00Z"],
+            "-m tools.timeline --stack p --out o --from 2027-01-04T08:00Z --format table",
+        ),
         (
             ["new-stack", "STACK=p-cluster", "FROM=e-cluster", "LOWER=p-aws"],
             "-m tools.newstack p-cluster --from e-cluster --lower-stack p-aws",
