@@ -96,9 +96,9 @@ class RunLength:
         text = f"{self.steps:,} steps"
         v = self.validation
         if v is not None:
-            when = f"every {v.interval:,} steps" if v.interval else "after the last step"
-            if v.interval and v.final:
-                when += " and after the last"
+            when = "after the last step"
+            if v.interval and v.interval < self.steps:
+                when = f"every {v.interval:,} steps" + (" and after the last" if v.final else "")
             text += (
                 f" + validation {v.passes(self.steps)} x {v.iters} forward iterations ({when}) ="
                 f" +{self.validation_share:.0%} of the steps' time"
@@ -106,7 +106,10 @@ class RunLength:
         else:
             text += ", no validation"
         if export := self.export_seconds(mb_per_second):
-            text += f"; export ~{export:,.0f} s on the run's nodes"
+            text += (
+                f"; export {export:,.0f}+ s on the run's nodes (the file system's time; the conversion's not modelled)"
+            )
         if step_seconds is not None:
-            text += f"; ~{self.seconds(step_seconds, mb_per_second) / 3600:.1f} h at {step_seconds:g} s/step"
+            hours = self.seconds(step_seconds, mb_per_second) / 3600
+            text += f"; ~{hours:,.1f} h at {round(step_seconds, 3):g} s/step"
         return text

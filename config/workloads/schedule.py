@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from config.base import KeyProblem, Model
+from config.training import TrainingConfig
 from estimates import schedule
 from estimates.run_length import RunLength, Validation
 from facts.megatron_bridge import RecipeSchedule
@@ -65,10 +66,8 @@ class ScheduleConfig(Model):
 
     def refuse_misfit(self, library: schedule.LibrarySchedule, steps: int) -> None:
         """Raise the first way the schedule cannot fit the run, naming its key under `schedule`."""
-        for key, message in schedule.problems(self.sized(library, steps)):
-            if key == "warmupSteps" and self.warmup_fraction is not None:
-                key = "warmupFraction"
-            raise KeyProblem(f"schedule.{key}", message, "conflict")
+        renamed = {"warmupSteps": "warmupFraction"} if self.warmup_fraction is not None else {}
+        refuse_misfit(self.sized(library, steps), renamed, "schedule.")
 
 
 class ValidationConfig(Model):
@@ -92,3 +91,25 @@ class ValidationConfig(Model):
         """The run's steps, its validation (these keys, else the library recipe's) and its export."""
         interval, iters = self.interval or recipe.eval_interval, self.iters or recipe.eval_iters
         return RunLength(steps, Validation(interval, iters, keys="validation.interval, validation.iters"), export_bytes)
+
+
+def refuse_misfit(sized: schedule.Schedule, keys: dict[str, str], prefix: str) -> None:
+    """Raise the first way `sized` cannot fit its run (estimates.schedule.problems), naming the
+    run's key: `prefix` + the problem's key, or the key `keys` maps it to."""
+    for key, message in schedule.problems(sized):
+        raise KeyProblem(keys.get(key, prefix + key), message, "conflict")
+
+
+def megatron_schedule(t: TrainingConfig) -> schedule.Schedule:
+    """What NeMo's CosineAnnealing does with the rendered model.optim.sched keys (NeMo r2.0.0rc1 and
+    neuronx-nemo-megatron 2.21 nemo/core/optim/lr_scheduler.py WarmupAnnealHoldPolicy): linear
+    warm-up, cosine decay ending `constant_steps` before trainer.max_steps, then min_lr."""
+    end = t.max_steps - t.constant_steps
+    source = "training.warmupSteps, constantSteps, minLearningRate"
+    return schedule.Schedule(t.max_steps, t.warmup_steps, end, t.min_learning_rate / t.learning_rate, "cosine", source)
+
+
+def megatron_length(steps: int) -> RunLength:
+    """The Megatron recipes validate once, at the end, on one batch (trainer.val_check_interval = the
+    run's steps, limit_val_batches 1: as upstream's launch scripts)."""
+    return RunLength(steps, Validation(steps, 1, keys="trainer.val_check_interval, limit_val_batches"))
