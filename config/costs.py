@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.stack import StackConfig
-from config.workloads import Run
+from config.workloads import Run, TrainingRun
 from estimates import cost
 from estimates.step_time import step_time
 from facts import instances
@@ -56,7 +56,11 @@ def run_bill(cfg: StackConfig, name: str, run: Run, instance_type: str) -> cost.
     modeled length or its share of the group per hour."""
     steps, on_system = run.optimizer_steps, run.node_group == SYSTEM_NODE_GROUP
     seconds, basis = estimated_step_seconds(cfg, name, instance_type)
-    bill = cost.RunBill(name, instance_type, run.nodes, steps, seconds, basis, on_system_nodes=on_system)
+    length = run.run_length if isinstance(run, TrainingRun) else None
+    bill = cost.RunBill(
+        name, instance_type, run.nodes, steps, seconds, basis, on_system_nodes=on_system,
+        length=length, mb_per_second=cfg.storage.file_system.mb_per_second,
+    )  # fmt: skip
     if on_system or (steps is not None and seconds is not None):
         return bill
     instance = instances.get(instance_type)

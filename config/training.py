@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, Refusal, matches
 from config.problems import problem
+from estimates.schedule import LONGEST_FLOOR_SHARE
 from facts import instances, needs, nodegroups
 
 # Llama2 shapes, parallelism and batch sizes of neuronx-nemo-megatron's launch scripts
@@ -251,6 +252,13 @@ class TrainingConfig(Model):
                 "warmupSteps",
                 f"warmupSteps + constantSteps ({self.warmup_steps + self.constant_steps}) must be below"
                 f" maxSteps {self.max_steps}",
+                "conflict",
+            )
+        if self.constant_steps > LONGEST_FLOOR_SHARE * self.max_steps:  # estimates.schedule.problems says why
+            raise KeyProblem(
+                "constantSteps",
+                f"{self.constant_steps} of maxSteps {self.max_steps} train at minLearningRate after the decay; keep it"
+                f" at most {int(LONGEST_FLOOR_SHARE * self.max_steps)}",
                 "conflict",
             )
         return self

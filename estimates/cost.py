@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from estimates.checkpoints import shown_seconds
+from estimates.run_length import RunLength
 from facts import prices as table
 
 
@@ -140,15 +141,24 @@ def modeled_run_cost(
 
 
 def training_run_cost(
-    *, name: str, instance_type: str, nodes: int, steps: int, step_seconds: float, region: str, prices: Prices
+    *,
+    name: str,
+    instance_type: str,
+    nodes: int,
+    steps: int,
+    step_seconds: float,
+    region: str,
+    prices: Prices,
+    besides_seconds: float = 0,
 ) -> dict[str, Any]:
-    """Cost of one training run: nodes x hours x price, hours = steps x step seconds / 3600.
+    """Cost of one training run: nodes x hours x price, hours = (steps x step seconds + what else runs
+    on its nodes: `besides_seconds`, its validation and export, estimates.run_length) / 3600.
 
     `step_seconds` is the configured or measured time of one optimizer step on `nodes` nodes.
     """
-    if nodes < 1 or steps < 0 or step_seconds <= 0:
-        raise ValueError("nodes >= 1, steps >= 0 and step_seconds > 0 are required")
-    hours = steps * step_seconds / 3600
+    if nodes < 1 or steps < 0 or step_seconds <= 0 or besides_seconds < 0:
+        raise ValueError("nodes >= 1, steps >= 0, step_seconds > 0 and besides_seconds >= 0 are required")
+    hours = (steps * step_seconds + besides_seconds) / 3600
     price = prices.instance_hourly(instance_type, region)
     return {
         "name": name,
@@ -156,6 +166,7 @@ def training_run_cost(
         "nodes": nodes,
         "steps": steps,
         "stepSeconds": step_seconds,
+        **({"besidesSeconds": round(besides_seconds)} if besides_seconds else {}),
         "hours": round(hours, 4),
         "hourly": round(nodes * price, 4),
         "total": round(nodes * price * hours, 2),
@@ -232,6 +243,10 @@ class RunBill:
     load_balancers: int = 0
     hourly_basis: str | None = None
     """How the cost line names a cost that is per hour by nature (a server)."""
+    length: RunLength | None = None
+    """What else the run does on its nodes besides its steps (validation, export)."""
+    mb_per_second: float | None = None
+    """The shared file system's throughput (the export's time)."""
 
 
 def run_cost(run: RunBill, region: str, prices: Prices) -> dict[str, Any]:
@@ -251,6 +266,7 @@ def run_cost(run: RunBill, region: str, prices: Prices) -> dict[str, Any]:
             step_seconds=shown_seconds(run.step_seconds),
             region=region,
             prices=prices,
+            besides_seconds=_besides(run),
         )
     elif run.modeled is not None:
         entry, basis = modeled_run_cost(run.name, run.instance_type, run.nodes, run.modeled, region, prices)
@@ -264,6 +280,14 @@ def run_cost(run: RunBill, region: str, prices: Prices) -> dict[str, Any]:
         entry["total"] = None
     entry["stepTimeBasis"] = basis
     return entry
+
+
+def _besides(run: RunBill) -> float:
+    """Seconds of validation and export on the run's nodes, at the run's shown step time."""
+    if run.length is None or run.step_seconds is None:
+        return 0.0
+    step = shown_seconds(run.step_seconds)
+    return run.length.seconds(step, run.mb_per_second) - run.length.steps * step
 
 
 def stack_outputs(bill: StackBill, runs: Sequence[RunBill], prices: Prices | None = None) -> dict[str, Any]:

@@ -88,6 +88,24 @@ class ModelShape:
 
 
 @dataclass(frozen=True)
+class RecipeSchedule:
+    """A library recipe's learning-rate schedule and validation, as its function and its base
+    (`_pretrain_common`, `_sft_common` in recipes/common.py) set them: warm-up and decay in steps
+    (`scheduler.lr_warmup_iters`, `scheduler.lr_decay_iters`; None: the run's `train.train_iters`,
+    ConfigContainer.validate), the run length they are written for, the peak and floor
+    (`optimizer.lr`, `optimizer.min_lr`), cosine decay; validation every `eval_interval` steps
+    for `eval_iters` forward iterations (`validation.*`)."""
+
+    warmup_iters: int
+    decay_iters: int | None
+    train_iters: int
+    lr: float
+    min_lr: float
+    eval_interval: int
+    eval_iters: int
+
+
+@dataclass(frozen=True)
 class LibraryRecipe:
     """One Megatron Bridge library recipe (its exported name) and the values it sets that the
     project's config defaults to."""
@@ -102,6 +120,21 @@ class LibraryRecipe:
     global_batch_size: int
     micro_batch_size: int
     save_interval: int
+    schedule: RecipeSchedule
+
+
+LLAMA31_PRETRAIN = RecipeSchedule(2000, None, 1168251, 3e-4, 3e-5, 2000, 32)
+"""llama31_{8b,70b}_pretrain_config (recipes/llama/h100/llama3.py): warm-up 2,000 of 1,168,251 steps,
+eval every 2,000; _pretrain_common's lr 3e-4, min_lr 3e-5, 32 eval iterations, decay over the run."""
+LLAMA31_SFT = RecipeSchedule(50, None, 1000, 5e-6, 0.0, 30, 32)
+"""llama31_{8b,70b}_sft_config: warm-up 50 of 1,000 steps, eval every 30 steps for 32 iterations;
+_sft_common's lr 5e-6, min_lr 0, decay over the run."""
+QWEN3_PRETRAIN = RecipeSchedule(40, 100, 100, 3e-4, 3e-5, 500, 32)
+"""qwen3_8b_pretrain_config (= qwen3_8b_pretrain_16gpu_h100_bf16_config, recipes/qwen/h100/qwen3.py): warm-up
+40, decay ending at step 100; _pretrain_common's eval every 500 steps for 32 iterations."""
+QWEN3_SFT = RecipeSchedule(10, 100, 100, 5e-6, 0.0, 30, 32)
+"""qwen3_8b_sft_config: warm-up 10, decay ending at step 100 to min_lr 0, eval every 30 steps (32
+iterations, _sft_common's)."""
 
 
 @dataclass(frozen=True)
@@ -137,24 +170,24 @@ MODELS: dict[str, BridgeModel] = {
             "meta-llama/Meta-Llama-3.1-8B",
             True,
             ModelShape(32, 4096, 14336, 32, 8, LLAMA31_VOCAB),
-            LibraryRecipe("llama31_8b_pretrain_config", 1, 1, 2, None, False, 8192, 512, 1, 500),
-            LibraryRecipe("llama31_8b_sft_config", 2, 1, 1, None, False, 4096, 8, 1, 50),
+            LibraryRecipe("llama31_8b_pretrain_config", 1, 1, 2, None, False, 8192, 512, 1, 500, LLAMA31_PRETRAIN),
+            LibraryRecipe("llama31_8b_sft_config", 2, 1, 1, None, False, 4096, 8, 1, 50, LLAMA31_SFT),
         ),
         BridgeModel(
             "llama31_70b",
             "meta-llama/Meta-Llama-3.1-70B",
             True,
             ModelShape(80, 8192, 28672, 64, 8, LLAMA31_VOCAB),
-            LibraryRecipe("llama31_70b_pretrain_config", 4, 4, 2, 5, True, 131072, 512, 1, 500),
-            LibraryRecipe("llama31_70b_sft_config", 8, 4, 1, None, False, 4096, 8, 1, 50),
+            LibraryRecipe("llama31_70b_pretrain_config", 4, 4, 2, 5, True, 131072, 512, 1, 500, LLAMA31_PRETRAIN),
+            LibraryRecipe("llama31_70b_sft_config", 8, 4, 1, None, False, 4096, 8, 1, 50, LLAMA31_SFT),
         ),
         BridgeModel(
             "qwen3_8b",
             "Qwen/Qwen3-8B",
             False,
             ModelShape(36, 4096, 12288, 32, 8, QWEN3_VOCAB, qk_norm=True),
-            LibraryRecipe("qwen3_8b_pretrain_config", 1, 1, 1, None, False, 4096, 1024, 1, 50),
-            LibraryRecipe("qwen3_8b_sft_config", 4, 1, 1, None, False, 2048, 32, 1, 100),
+            LibraryRecipe("qwen3_8b_pretrain_config", 1, 1, 1, None, False, 4096, 1024, 1, 50, QWEN3_PRETRAIN),
+            LibraryRecipe("qwen3_8b_sft_config", 4, 1, 1, None, False, 2048, 32, 1, 100, QWEN3_SFT),
             revision="b968826d9c46dd6066d109eabc6255188de91218",
         ),
     )

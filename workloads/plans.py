@@ -30,10 +30,34 @@ def run_plans(
         instance_type = node_types.get(run.node_group)
         seconds, basis = costs.estimated_step_seconds(cfg, name, instance_type)
         out = plans.setdefault(name, {})
-        if isinstance(run, TrainingRun) and (plan := checkpoints.plan(run.checkpoint_input, fs, seconds)) is not None:
+        if isinstance(run, TrainingRun) and (plan := checkpoints.plan(run.checkpoint_input, fs, between(run, seconds))):
             out["checkpoints"] = plan.as_dict()
         out["throughput"] = throughput.plan(run.work(instance_type or ""), instance_type or "", seconds, basis, fs)
+        if isinstance(run, TrainingRun):
+            out.update(schedule_and_length(run, seconds, fs.mb_per_second))
     return plans
+
+
+def between(run: TrainingRun, step_seconds: float | None) -> float | None:
+    """Wall seconds per step between checkpoints: the step and its share of the validation passes
+    (estimates.run_length), so a checkpoint's share is of the time the run really takes."""
+    length = run.run_length
+    if step_seconds is None or length is None:
+        return step_seconds
+    return step_seconds * (1 + length.validation_share)
+
+
+def schedule_and_length(
+    run: TrainingRun, step_seconds: float | None, mb_per_second: float
+) -> dict[str, dict[str, object]]:
+    """A training run's learning-rate schedule over its steps and its length with validation and
+    export (estimates.schedule, estimates.run_length), where its recipe models them."""
+    out: dict[str, dict[str, object]] = {}
+    if (schedule := run.lr_schedule) is not None:
+        out["schedule"] = schedule.as_dict()
+    if (length := run.run_length) is not None:
+        out["length"] = length.as_dict(step_seconds, mb_per_second)
+    return out
 
 
 def with_startup(

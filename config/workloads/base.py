@@ -15,7 +15,8 @@ from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, Refusal, check_imag
 from config.run_env import ProcessEnv
 from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, RecipeDocs
-from estimates import step_time
+from config.workloads.schedule import megatron_length, megatron_schedule
+from estimates import run_length, schedule, step_time
 from estimates.checkpoints import CheckpointInput, CheckpointModel
 from estimates.model import DecoderShape, llama_flops_per_token, llama_parameters
 from estimates.startup import CompileTime
@@ -367,6 +368,16 @@ class TrainingRun(RunConfig):
     def resume_bytes(self) -> int | None:
         return self.checkpoint_input.size_bytes
 
+    @property
+    def lr_schedule(self) -> schedule.Schedule | None:
+        """The learning-rate schedule it trains with over its steps (None: not one the plan models)."""
+        return None
+
+    @property
+    def run_length(self) -> run_length.RunLength | None:
+        """Its steps and what else runs on its nodes (validation, export); None: not counted in steps."""
+        return None if self.optimizer_steps is None else run_length.RunLength(self.optimizer_steps)
+
 
 class ServingRun(RunConfig):
     """A server: replicas that stay up, no optimizer step and no checkpoint; its start (weights,
@@ -388,6 +399,14 @@ class MegatronRun(TrainingRun):
 
     model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}), description="Model shape.")
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Steps and schedule.")
+
+    @property
+    def lr_schedule(self) -> schedule.Schedule:
+        return megatron_schedule(self.training)
+
+    @property
+    def run_length(self) -> run_length.RunLength:
+        return megatron_length(self.training.max_steps)
 
     @property
     def model_shape(self) -> ModelConfig:

@@ -12,6 +12,7 @@ from config.training import BertDataConfig, BertTrainingConfig
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, NoConversion, RecipeDocs, Support
 from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.schedule import Schedule
 from estimates.startup import CompileTime
 from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances, needs, versions
@@ -83,6 +84,13 @@ class BertNeuronWorkload(TrainingRun):
     @property
     def optimizer_steps(self) -> int:
         return self.training.max_steps
+
+    @property
+    def lr_schedule(self) -> Schedule:
+        """dp_bert_large_hf_pretrain_hdf5.py's get_linear_schedule_with_warmup over --max_steps: linear
+        warm-up, then linear decay to 0 at the last step (aws-neuron-samples v2.27.0)."""
+        t = self.training
+        return Schedule(t.max_steps, t.warmup_steps, t.max_steps, 0.0, "linear", "training.warmupSteps, maxSteps")
 
     @property
     def checkpoint_interval(self) -> None:

@@ -20,6 +20,7 @@ from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
 from estimates.checkpoints import CheckpointModel, CheckpointSize
 from estimates.model import transformer_flops_per_token
+from estimates.schedule import Schedule
 from estimates.startup import CompileTime
 from estimates.step_time import PerNodeSample, PublishedStepTime, SampleRun, StepTime
 from facts import instances, versions
@@ -227,6 +228,13 @@ class Llama3NxdWorkload(TrainingRun):
     @property
     def optimizer_steps(self) -> int:
         return self.training.max_steps
+
+    @property
+    def lr_schedule(self) -> Schedule:
+        """tp_zero1_llama_hf_pretrain.py's get_linear_schedule_with_warmup over --max_steps: linear
+        warm-up, then linear decay to 0 at the last step (neuronx-distributed v2.28.0)."""
+        t = self.training
+        return Schedule(t.max_steps, t.warmup_steps, t.max_steps, 0.0, "linear", "training.warmupSteps, maxSteps")
 
     @property
     def checkpoint_interval(self) -> int:

@@ -15,8 +15,11 @@ from config.base import KeyProblem, Model, Refusal, matches
 from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
+from config.workloads.schedule import ScheduleConfig, ValidationConfig, library
 from estimates.bridge import STEP_TIME, BridgeShape
 from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.run_length import RunLength
+from estimates.schedule import Schedule
 from estimates.startup import NO_COMPILE, CompileTime
 from estimates.step_time import StepTime
 from facts import instances, needs
@@ -213,6 +216,8 @@ class MegatronBridgeWorkload(TrainingRun):
     parallelism: BridgeParallelism = Field(default_factory=BridgeParallelism, description="Model parallelism.")
     training: BridgeTraining = Field(default_factory=BridgeTraining, description="Steps and batch.")
     checkpoints: BridgeCheckpoints = Field(default_factory=BridgeCheckpoints, description="Checkpoints.")
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig, description="Learning-rate schedule.")
+    validation: ValidationConfig = Field(default_factory=ValidationConfig, description="Validation passes.")
     export: bool = Field(
         True, description="Export the last checkpoint to Hugging Face format at the end of the run (its `hf` folder)."
     )
@@ -243,6 +248,21 @@ class MegatronBridgeWorkload(TrainingRun):
                 "conflict",
             )
         return self
+
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> MegatronBridgeWorkload:
+        self.schedule.refuse_misfit(library(self.library_recipe.schedule), self.training.train_iters)
+        return self
+
+    @property
+    def lr_schedule(self) -> Schedule:
+        return self.schedule.sized(library(self.library_recipe.schedule), self.training.train_iters)
+
+    @property
+    def run_length(self) -> RunLength:
+        """Steps, validation every interval and after the last step, the export's bf16 weights."""
+        export = self.checkpoint_parameters * bridge.WEIGHT_BYTES_PER_PARAMETER if self.export else 0
+        return self.validation.length(self.library_recipe.schedule, self.training.train_iters, export)
 
     @property
     def revision(self) -> str:

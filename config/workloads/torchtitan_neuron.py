@@ -19,8 +19,10 @@ from config.base import KeyProblem, Model, Refusal, matches
 from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
+from config.workloads.schedule import ScheduleConfig
 from estimates.checkpoints import CheckpointModel, CheckpointSize
 from estimates.model import transformer_flops_per_token
+from estimates.schedule import LibrarySchedule, Schedule
 from estimates.startup import CompileTime
 from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances, versions
@@ -134,6 +136,12 @@ class TorchTitanTraining(Model):
     )
 
 
+TORCHTITAN_SCHEDULE = LibrarySchedule(200, None, 10000, 1.0, 0.0, "linear")
+"""TorchTitan's own lr_scheduler defaults (warm-up 200 steps of training.steps' default 10,000, linear decay
+over every later step to min_lr_factor 0; tests/upstream/torchtitan-config-cli.yaml): what a run sizes to
+its steps, whatever the fork's config function sets (the run renders every lr_scheduler key)."""
+
+
 class TorchTitanNeuronWorkload(TrainingRun):
     """TorchTitan pre-training on Trainium2 (trn2) with TorchNeuron: Neuron SDK 2.33, public beta."""
 
@@ -195,6 +203,7 @@ class TorchTitanNeuronWorkload(TrainingRun):
     model: TorchTitanModel = Field(default_factory=TorchTitanModel, description="Config function and assets.")
     data: TorchTitanData = Field(default_factory=TorchTitanData, description="Training text.")
     training: TorchTitanTraining = Field(default_factory=TorchTitanTraining, description="Steps and checkpoints.")
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig, description="Learning-rate schedule.")
     compile: bool = Field(
         False, description="torch.compile with the Neuron backend (`--compile.enable --compile.backend neuron`)."
     )
@@ -211,6 +220,15 @@ class TorchTitanNeuronWorkload(TrainingRun):
     @property
     def optimizer_steps(self) -> int:
         return self.training.max_steps
+
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> TorchTitanNeuronWorkload:
+        self.schedule.refuse_misfit(TORCHTITAN_SCHEDULE, self.training.max_steps)
+        return self
+
+    @property
+    def lr_schedule(self) -> Schedule:
+        return self.schedule.sized(TORCHTITAN_SCHEDULE, self.training.max_steps)
 
     @property
     def checkpoint_interval(self) -> int:

@@ -434,7 +434,17 @@ def bridge_config_tree(dataset: str) -> dict[str, Any]:
     bridge_keys, mcore_keys = upstream.facts(BRIDGE)["config_keys"], upstream.facts(MCORE)["config_keys"]
     section_of = {"dataset": upstream.facts(BRIDGE)["run_recipe"]["dataset_config"][dataset]}
     tree: dict[str, Any] = dict.fromkeys(bridge_keys["root"]["fields"], "upstream-value")
-    for section in ("train", "validation", "checkpoint", "logger", "scheduler", "tokenizer", "model", "dataset"):
+    for section in (
+        "train",
+        "validation",
+        "checkpoint",
+        "logger",
+        "scheduler",
+        "optimizer",
+        "tokenizer",
+        "model",
+        "dataset",
+    ):
         recorded = section_of.get(section, section)
         keys = set(bridge_keys.get(recorded, {}).get("fields", [])) | set(
             mcore_keys.get(recorded, {}).get("fields", [])

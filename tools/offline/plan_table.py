@@ -334,7 +334,8 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
         elif run.get("total") is not None:
             lines.append(
                 f"    training run {run['name']}: {run['nodes']} x {run['instanceType']} for {run['hours']:,.1f} h"
-                f" ({run['steps']} steps x {run['stepSeconds']:g} s, {run['stepTimeBasis']}) = ${run['total']:,.0f}"
+                f" ({run['steps']} steps x {run['stepSeconds']:g} s{_besides(run)}, {run['stepTimeBasis']})"
+                f" = ${run['total']:,.0f}"
             )
         elif run.get("steps") is None and run.get("stepSeconds") is None and "per hour" in run["stepTimeBasis"]:
             lines.append(f"    {run['name']}: ${run['hourly']:,.2f}/hour ({run['stepTimeBasis']})")
@@ -350,3 +351,8 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
 
 def violation_line(v: dict[str, Any]) -> str:
     return f"policy {v['enforcement']} [{v['rule']}] {v['name']}: {v['message']}"
+
+
+def _besides(run: dict[str, Any]) -> str:
+    """What a run's cost counts besides its steps (its validation and export: its length line)."""
+    return f" + {run['besidesSeconds']:,} s validation and export" if run.get("besidesSeconds") else ""

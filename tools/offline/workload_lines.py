@@ -63,7 +63,21 @@ def workload_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
     facts += startup_facts(i.get("startup"))
-    return facts + throughput_facts(i.get("throughput")) + checkpoint_facts(i.get("checkpoints"))
+    facts += throughput_facts(i.get("throughput")) + schedule_facts(i.get("schedule"), i.get("length"))
+    return facts + checkpoint_facts(i.get("checkpoints"))
+
+
+def schedule_facts(schedule: dict[str, Any] | None, length: dict[str, Any] | None) -> list[str]:
+    """A training run's learning-rate schedule over its steps, and its length with what else runs on
+    its nodes (validation, export): one line each (the throughput line is apart)."""
+    out = []
+    if schedule:
+        out.append(f"schedule: {schedule['line']}")
+    elif length:
+        out.append("schedule: the run's own code sets it (not modelled)")
+    if length:
+        out.append(f"length: {length['line']}")
+    return out
 
 
 def startup_facts(s: dict[str, Any] | None) -> list[str]:

@@ -117,6 +117,7 @@ def recipe_overrides(workload_name: str, run: MegatronBridgeWorkload, ctx: Conte
         f"model.virtual_pipeline_model_parallel_size={vp}",
         f"model.sequence_parallel={str(r['sp']).lower()}",
         f"train.train_iters={run.training.train_iters}",
+        *schedule_overrides(run),
         f"train.global_batch_size={r['gbs']}",
         f"train.micro_batch_size={r['mbs']}",
         f"dataset.seq_length={r['seq']}",
@@ -141,6 +142,20 @@ def recipe_overrides(workload_name: str, run: MegatronBridgeWorkload, ctx: Conte
     elif run.data.source == "jsonl":
         out += [f"dataset.dataset_root={run.data.dataset_root}", "dataset.do_test=false"]
     return [*out, *(f"{k}={v}" for k, v in sorted(run.overrides.items()))]
+
+
+def schedule_overrides(run: MegatronBridgeWorkload) -> list[str]:
+    """The learning-rate schedule sized to the run and its validation: without them the library
+    recipe's own (sized for its own length: Qwen3 SFT's decay ends at step 100) would run."""
+    s, lib, length = run.lr_schedule, run.library_recipe.schedule, run.run_length
+    assert length.validation is not None  # a Bridge run always validates (its recipes' ValidationConfig)
+    return [
+        f"scheduler.lr_warmup_iters={s.warmup_steps}",
+        f"scheduler.lr_decay_iters={s.decay_end}",
+        f"optimizer.min_lr={lib.lr * s.min_lr_ratio:g}",
+        f"validation.eval_interval={length.validation.interval}",
+        f"validation.eval_iters={length.validation.iters}",
+    ]
 
 
 DATASET = {"mock": "mock", "indexed": "megatron-indexed", "jsonl": "local-jsonl"}

@@ -59,6 +59,20 @@ def _assets(workload_name: str, run: TorchTitanNeuronWorkload, ctx: Context, aft
     return Step(name, "assets", obj, after=after)
 
 
+def schedule_args(run: TorchTitanNeuronWorkload) -> list[str]:
+    """Every lr_scheduler key, sized to the run: the fork's config function may set its own (for its
+    own length). total_steps is where the decay ends; decay_ratio makes the decay start right after
+    the warm-up (build() decays over round(total_steps x decay_ratio) steps)."""
+    s = run.lr_schedule
+    return [
+        f"--lr_scheduler.warmup_steps={s.warmup_steps}",
+        f"--lr_scheduler.total_steps={s.decay_end}",
+        f"--lr_scheduler.decay_ratio={(s.decay_end - s.warmup_steps) / s.decay_end:g}",
+        f"--lr_scheduler.decay_type={s.style}",
+        f"--lr_scheduler.min_lr_factor={s.min_lr_ratio:g}",
+    ]
+
+
 def train_args(workload_name: str, run: TorchTitanNeuronWorkload, ctx: Context) -> list[str]:
     """torchtitan.train's flags: the config function, then what the run owns (where outputs and
     checkpoints go, the schedule of saves, the batch, the staged assets and dataset)."""
@@ -69,6 +83,7 @@ def train_args(workload_name: str, run: TorchTitanNeuronWorkload, ctx: Context) 
         f"--dump_folder={run_dir(ctx, workload_name, run.run_id)}",
         f"--hf_assets_path={assets_dir(workload_name, run, ctx)}",
         f"--training.steps={t.max_steps}",
+        *schedule_args(run),
         f"--training.seq_len={m.seq_length}",
         f"--training.local_batch_size={m.local_batch_size}",
         f"--training.global_batch_size={m.global_batch_size}",
