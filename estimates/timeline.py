@@ -96,6 +96,10 @@ class RunInput:
     checkpoints: Checkpointing | None = None
     after: tuple[str, ...] = ()
     length_key: str = ""
+    lr_phases: tuple[tuple[str, int, int], ...] = ()
+    """(label, first step, last step) of each learning-rate phase of its training (warm-up, decay,
+    at the floor), from the schedule the plan shows."""
+    schedule_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ class Timeline:
     bars: list[Bar] = field(default_factory=list)
     warnings: list[Warning] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    segments: list[tuple[str, str, dt.datetime, dt.datetime]] = field(default_factory=list)
+    """(run, learning-rate phase, start, end) within each training bar."""
     checkpoints: list[tuple[str, dt.datetime, int]] = field(default_factory=list)
     """(run, when written, step) of each checkpoint a training run completes within its window."""
     cost: list[tuple[dt.datetime, float]] = field(default_factory=list)
@@ -177,6 +183,15 @@ def play(
             continue
         slots = sorted(free[run.group])
         ready = max([slots[run.nodes - 1], *(ends[a] for a in run.after if a in ends)])
+        if ready >= FOREVER:
+            t.warnings.append(
+                Warning(
+                    f"workloads.{run.name}",
+                    f"{run.name} waits for {run.group}'s nodes, held by runs that never end in this picture",
+                )
+            )
+            holds_forever.add(run.name)
+            continue
         if cap.closes is not None and ready >= cap.closes:
             t.warnings.append(
                 Warning(
@@ -209,7 +224,7 @@ def _lay_out(t: Timeline, run: RunInput, cap: Capacity, at: dt.datetime, max_los
     closes = cap.closes
     for phase in run.phases:
         if phase.seconds is None:
-            if phase is run.phases[-1]:
+            if phase is run.phases[-1] or phase.name in ("training", "acceptance"):
                 t.bars.append(Bar(run.name, run.group, phase.name, at, closes, estimated=False))
                 t.warnings.append(
                     Warning(
@@ -226,6 +241,8 @@ def _lay_out(t: Timeline, run: RunInput, cap: Capacity, at: dt.datetime, max_los
         end = at + dt.timedelta(seconds=phase.seconds)
         if phase.name == "training" and run.checkpoints is not None and run.steps:
             _checkpoints(t, run, run.checkpoints, at, min(end, closes or end))
+        if phase.name == "training" and run.steps:
+            _lr_segments(t, run, phase.seconds, at, min(end, closes or end))
         if closes is not None and end > closes:
             t.bars.append(Bar(run.name, run.group, phase.name, at, closes))
             t.warnings.append(_outlasts(run, cap, phase, at))
@@ -242,6 +259,31 @@ def _checkpoints(t: Timeline, run: RunInput, ck: Checkpointing, start: dt.dateti
     while n * ck.every_steps <= (run.steps or 0) and start + dt.timedelta(seconds=n * ck.period) <= until:
         t.checkpoints.append((run.name, start + dt.timedelta(seconds=n * ck.period), n * ck.every_steps))
         n += 1
+
+
+def _step_time(run: RunInput, seconds: float, start: dt.datetime, step: int) -> dt.datetime:
+    """When the training phase (of `seconds`, from `start`) reaches `step`: steps at the cadence's
+    step time plus the checkpoint writes before it, else evenly over the phase."""
+    ck = run.checkpoints
+    if ck is not None:
+        return start + dt.timedelta(seconds=step * ck.step_seconds + (step // ck.every_steps) * ck.write_seconds)
+    return start + dt.timedelta(seconds=seconds * step / (run.steps or 1))
+
+
+def _lr_segments(t: Timeline, run: RunInput, seconds: float, start: dt.datetime, until: dt.datetime) -> None:
+    """The learning-rate phases over the training bar; a schedule that ends before the run is warned."""
+    for label, first, last in run.lr_phases:
+        if label == "at the floor":
+            t.warnings.append(
+                Warning(
+                    run.schedule_key or f"workloads.{run.name}",
+                    f"{run.name}'s learning rate sits at its floor for its last {last - first:,} steps"
+                    f" (from step {first:,}): its schedule ends before the run",
+                )
+            )
+        a, b = _step_time(run, seconds, start, first), min(_step_time(run, seconds, start, last), until)
+        if a < b:
+            t.segments.append((run.name, label, a, b))
 
 
 def _outlasts(run: RunInput, cap: Capacity, phase: Phase, at: dt.datetime) -> Warning:

@@ -80,6 +80,7 @@ def as_json(t: Timeline) -> dict[str, Any]:
             }
             for b in t.bars
         ],
+        "learningRate": [{"run": r, "phase": p, "start": iso(a), "end": iso(b)} for r, p, a, b in t.segments],
         "checkpoints": [{"run": r, "at": iso(w), "step": step} for r, w, step in t.checkpoints],
         "cost": [{"at": iso(w), "accrued": c} for w, c in t.cost],
         "warnings": [{"key": w.key, "message": w.message} for w in t.warnings],
@@ -107,6 +108,13 @@ def as_text(t: Timeline, stack: str) -> list[str]:
                 lines.append(
                     f"    {run:<14} {b.phase:<14} {b.start:%m-%d %H:%M} -> {b.end:%m-%d %H:%M}  {length}{mark}"
                 )
+                if b.phase == "training" and (lr := [x for x in t.segments if x[0] == run]):
+                    lines.append(
+                        "    "
+                        + " " * 15
+                        + "learning rate: "
+                        + ", ".join(f"{p} to {e:%m-%d %H:%M}" for _, p, _, e in lr)
+                    )
     total = t.cost[-1][1] if t.cost else 0.0
     lines += ["", f"Cost: ${total:,.0f} accrued by {t.end:%Y-%m-%d %H:%MZ} (list prices, facts/prices.py)"]
     lines += [f"    note: {n}" for n in t.notes]

@@ -173,3 +173,31 @@ def test_bad_input_exits_2(argv: list[str]) -> None:
     code, _, err = _run(*argv)
     assert code == 2
     assert "Traceback" not in err and len(err.splitlines()) <= 5
+
+
+def test_learning_rate_phases_lie_on_the_training_bar_and_a_floor_is_warned() -> None:
+    """The schedule the plan shows (estimates.schedule) in time: warm-up to step 100, decay to 800,
+    200 steps at the floor: its schedule ends before the run."""
+    base = training()
+    run = RunInput(
+        base.name, base.kind, base.group, base.nodes, base.phases, base.steps, base.checkpoints,
+        lr_phases=(("warm-up", 0, 100), ("decay", 100, 800), ("at the floor", 800, 1000)),
+        schedule_key="workloads.pre.schedule.decaySteps",
+    )  # fmt: skip
+    t = play([block(20)], [run], START)
+    seg = {label: (a, b) for _, label, a, b in t.segments}
+    # step k ends at k x 60 s plus a 60 s write per 100 steps before it
+    assert seg["warm-up"] == (START, START + dt.timedelta(seconds=100 * 60 + 60))
+    assert seg["at the floor"][0] == START + dt.timedelta(seconds=800 * 60 + 8 * 60)
+    assert any(
+        w.key == "workloads.pre.schedule.decaySteps" and "floor for its last 200 steps" in w.message for w in t.warnings
+    )
+
+
+def test_a_run_behind_one_that_never_ends_waits_without_a_bar() -> None:
+    od = Capacity("p5", "on-demand", 2, 110.0)
+    unknown = RunInput("a", "training", "p5", 2, (Phase("training", None, "no step time"),))
+    behind = RunInput("b", "training", "p5", 2, (Phase("training", 3600),))
+    t = play([od], [unknown, behind], START)
+    assert {bar.run for bar in t.bars} == {"a"}
+    assert any(w.key == "workloads.b" and "never end" in w.message for w in t.warnings)

@@ -16,7 +16,7 @@ from estimates import cost, startup
 from estimates.timeline import Capacity, Checkpointing, Phase, RunInput
 from facts import instances
 from facts.names import SYSTEM_NODE_GROUP
-from workloads.plans import run_plans, with_startup
+from workloads.plans import between, run_plans, with_startup
 
 
 def capacities(cfg: StackConfig, prices: cost.Prices) -> list[Capacity]:
@@ -102,7 +102,9 @@ def _run(
         return RunInput(
             name, "serving", run.node_group, nodes, tuple(phases), after=after + ((trained,) if trained else ())
         )
-    seconds, basis = costs.estimated_step_seconds(cfg, name, instance.name)
+    raw, basis = costs.estimated_step_seconds(cfg, name, instance.name)
+    # a step with its share of the validation passes (estimates.run_length), as the plan counts it
+    seconds = between(run, raw) if isinstance(run, TrainingRun) else raw
     steps = run.optimizer_steps
     ck = plan.get("checkpoints") or {}
     cadence = None
@@ -111,8 +113,13 @@ def _run(
         cadence = Checkpointing(int(ck["everySteps"]), seconds, float(ck["writeSeconds"]), run.checkpoint_interval_key)
         writes = (steps or 0) // cadence.every_steps
     length = None if not (seconds and steps) else steps * seconds + writes * (cadence.write_seconds if cadence else 0)
-    why = basis if length is None else f"{steps:,} steps x {seconds:g} s ({basis}), {writes} checkpoint writes"
+    why = (
+        basis if length is None else f"{steps:,} steps x {seconds:g} s with validation ({basis}), {writes} checkpoints"
+    )
     phases.append(Phase("training", length, why))
+    export = (plan.get("length") or {}).get("exportSeconds")
+    if export:
+        phases.append(Phase("export", float(export), "the export after the last step (file system time)"))
     return RunInput(
         name,
         "training",
@@ -123,7 +130,23 @@ def _run(
         cadence,
         after,
         length_key=f"{key}.stepSeconds" if seconds is None else f"{key}.steps",
+        lr_phases=lr_phases(plan.get("schedule")),
+        schedule_key=f"{key}.schedule.decaySteps" if hasattr(run, "schedule") else f"{key}.training",
     )
+
+
+def lr_phases(schedule: dict[str, Any] | None) -> tuple[tuple[str, int, int], ...]:
+    """The learning-rate phases of a schedule the plan shows: warm-up, decay, at the floor."""
+    if not schedule:
+        return ()
+    steps, warm, end = int(schedule["steps"]), int(schedule["warmupSteps"]), int(schedule["decayEnd"])
+    out = [
+        ("warm-up", 0, min(warm, steps)),
+        ("decay" if schedule.get("style") != "constant" else "constant", min(warm, steps), min(end, steps)),
+    ]
+    if end < steps:
+        out.append(("at the floor", end, steps))
+    return tuple((label, a, b) for label, a, b in out if b > a)
 
 
 def _compile(s: dict[str, Any] | None) -> Phase:

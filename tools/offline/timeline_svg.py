@@ -17,8 +17,11 @@ COLOURS = {
     "training": "#264653",
     "replica start": "#e9c46a",
     "serving": "#f4a261",
+    "export": "#6d597a",
 }
 OTHER = "#8d99ae"
+LR_COLOURS = {"warm-up": "#f4d35e", "decay": "#83c5be", "constant": "#83c5be", "at the floor": "#9b2226"}
+"""The learning-rate phases: a strip along the top of a training bar."""
 MAX_WARNINGS = 6
 """Warnings written under the picture (all of them are in the text and JSON)."""
 
@@ -91,6 +94,12 @@ def _run_row(t: Timeline, run: str, group: str, x: Callable[[dt.datetime], float
             f' fill="{COLOURS.get(b.phase, OTHER)}" stroke="#222" stroke-width="0.3"{dash}>'
             f"<title>{escape(run)}: {escape(b.phase)} {b.start:%Y-%m-%d %H:%M}"
             f" to {b.end:%Y-%m-%d %H:%M}</title></rect>"
+        )
+    for _, label, first, last in (seg for seg in t.segments if seg[0] == run):
+        out.append(
+            f'<rect x="{x(first):.1f}" y="{y + 4}" width="{max(x(last) - x(first), 1.0):.1f}" height="4"'
+            f' fill="{LR_COLOURS.get(label, OTHER)}"><title>{escape(run)}: learning rate {escape(label)}'
+            f" {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M}</title></rect>"
         )
     for name, when, step in (c for c in t.checkpoints if c[0] == run):
         px = x(when)
