@@ -408,12 +408,32 @@ def parallelism_problems(key: str, run: MegatronBridgeWorkload, instance: instan
                 f"{r['gbs']} is not a multiple of microBatchSize {r['mbs']} x data-parallel size {dp}",
             )
         )
-    if cp > 1 and int(r["seq"]) % (2 * cp):
-        out.append(
+    return out + sequence_problems(key, r)
+
+
+def sequence_problems(key: str, r: dict[str, int | bool]) -> list[str]:
+    """What the sequence length must divide into: 2 x CP chunks (Megatron Bridge's context
+    parallelism), and with sequence parallelism each context-parallel rank's sequence over the TP
+    ranks (Megatron Core core_r0.19.0 tensor_parallel/mappings.py:73 asserts it in the first
+    forward; tests/upstream/megatron-sequence-parallel.yaml)."""
+    seq, tp, cp = int(r["seq"]), int(r["tp"]), int(r["cp"])
+    if cp > 1 and seq % (2 * cp):
+        return [
             problem(
                 f"{key}.training.seqLength",
                 "conflict",
-                f"{r['seq']} must be a multiple of 2 x contextParallel = {2 * cp}",
+                f"{seq} must be a multiple of 2 x contextParallel = {2 * cp}",
             )
-        )
-    return out
+        ]
+    if r["sp"] and tp > 1 and (seq // cp) % tp:
+        return [
+            problem(
+                f"{key}.training.seqLength",
+                "conflict",
+                f"{seq} tokens{f' / contextParallel {cp}' if cp > 1 else ''} do not split over tensorParallel {tp}"
+                " with sequence parallelism (Megatron Core splits the sequence over the TP ranks)",
+                value=str(seq),
+                allowed=f"a multiple of {tp * cp}, or sequenceParallel: false",
+            )
+        ]
+    return []
