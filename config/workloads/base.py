@@ -17,11 +17,14 @@ from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, para
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, RecipeDocs
 from estimates import step_time
 from estimates.checkpoints import CheckpointInput, CheckpointModel
-from estimates.model import DecoderShape, llama_flops_per_token, llama_parameters
+from estimates.flops import flops_per_token
+from estimates.model import LLAMA2_VOCAB, DecoderShape, llama_parameters
 from estimates.startup import CompileTime
 from estimates.step_time import StepTime
 from estimates.throughput import RunWork
 from facts import images, instances, needs, versions
+from facts.megatron_bridge import ModelShape
+from facts.peak_flops import Precision
 
 
 def _without_unused(schema: dict[str, Any], model: type[Any]) -> None:
@@ -259,6 +262,11 @@ class RunConfig(ProcessEnv):
         return None
 
     @property
+    def matmul_precision(self) -> Precision:
+        """The precision of the run's matrix multiplies, whose peak its MFU is against."""
+        return "bf16"
+
+    @property
     def initial_weight_bytes(self) -> int | None:
         """Bytes of weights the run loads before its first step (0: it starts from random weights;
         None: unknown)."""
@@ -282,7 +290,8 @@ class RunConfig(ProcessEnv):
             nodes=self.nodes,
             tokens_per_step=self.tokens_per_step,
             flops_per_token=self.model_flops_per_token,
-            published_mfu=step_time.published_mfu(self.STEP_TIME, self.step_input, instance_type),
+            precision=self.matmul_precision,
+            published=step_time.published_setup(self.STEP_TIME, self.step_input, instance_type),
             support=None if support is None else support.status,
             initial_weight_bytes=self.initial_weight_bytes,
             checkpoint_bytes=self.resume_bytes,
@@ -418,8 +427,16 @@ class MegatronRun(TrainingRun):
         )
 
     @property
+    def model_vocabulary(self) -> int:
+        """The vocabulary of the model's logit layer (Llama 2's; a recipe that pads or tokenizes otherwise says)."""
+        return LLAMA2_VOCAB
+
+    @property
     def model_flops_per_token(self) -> float:
-        return llama_flops_per_token(self.decoder)
+        d = self.decoder
+        layers, heads, kv = d.num_layers, d.num_attention_heads, d.num_kv_heads
+        shape = ModelShape(layers, d.hidden_size, d.ffn_hidden_size, heads, kv, self.model_vocabulary)
+        return flops_per_token(shape, d.seq_length)
 
     @property
     def checkpoints_kept(self) -> int:

@@ -97,6 +97,10 @@ class NemoGpuWorkload(MegatronRun):
         return llama_parameters(self.decoder, self._vocabulary()[0])
 
     @property
+    def model_vocabulary(self) -> int:
+        return self._vocabulary()[0]
+
+    @property
     def checkpoint_assumes(self) -> str:
         return self._vocabulary()[1]
 

@@ -20,10 +20,11 @@ from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
 from estimates.checkpoints import CheckpointModel, CheckpointSize
-from estimates.model import transformer_flops_per_token
+from estimates.flops import flops_per_token
 from estimates.startup import CompileTime
 from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances, versions
+from facts.megatron_bridge import ModelShape
 from facts.nodegroups import placement
 
 QWEN3_8B = {"vocab": 151936, "hidden": 4096, "layers": 36, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn": 12288}
@@ -235,11 +236,11 @@ class TorchTitanNeuronWorkload(TrainingRun):
 
     @property
     def model_flops_per_token(self) -> float | None:
-        parameters = self.checkpoint_parameters
-        if parameters is None:
-            return None
+        if self.checkpoint_parameters is None:
+            return None  # another repo's shape is not recorded
         q = QWEN3_8B
-        return transformer_flops_per_token(parameters, q["layers"], q["heads"] * q["head_dim"], self.model.seq_length)
+        shape = ModelShape(q["layers"], q["hidden"], q["ffn"], q["heads"], q["kv_heads"], q["vocab"], qk_norm=True)
+        return flops_per_token(shape, self.model.seq_length, head_dim=q["head_dim"])
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """TP divides a node's ranks; the global batch is a whole number of micro batches of the
