@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import pytest
 
+import config
 from config.workloads.llama3_nxd import FFN, HEADS, HIDDEN, KV_HEADS, LAYERS, MODEL_PARAMETERS, SEQ_LENGTH, VOCAB
+from estimates import throughput
 from estimates.flops import flops_per_token
 from facts import megatron_bridge as bridge
 from facts import peak_flops
 from tests import upstream
-from tests.conftest import stack_plan
+from tests.conftest import stack_plan, stack_values
+from tests.unit.test_trainium_recipes import _with
 from tools.offline.plan_table import render_table
 
 FORMULA = upstream.facts("megatron-core-flops-r0.19.0")
@@ -118,3 +121,28 @@ def test_every_training_run_states_its_mfu_basis(stack: str) -> None:
         assert run["inputs"]["throughput"]["mfuBasis"], run["name"]
     lines = [line for line in render_table(plan).splitlines() if "throughput:" in line]
     assert len(lines) == len(trains) and all("MFU" in line for line in lines), lines
+
+
+def test_the_formula_is_read_at_the_megatron_core_the_image_ships() -> None:
+    """Next release: a bump of the container's Megatron Core fails here until the formula is re-read."""
+    source = upstream.load("megatron-core-flops-r0.19.0")["source"]
+    assert source["commit"] == bridge.MCORE_COMMIT and source["ref"] == f"core_r{bridge.MCORE_VERSION}"
+
+
+def test_scaling_a_run_keeps_its_mfu_and_says_its_new_setup() -> None:
+    """Next change: the FP8 pre-training edited from 2 to 4 p5en nodes (the group with it). The
+    estimate scales per GPU, so the step halves and the MFU stays; what differs from the published
+    one-node row now says 4 nodes."""
+    # twice the speed: checkpoints every 1000 steps would pass 2% of the time; 1500 is the edit's too
+    values = _with("p5en-megatron-bridge", "pretrain", nodes=4, **{"checkpoints.saveInterval": 1500})
+    values["llm-training-eks:nodeGroups"][0]["desiredSize"] = 4
+    plans = []
+    for stack in (stack_values("p5en-megatron-bridge"), values):
+        run = config.parse_stack_values(stack).workloads["pretrain"]
+        step = run.step_estimate("p5en.48xlarge")
+        assert step is not None
+        plans.append(throughput.plan(run.work("p5en.48xlarge"), "p5en.48xlarge", *step))
+    before, after = plans
+    assert after["stepSeconds"] == pytest.approx(before["stepSeconds"] / 2, abs=1e-3)  # type: ignore[operator]
+    assert after["mfu"] == before["mfu"]
+    assert "4 nodes over EFA, not 1" in str(after["published"]) and "2 nodes" not in str(after["published"])

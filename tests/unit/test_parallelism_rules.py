@@ -11,12 +11,14 @@ The model shapes are the pinned configs the recipes read (torchtitan-config-cli.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 import config
 from config.workloads.torchtitan_neuron import QWEN3_8B
+from facts import megatron_bridge as bridge
 from tests import upstream
 from tests.conftest import plan_exit
 from tests.unit.test_trainium_recipes import _problems, _with
@@ -87,3 +89,25 @@ def test_nemo_sequence_parallel_sequence_must_split_over_tp(tmp_path: Path) -> N
     assert code == 2 and "Traceback" not in err, err
     line = next(line for line in err.splitlines() if "workloads.nemo.model.seqLength" in line)
     assert "sequence parallelism" in line and "tensorParallel 4" in line, line
+
+
+def test_the_rules_are_read_at_the_versions_the_images_run() -> None:
+    """Next release: the Megatron Core rule is read at the image's Megatron Core, the TorchTitan
+    rules at both ends of the range the fork's CLI is held to; a bump of either fails here until the
+    rules are re-read."""
+    sp = upstream.load("megatron-sequence-parallel")["source"]
+    assert sp["commit"] == bridge.MCORE_COMMIT and sp["ref"] == f"core_r{bridge.MCORE_VERSION}"
+    titan, cli = upstream.load("torchtitan-parallelism")["source"], upstream.load("torchtitan-config-cli")["source"]
+    assert titan["commit"] == cli["commit"]
+    lower = re.search(r"lower end ([0-9a-f]{40})", cli["also"])
+    assert lower is not None and lower.group(1) in titan["also"]
+
+
+def test_an_edit_to_tp_16_is_exit_2_before_anything_changes(tmp_path: Path) -> None:
+    """Next change: the deployed trn2 TorchTitan run edited to TP 16 never reaches `pulumi up` (was
+    accepted, then failed at TorchTitan's start on every node)."""
+    code, err = plan_exit(_with("trn2-torchtitan", "titan", **{"model.tensorParallel": 16}), tmp_path)
+    assert code == 2 and "Traceback" not in err, err
+    assert any(line.startswith("workloads.titan.model.tensorParallel: 16 must divide") for line in err.splitlines()), (
+        err
+    )
