@@ -209,6 +209,17 @@ class ModelConfig(Model):
                 " key/value heads over the tensor-parallel ranks and refuses a remainder",
                 "conflict",
             )
+        if self.sequence_parallel and self.tensor_parallel > 1 and self.seq_length % self.tensor_parallel:
+            # Megatron Core's scatter to the sequence-parallel region asserts it in the first forward
+            # (core mappings.py _split_along_first_dim; neuronx-distributed's the same:
+            # tests/upstream/megatron-sequence-parallel.yaml).
+            raise KeyProblem(
+                "seqLength",
+                f"{self.seq_length} tokens do not split over tensorParallel {self.tensor_parallel} with sequence"
+                " parallelism (Megatron splits the sequence over the TP ranks)",
+                "conflict",
+                allowed=f"a multiple of {self.tensor_parallel}, or sequenceParallel: false",
+            )
         if self.num_layers % self.pipeline_parallel:
             raise KeyProblem(
                 "pipelineParallel", f"{self.pipeline_parallel} does not divide numLayers {self.num_layers}", "conflict"

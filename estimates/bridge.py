@@ -1,12 +1,14 @@
-"""The `megatron-bridge` recipe's modelled throughput: a run's step time, tokens per second and the
-model FLOPs utilisation they imply, from NVIDIA's published Megatron Bridge performance rows
-(facts/megatron_bridge.py PUBLISHED; tests/upstream/megatron-bridge-performance.yaml).
+"""The `megatron-bridge` recipe's modelled throughput: a run's step time and tokens per second from
+NVIDIA's published Megatron Bridge performance rows (facts/megatron_bridge.py PUBLISHED;
+tests/upstream/megatron-bridge-performance.yaml).
 
 A published row applies to a run of the same model, mode, precision and sequence length on the
 row's GPU (SYSTEM_OF_INSTANCE); its tokens per second per GPU is taken as the run's, so the step
-is the run's tokens per step over that rate times its GPUs. Parallelism and batch may differ from
-the published run's: the estimate says so, with the published shape, so a reader sees what was
-measured. Nothing is extrapolated across models, precisions, sequence lengths or GPUs.
+is the run's tokens per step over that rate times its GPUs. The rows are NVIDIA's tuned
+performance recipes, mostly on one node; the run is the library recipe, on its own nodes and
+parallelism: the plan says how the two differ (published_setup), so a reader sees what was
+measured. The MFU is estimates/throughput.py's, the same formula and peak as every recipe. Nothing
+is extrapolated across models, precisions, sequence lengths or GPUs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ class BridgeShape:
     nodes: int
     global_batch_size: int
     seq_length: int
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    context_parallel: int = 1
+    virtual_pipeline: int | None = None
+    micro_batch_size: int = 1
+    recipe: str = ""
+    """The library recipe the run builds on (its exported name)."""
 
 
 def published_row(run: BridgeShape, instance_type: str) -> bridge.PublishedRun | None:
@@ -61,21 +70,41 @@ def step_seconds(run: BridgeShape, instance_type: str) -> float | None:
     return tokens / (row.tokens_per_second_per_gpu * _gpus(run, instance_type))
 
 
-def published_mfu(run: BridgeShape, instance_type: str) -> tuple[float, str] | None:
-    """Where a published row applies: its model TFLOP/s per GPU against the GPU's dense BF16 peak
-    (the MFU), and what was measured (estimates/throughput.py shows both on the throughput line)."""
+def published_setup(run: BridgeShape, instance_type: str) -> str | None:
+    """Where a published row applies: what it measured, and how the run's setup differs from it
+    (GPU, nodes, parallelism, batch, recipe; the precision is the same, rows only match their own)."""
     row = published_row(run, instance_type)
     if row is None:
         return None
-    peak = bridge.PEAK_DENSE_BF16_TFLOPS[row.system]
-    fp8 = ""
-    if row.precision != "bf16":
-        fp8 = f", {row.model_tflops_per_gpu / bridge.PEAK_DENSE_FP8_TFLOPS[row.system]:.1%} of its dense FP8 peak"
-    return row.model_tflops_per_gpu / peak, (
-        f"{row.system} {row.model} {row.mode} {row.precision}, NeMo {row.container}: {row.shape}:"
+    measured = (
+        f"{row.system} {row.model} {row.mode} {row.precision}, NeMo {row.container} performance recipe: {row.shape}:"
         f" {row.tokens_per_second_per_gpu:g} tokens/s/GPU, {row.model_tflops_per_gpu:g} model TFLOP/s/GPU"
-        f" (MFU against the GPU's {peak:g} dense BF16 TFLOP/s{fp8})"
     )
+    return f"{measured}; this run differs: {'; '.join(differences(run, row, instance_type))}"
+
+
+def differences(run: BridgeShape, row: bridge.PublishedRun, instance_type: str) -> list[str]:
+    """How the run's setup differs from the published row's, one phrase each."""
+    it = instances.get(instance_type)
+    row_nodes = max(1, row.gpus // it.accelerator_count)
+    out: list[str] = []
+    if it.accelerator_name and it.accelerator_name not in row.system:
+        out.append(f"{it.accelerator_name}, at the {row.system} figure")
+    if run.nodes != row_nodes:
+        out.append(f"{run.nodes} nodes over EFA, not {row_nodes}" + (" (NVLink only)" if row_nodes == 1 else ""))
+    ours = (run.tensor_parallel, run.pipeline_parallel, run.context_parallel, run.virtual_pipeline or None)
+    theirs = (row.tensor_parallel, row.pipeline_parallel, row.context_parallel, row.virtual_pipeline)
+    if ours != theirs or row.fsdp:
+        vp = f" VP{run.virtual_pipeline}" if run.virtual_pipeline and run.virtual_pipeline > 1 else ""
+        fsdp = f", no FSDP (the row: FSDP{row.fsdp})" if row.fsdp else ""
+        out.append(f"TP{run.tensor_parallel} PP{run.pipeline_parallel} CP{run.context_parallel}{vp}{fsdp}")
+    if (run.global_batch_size, run.micro_batch_size) != (row.global_batch_size, row.micro_batch_size):
+        out.append(f"GBS {run.global_batch_size} MBS {run.micro_batch_size}")
+    out.append(
+        f"the library recipe {run.recipe or run.model} of Bridge {bridge.BRIDGE_VERSION} (NeMo 26.08), not the"
+        " tuned performance recipe"
+    )
+    return out
 
 
 STEP_TIME = PublishedStepTime(
@@ -84,5 +113,5 @@ STEP_TIME = PublishedStepTime(
     " DGX-H100 (1664), Llama 3 70B SFT FP8 on DGX-H100 (1638); H200 (p5e, p5en) at the H100 figure; none for B300",
     basis=BASIS,
     estimate=step_seconds,
-    mfu=published_mfu,
+    setup=published_setup,
 )

@@ -1,5 +1,5 @@
-"""A decoder's size and work from its shape: parameters (what a checkpoint holds) and model
-FLOPs per trained token (what MFU counts)."""
+"""A decoder's size from its shape: parameters (what a checkpoint holds). Its model FLOPs per
+trained token (what MFU counts) are estimates/flops.py's, one formula for every recipe."""
 
 from __future__ import annotations
 
@@ -37,15 +37,3 @@ def llama_parameters(m: DecoderShape, vocab: int = LLAMA2_VOCAB) -> int:
     attention = 2 * h * h + 2 * h * kv
     mlp = 3 * h * m.ffn_hidden_size
     return 2 * vocab * h + m.num_layers * (attention + mlp + 2 * h) + h
-
-
-def transformer_flops_per_token(parameters: int, layers: int, hidden: int, seq_length: int) -> float:
-    """Model FLOPs of one trained token of a decoder, forward and backward: 6 per parameter plus
-    the attention's 12 x layers x hidden x sequence length (Chowdhery et al. 2022, PaLM,
-    appendix B: "model FLOPs utilization"; no recomputation counted)."""
-    return 6.0 * parameters + 12.0 * layers * hidden * seq_length
-
-
-def llama_flops_per_token(m: DecoderShape, vocab: int = LLAMA2_VOCAB) -> float:
-    """Model FLOPs per trained token of a Llama-style decoder of shape `m`."""
-    return transformer_flops_per_token(llama_parameters(m, vocab), m.num_layers, m.hidden_size, m.seq_length)

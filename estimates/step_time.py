@@ -22,9 +22,9 @@ class PublishedStepTime:
     """(the run's step input, instance type of its node group) -> seconds per optimizer step; None
     where the published measurement does not apply (another shape or instance type). The step input
     is what the recipe's config builds for its source (RunConfig.step_input)."""
-    mfu: Callable[[Any, str], tuple[float, str] | None] | None = None
-    """(step input, instance type) -> the MFU the published run states and what was measured, where
-    it states its own model FLOPs (None: the plan computes MFU from the model)."""
+    setup: Callable[[Any, str], str | None] | None = None
+    """(step input, instance type) -> what the published run measured and how its setup differs from
+    the run's (nodes, parallelism, precision, recipe), for the plan to say beside the estimate."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,12 @@ class PerNodeSample:
     sequences_per_second_per_node: float
     shape: str
     instance_types: tuple[str, ...]
+    measured: str = ""
+    """The published run: its nodes, parallelism, batch, precision and software."""
+    nodes: int = 0
+    """Nodes of the published run (0: not stated)."""
+    global_batch_size: int = 0
+    """Global batch of the published run (0: not stated)."""
 
     def step_seconds(self, run: SampleRun, instance_type: str) -> float | None:
         """The run's global batch at the sample's sequences per second per node (None: another
@@ -59,6 +65,17 @@ class PerNodeSample:
         if run.shape != self.shape or instance_type not in self.instance_types:
             return None
         return run.global_batch_size / (self.sequences_per_second_per_node * run.nodes)
+
+    def setup(self, run: SampleRun, instance_type: str) -> str | None:
+        """What was measured and how the run differs from it, where the sample applies."""
+        if self.step_seconds(run, instance_type) is None:
+            return None
+        differs = []
+        if self.nodes and run.nodes != self.nodes:
+            differs.append(f"{run.nodes} nodes, not {self.nodes}: scaled linearly per node, no fabric cost modelled")
+        if self.global_batch_size and run.global_batch_size != self.global_batch_size:
+            differs.append(f"global batch {run.global_batch_size}, not {self.global_batch_size}")
+        return f"{self.measured}; this run: " + ("; ".join(differs) if differs else "the same setup")
 
 
 StepTime = PublishedStepTime | UnknownStepTime
@@ -74,12 +91,12 @@ def estimated(source: StepTime, step_input: object, instance_type: str) -> tuple
     return None if seconds is None else (seconds, source.basis)
 
 
-def published_mfu(source: StepTime, step_input: object, instance_type: str) -> tuple[float, str] | None:
-    """The MFU the recipe's published run states on `instance_type`, and what was measured (None:
-    the plan computes MFU from the model)."""
-    if not isinstance(source, PublishedStepTime) or source.mfu is None:
+def published_setup(source: StepTime, step_input: object, instance_type: str) -> str | None:
+    """What the recipe's published measurement ran on `instance_type` and how the run differs from
+    it (None: no published measurement applies)."""
+    if not isinstance(source, PublishedStepTime) or source.setup is None:
         return None
-    return source.mfu(step_input, instance_type)
+    return source.setup(step_input, instance_type)
 
 
 def step_time(configured: float | None, published: tuple[float, str] | None, key: str) -> tuple[float | None, str]:

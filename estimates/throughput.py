@@ -4,11 +4,13 @@ or estimated from the recipe's published measurement, or unknown) and its basis,
 recipe, and what it reads before its first step (weights loaded at start) and to resume (the
 latest checkpoint read back); the image pulls and the compile are estimates.startup's.
 
-MFU: where the recipe's estimate comes from a published run that states its own model TFLOP/s
-(Megatron Bridge's tables, estimates/bridge.py), that figure over the GPU's peak (`published_mfu`);
-otherwise model FLOPs (6 per parameter plus attention, PaLM's definition: no recomputation, see
-estimates/model.py) over the dense BF16 peak of facts/peak_flops.py. A key whose value is not known
-is left out.
+MFU, one definition for every recipe: model FLOPs per trained token by one formula
+(estimates/flops.py, Megatron Core's, the one behind NVIDIA's published model TFLOP/s) x tokens per
+second, over the dense peak of the precision the run's matrix multiplies use (facts/peak_flops.py:
+an FP8 run against the FP8 peak). Where the step time is estimated from a published run, the plan
+also says what that run measured and how its setup differs from this one (`published`). Every
+training run's line states its MFU's basis, or why there is none (`mfuBasis`). A key whose value is
+not known is left out.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 
 from estimates.acceptance import AcceptanceTime
 from estimates.checkpoints import FileSystem
+from estimates.flops import FORMULA
 from facts import instances
-from facts.peak_flops import PEAK_BF16
+from facts.peak_flops import Precision, peak
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,10 @@ class RunWork:
     """Tokens an optimizer step trains on (global batch x sequence length); None: unknown."""
     flops_per_token: float | None = None
     """Model FLOPs per trained token, forward and backward; None: unknown."""
-    published_mfu: tuple[float, str] | None = None
-    """The MFU of the published run the step time is estimated from, and what was measured."""
+    precision: Precision = "bf16"
+    """The precision of the run's matrix multiplies: its MFU is against that peak."""
+    published: str | None = None
+    """What the published run the step time is estimated from measured, and how this run differs."""
     support: str | None = None
     """The recipe's support status upstream."""
     initial_weight_bytes: int | None = None
@@ -51,7 +56,7 @@ def plan(
     """What the plan shows of one run's speed on `instance_type`."""
     if not run.trains:
         step_seconds, basis = None, "it trains nothing"
-    tokens, flops, peak = run.tokens_per_step, run.flops_per_token, PEAK_BF16.get(instance_type)
+    tokens = run.tokens_per_step
     tokens_per_second = tokens / step_seconds if tokens and step_seconds else None
     instance = instances.CATALOG.get(instance_type)
     facts: dict[str, object | None] = {
@@ -61,18 +66,35 @@ def plan(
     }
     if tokens_per_second is not None and instance is not None and instance.accelerator == "nvidia":
         facts["tokensPerSecondPerGpu"] = round(tokens_per_second / (run.nodes * instance.accelerator_count), 1)
-    published = run.published_mfu if tokens_per_second is not None else None
-    if published is not None:
-        facts["mfu"], facts["published"] = round(published[0], 3), published[1]
-    elif tokens_per_second is not None and flops is not None and peak is not None:
-        facts["mfu"] = round(flops * tokens_per_second / (peak.tflops * 1e12 * run.nodes), 4)
-        facts["peak"] = peak.source
+    if run.trains:
+        facts.update(mfu(run, instance_type, tokens_per_second))
+    if step_seconds is not None and basis != "configured":
+        facts["published"] = run.published
     facts["support"] = run.support
     out = {k: v for k, v in facts.items() if v is not None}
     out["loads"] = loads(run, storage)
     if run.acceptance is not None:
         out["acceptance"] = run.acceptance.as_dict()
     return out
+
+
+def mfu(run: RunWork, instance_type: str, tokens_per_second: float | None) -> dict[str, object]:
+    """The run's MFU and its basis (the formula, the precision and its peak), or why there is none."""
+    top = peak(instance_type, run.precision)
+    precision = run.precision.upper()
+    if tokens_per_second is None:
+        why = "no step time" if run.tokens_per_step else "tokens per step not modelled for the recipe"
+        return {"mfuBasis": f"no MFU: {why}"}
+    if run.flops_per_token is None:
+        return {"mfuBasis": "no MFU: the model's FLOPs per token are not modelled (its shape is not recorded)"}
+    if top is None:
+        return {"mfuBasis": f"no MFU: no dense {precision} peak recorded for {instance_type}"}
+    value = run.flops_per_token * tokens_per_second / (top.tflops * 1e12 * run.nodes)
+    return {
+        "mfu": round(value, 4),
+        "mfuBasis": f"{run.flops_per_token / 1e9:.1f} GFLOP/token ({FORMULA}) over the dense {precision} peak:"
+        f" {top.source}",
+    }
 
 
 def loads(run: RunWork, storage: FileSystem | None) -> dict[str, object]:

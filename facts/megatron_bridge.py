@@ -10,7 +10,7 @@ Every value is held against its upstream source by tests/unit/test_megatron_brid
   that commit (tests/upstream/megatron-bridge-0.6.0.yaml), and Megatron Core core_r0.19.0
   (tests/upstream/megatron-lm-core_r0.19.0.yaml);
 - published throughput: the Megatron Bridge performance summary at that commit
-  (tests/upstream/megatron-bridge-performance.yaml); GPU peaks: tests/upstream/gpu-peak-flops-2026-11.yaml.
+  (tests/upstream/megatron-bridge-performance.yaml).
 """
 
 from __future__ import annotations
@@ -80,11 +80,6 @@ class ModelShape:
         """Tensors of the Hugging Face checkpoint: embedding, output layer, final norm, and per
         layer q, k, v, o, the MLP's three, two norms (and the q/k norms)."""
         return 3 + self.layers * (9 + (2 if self.qk_norm else 0))
-
-    def flops_per_token(self, seq_length: int) -> float:
-        """Training FLOPs per token: 6 x parameters for the matrix multiplies, plus the attention
-        scores and values (12 x layers x hidden x sequence, causal masking not discounted)."""
-        return 6 * self.parameters + 12 * self.layers * self.hidden * seq_length
 
 
 @dataclass(frozen=True)
@@ -261,11 +256,6 @@ SYSTEM_OF_INSTANCE: dict[str, str] = {
 """Which published system's figure an instance type's estimate uses. H200 (p5e, p5en) uses the
 H100 figure: the same GH100 compute (989.4 dense BF16 TFLOPS), more and faster HBM, so the H100
 figure is a floor; no H200 row is published. p6-b300 has no published Llama row."""
-
-PEAK_DENSE_BF16_TFLOPS: dict[str, float] = {"DGX-H100": 989.4, "DGX-B200": 2250.0}
-"""Per-GPU dense BF16 tensor peak (H100 SXM5; B200 in HGX at 1000 W): the MFU's denominator."""
-PEAK_DENSE_FP8_TFLOPS: dict[str, float] = {"DGX-H100": 1978.9, "DGX-B200": 4500.0}
-"""The same GPUs' dense FP8 tensor peak, the ceiling of an FP8 run."""
 
 GPU_SM: dict[str, str] = {gpu: f"sm_{arch}" for gpu, arch in CUDA_ARCH.items()}
 """Each GPU's compute capability as an SM target, the instance catalog's (held to NVIDIA's CUDA GPUs

@@ -21,7 +21,7 @@ from typing import Annotated, get_args
 
 from pydantic import Field
 
-from config.workloads.base import RECIPE_FACTS, AcceptanceRun, Kind, MegatronRun, RunConfig, ServingRun, TrainingRun
+from config.workloads.base import RECIPE_FACTS, AcceptanceRun, Kind, RunConfig, ServingRun, TrainingRun
 from config.workloads.bert_neuron import BertNeuronWorkload
 from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
@@ -29,6 +29,7 @@ from config.workloads.fabric_gpu import FabricGpuRun
 from config.workloads.fabric_neuron import FabricNeuronRun
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
 from config.workloads.llama3_nxd import Llama3NxdWorkload
+from config.workloads.megatron import MegatronRun
 from config.workloads.megatron_bridge import MegatronBridgeWorkload
 from config.workloads.nemo_gpu import NemoGpuWorkload
 from config.workloads.torchtitan_neuron import TorchTitanNeuronWorkload

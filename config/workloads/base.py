@@ -1,8 +1,6 @@
 """What every workload says, whatever its kind and recipe; the three kinds (training, serving,
 acceptance), each with only its own interface; and what each recipe must state about itself."""
 
-# size: the base every workload shares and the three kinds that refine it, read side by side
-
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -13,16 +11,15 @@ from pydantic.alias_generators import to_camel
 
 from config.base import IMAGE_TAG_RE, RUN_ID_RE, KeyProblem, Refusal, check_image, matches
 from config.run_env import ProcessEnv
-from config.training import HealthCheckConfig, ModelConfig, TrainingConfig, parallelism_problems
+from config.training import HealthCheckConfig, ModelConfig, parallelism_problems
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, RecipeDocs
-from config.workloads.schedule import megatron_length, megatron_schedule
 from estimates import run_length, schedule, step_time
 from estimates.checkpoints import CheckpointInput, CheckpointModel
-from estimates.model import DecoderShape, llama_flops_per_token, llama_parameters
 from estimates.startup import CompileTime
 from estimates.step_time import StepTime
 from estimates.throughput import RunWork
 from facts import images, instances, needs, versions
+from facts.peak_flops import Precision
 
 
 def _without_unused(schema: dict[str, Any], model: type[Any]) -> None:
@@ -260,6 +257,11 @@ class RunConfig(ProcessEnv):
         return None
 
     @property
+    def matmul_precision(self) -> Precision:
+        """The precision of the run's matrix multiplies, whose peak its MFU is against."""
+        return "bf16"
+
+    @property
     def initial_weight_bytes(self) -> int | None:
         """Bytes of weights the run loads before its first step (0: it starts from random weights;
         None: unknown)."""
@@ -283,7 +285,8 @@ class RunConfig(ProcessEnv):
             nodes=self.nodes,
             tokens_per_step=self.tokens_per_step,
             flops_per_token=self.model_flops_per_token,
-            published_mfu=step_time.published_mfu(self.STEP_TIME, self.step_input, instance_type),
+            precision=self.matmul_precision,
+            published=step_time.published_setup(self.STEP_TIME, self.step_input, instance_type),
             support=None if support is None else support.status,
             initial_weight_bytes=self.initial_weight_bytes,
             checkpoint_bytes=self.resume_bytes,
@@ -392,58 +395,3 @@ class AcceptanceRun(RunConfig):
     competes with it for the group's quota while `pulumi up` waits."""
 
     KIND: ClassVar[Kind] = "acceptance"
-
-
-class MegatronRun(TrainingRun):
-    """A run that trains a Megatron GPT model (NeMo, neuronx-nemo-megatron): shape and schedule."""
-
-    model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}), description="Model shape.")
-    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Steps and schedule.")
-
-    @property
-    def lr_schedule(self) -> schedule.Schedule:
-        return megatron_schedule(self.training)
-
-    @property
-    def run_length(self) -> run_length.RunLength:
-        return megatron_length(self.training.max_steps)
-
-    @property
-    def model_shape(self) -> ModelConfig:
-        return self.model
-
-    @property
-    def optimizer_steps(self) -> int:
-        return self.training.max_steps
-
-    @property
-    def checkpoint_interval(self) -> int:
-        return self.training.checkpoint_every_steps
-
-    @property
-    def checkpoint_interval_key(self) -> str:
-        return "training.checkpointEverySteps"
-
-    @property
-    def tokens_per_step(self) -> int:
-        return self.model.global_batch_size * self.model.seq_length
-
-    @property
-    def decoder(self) -> DecoderShape:
-        """The model's shape as the estimates read it."""
-        m = self.model
-        return DecoderShape(
-            m.hidden_size, m.ffn_hidden_size, m.num_layers, m.num_attention_heads, m.num_kv_heads, m.seq_length
-        )
-
-    @property
-    def model_flops_per_token(self) -> float:
-        return llama_flops_per_token(self.decoder)
-
-    @property
-    def checkpoints_kept(self) -> int:
-        return self.training.checkpoints_to_keep
-
-    @property
-    def checkpoint_parameters(self) -> int:
-        return llama_parameters(self.decoder)

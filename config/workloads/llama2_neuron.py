@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from config.training import Llama2DataConfig
-from config.workloads.base import MegatronRun
+from config.workloads.megatron import MegatronRun
 from config.workloads.recipe import Arguments, Conversion, Converter, ExampleStacks, HeldAgainst, RecipeDocs, Support
 from estimates.checkpoints import CheckpointModel, CheckpointSize
 from estimates.startup import CompileTime
@@ -21,7 +21,14 @@ TP=8, global batch 256, 16 trn1.32xlarge nodes: 49.75 sequences/s, scaled linear
 TRN1_TYPES = ("trn1.32xlarge", "trn1n.32xlarge")
 
 
-SAMPLE = PerNodeSample(LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE, "7b", TRN1_TYPES)
+SAMPLE = PerNodeSample(
+    LLAMA2_7B_SEQ_PER_SECOND_PER_TRN1_NODE,
+    "7b",
+    TRN1_TYPES,
+    "Neuron 2.13.1 sample: Llama2-7B, 16 trn1.32xlarge, TP 8, global batch 256, seq 4096, BF16: 49.75 sequences/s",
+    nodes=16,
+    global_batch_size=256,
+)
 """A 7B step on trn1 nodes: the global batch at the sample's sequences per second per node."""
 
 
@@ -57,6 +64,7 @@ class Llama2NeuronWorkload(MegatronRun):
         " trn1.32xlarge nodes: 49.75 sequences/s (7b on trn1/trn1n only, scaled linearly per node)",
         basis="estimated from the Neuron 2.13.1 Llama2-7B sample",
         estimate=SAMPLE.step_seconds,
+        setup=SAMPLE.setup,
     )
     DOCS: ClassVar[RecipeDocs] = RecipeDocs(
         follows="neuronx-nemo-megatron 0.8.0 (`2.21_release`, commit `d760e20`): `llama_7b.sh` / `llama_13b.sh` /"

@@ -19,11 +19,12 @@ from config.problems import problem
 from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
 from estimates.checkpoints import CheckpointModel, CheckpointSize
-from estimates.model import transformer_flops_per_token
+from estimates.flops import flops_per_token
 from estimates.schedule import Schedule
 from estimates.startup import CompileTime
 from estimates.step_time import PerNodeSample, PublishedStepTime, SampleRun, StepTime
 from facts import instances, versions
+from facts.megatron_bridge import ModelShape
 
 # Llama 3 8B (Meta-Llama-3-8B and Llama-3.1-8B share it): upstream's config.json.
 VOCAB, HIDDEN, FFN, LAYERS, HEADS, KV_HEADS = 128256, 4096, 14336, 32, 32, 8
@@ -55,6 +56,10 @@ SAMPLE = PerNodeSample(
     LLAMA31_8B_SEQ_PER_SECOND_PER_TRN1_NODE,
     "TP 32",
     tuple(name for name, t in instances.CATALOG.items() if t.family in TRN1_FAMILIES),
+    "Neuron 2.24.0 sample: Llama-3.1-8B, 32 trn1.32xlarge, TP 32 DP 32 ZeRO-1, global batch 1024, seq 8192, BF16:"
+    " 47.95 sequences/s",
+    nodes=32,
+    global_batch_size=1024,
 )
 """A step at the sample's shape (TP 32; the sequence is 8192 always) on trn1 nodes: the global
 batch at the sample's sequences per second per node."""
@@ -146,6 +151,7 @@ class Llama3NxdWorkload(TrainingRun):
         " 47.95 sequences/s (TP 32 on trn1/trn1n only, scaled linearly per node)",
         basis="estimated from the Neuron 2.24.0 Llama-3.1-8B sample",
         estimate=SAMPLE.step_seconds,
+        setup=SAMPLE.setup,
     )
     COMPILE: ClassVar[CompileTime] = CompileTime(
         None,
@@ -258,7 +264,7 @@ class Llama3NxdWorkload(TrainingRun):
 
     @property
     def model_flops_per_token(self) -> float:
-        return transformer_flops_per_token(MODEL_PARAMETERS, LAYERS, HIDDEN, SEQ_LENGTH)
+        return flops_per_token(ModelShape(LAYERS, HIDDEN, FFN, HEADS, KV_HEADS, VOCAB), SEQ_LENGTH)
 
     @property
     def step_input(self) -> SampleRun:

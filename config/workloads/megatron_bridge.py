@@ -12,19 +12,20 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import KeyProblem, Model, Refusal, matches
-from config.problems import problem
 from config.workloads.base import TrainingRun
+from config.workloads.bridge_parallelism import parallelism_problems
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
 from config.workloads.schedule import ScheduleConfig, ValidationConfig, library
 from estimates.bridge import STEP_TIME, BridgeShape
 from estimates.checkpoints import CheckpointModel, CheckpointSize
+from estimates.flops import flops_per_token
 from estimates.run_length import RunLength
 from estimates.schedule import Schedule
 from estimates.startup import NO_COMPILE, CompileTime
 from estimates.step_time import StepTime
 from facts import instances, needs
 from facts import megatron_bridge as bridge
-from facts.nodegroups import placement
+from facts.peak_flops import Precision
 
 SHARED = "/shared/"
 RECIPE_DEFAULT = "the library recipe's (facts/megatron_bridge.py)"
@@ -369,71 +370,24 @@ class MegatronBridgeWorkload(TrainingRun):
 
     @property
     def step_input(self) -> BridgeShape:
-        """What the published rows are matched on, and the batch a step trains (estimates.bridge)."""
+        """What the published rows are matched on, the batch a step trains, and the setup the plan
+        compares with the published row's (estimates.bridge)."""
         r = self.resolved()
-        return BridgeShape(self.model, self.mode, self.precision, self.nodes, int(r["gbs"]), int(r["seq"]))
+        tp, pp, cp, vp, mbs = (int(r[k]) for k in ("tp", "pp", "cp", "vp", "mbs"))
+        shape = (self.model, self.mode, self.precision, self.nodes, int(r["gbs"]), int(r["seq"]))
+        return BridgeShape(*shape, tp, pp, cp, vp, mbs, self.library_recipe.name)
+
+    @property
+    def matmul_precision(self) -> Precision:
+        """FP8 current scaling runs the linear layers' GEMMs in FP8."""
+        return "fp8" if self.precision == "fp8-cs" else "bf16"
+
+    @property
+    def model_flops_per_token(self) -> float:
+        return flops_per_token(self.hf_model.shape, int(self.resolved()["seq"]))
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """What Megatron Core refuses at start-up (tests/upstream/megatron-lm-core_r0.19.0.yaml
         parallelism_rules), and what Megatron Bridge refuses for context parallelism. (A GPU the
         image's NCCL has no kernels for is refused for every recipe: config/checks/runs.py.)"""
-        return parallelism_problems(key, self, instance)
-
-
-def parallelism_problems(key: str, run: MegatronBridgeWorkload, instance: instances.InstanceType) -> list[str]:
-    """Each problem as `<key>.<camelCase path>: ...`, with what would be valid."""
-    r, shape = run.resolved(), run.hf_model.shape
-    tp, pp, cp, vp = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["vp"])
-    gpus = placement(instance, run.nodes).devices
-    out: list[str] = []
-    if tp > instance.accelerator_count:
-        out.append(
-            problem(
-                f"{key}.parallelism.tensorParallel",
-                "conflict",
-                f"{tp} spans nodes; at most {instance.accelerator_count}",
-            )
-        )
-    if shape.heads % tp or (shape.kv_heads % tp and tp % shape.kv_heads):
-        out.append(
-            problem(
-                f"{key}.parallelism.tensorParallel",
-                "conflict",
-                f"{tp} must divide the {shape.heads} attention heads and divide or be a"
-                f" multiple of the {shape.kv_heads} query groups of {run.model}",
-            )
-        )
-    if shape.layers % (pp * vp):
-        out.append(
-            problem(
-                f"{key}.parallelism.pipelineParallel",
-                "conflict",
-                f"{pp} stages x {vp} virtual stages must divide the {shape.layers} layers of {run.model}",
-            )
-        )
-    if gpus % (tp * pp * cp):
-        out.append(
-            problem(
-                f"{key}.nodes",
-                "conflict",
-                f"{gpus} GPUs are not a multiple of TP x PP x CP = {tp * pp * cp} (tensorParallel,"
-                " pipelineParallel, contextParallel)",
-            )
-        )
-    elif int(r["gbs"]) % (int(r["mbs"]) * (dp := gpus // (tp * pp * cp))):
-        out.append(
-            problem(
-                f"{key}.training.globalBatchSize",
-                "conflict",
-                f"{r['gbs']} is not a multiple of microBatchSize {r['mbs']} x data-parallel size {dp}",
-            )
-        )
-    if cp > 1 and int(r["seq"]) % (2 * cp):
-        out.append(
-            problem(
-                f"{key}.training.seqLength",
-                "conflict",
-                f"{r['seq']} must be a multiple of 2 x contextParallel = {2 * cp}",
-            )
-        )
-    return out
+        return parallelism_problems(key, self.resolved(), self.hf_model.shape, self.model, self.nodes, instance)

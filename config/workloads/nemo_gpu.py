@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from config.base import Refusal
 from config.training import NemoTokenizerConfig
-from config.workloads.base import MegatronRun
+from config.workloads.megatron import MegatronRun
 from config.workloads.recipe import Arguments, Conversion, Converter, ExampleStacks, HeldAgainst, RecipeDocs, Support
 from estimates.checkpoints import CheckpointModel, CheckpointSize
 from estimates.model import LLAMA2_VOCAB, llama_parameters, padded_vocab
@@ -95,6 +95,10 @@ class NemoGpuWorkload(MegatronRun):
     @property
     def checkpoint_parameters(self) -> int:
         return llama_parameters(self.decoder, self._vocabulary()[0])
+
+    @property
+    def model_vocabulary(self) -> int:
+        return self._vocabulary()[0]
 
     @property
     def checkpoint_assumes(self) -> str:

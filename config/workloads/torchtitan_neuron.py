@@ -21,11 +21,12 @@ from config.workloads.base import TrainingRun
 from config.workloads.recipe import Arguments, Converter, ExampleStacks, HeldAgainst, RecipeDocs, RunExport, Support
 from config.workloads.schedule import ScheduleConfig
 from estimates.checkpoints import CheckpointModel, CheckpointSize
-from estimates.model import transformer_flops_per_token
+from estimates.flops import flops_per_token
 from estimates.schedule import LibrarySchedule, Schedule
 from estimates.startup import CompileTime
 from estimates.step_time import StepTime, UnknownStepTime
 from facts import instances, versions
+from facts.megatron_bridge import ModelShape
 from facts.nodegroups import placement
 
 QWEN3_8B = {"vocab": 151936, "hidden": 4096, "layers": 36, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn": 12288}
@@ -253,15 +254,16 @@ class TorchTitanNeuronWorkload(TrainingRun):
 
     @property
     def model_flops_per_token(self) -> float | None:
-        parameters = self.checkpoint_parameters
-        if parameters is None:
-            return None
+        if self.checkpoint_parameters is None:
+            return None  # another repo's shape is not recorded
         q = QWEN3_8B
-        return transformer_flops_per_token(parameters, q["layers"], q["heads"] * q["head_dim"], self.model.seq_length)
+        shape = ModelShape(q["layers"], q["hidden"], q["ffn"], q["heads"], q["kv_heads"], q["vocab"], qk_norm=True)
+        return flops_per_token(shape, self.model.seq_length, head_dim=q["head_dim"])
 
     def problems_on(self, key: str, instance: instances.InstanceType) -> list[str]:
         """TP divides a node's ranks; the global batch is a whole number of micro batches of the
-        data-parallel ranks (TorchTitan refuses it at start otherwise)."""
+        data-parallel ranks (TorchTitan refuses it at start otherwise); and what TorchTitan refuses
+        of the model's shape (shape_problems)."""
         if instance.family not in versions.TORCHNEURON_FAMILIES:
             return []  # config/checks/runs.py versions_fit names the node group
         m, per_node = self.model, instance.ranks_per_node
@@ -283,4 +285,40 @@ class TorchTitanNeuronWorkload(TrainingRun):
                     f" localBatchSize {m.local_batch_size}",
                 )
             ]
-        return []
+        return self.shape_problems(key)
+
+    def shape_problems(self, key: str) -> list[str]:
+        """What TorchTitan refuses of TP against the model it builds, at either end of the upstream
+        range the fork can be based on (tests/upstream/torchtitan-parallelism.yaml): TP divides the
+        heads and the KV heads (c537bca6 decoder.py:149/154 raise at start; cfd67d392 fails the
+        first forward's view of a half head), and the sequence is a multiple of 2 x TP (cfd67d392
+        qwen3/parallelize.py:78, tp x 2 x cp). Only for the Qwen3-8B config whose shape is recorded."""
+        if self.checkpoint_parameters is None:
+            return []  # another repo's heads are not recorded: not guessed
+        m, q = self.model, QWEN3_8B
+        tp, heads, kv = m.tensor_parallel, q["heads"], q["kv_heads"]
+        out: list[str] = []
+        if heads % tp or kv % tp:
+            valid = ", ".join(str(d) for d in range(1, kv + 1) if kv % d == 0 and heads % d == 0)
+            out.append(
+                problem(
+                    f"{key}.model.tensorParallel",
+                    "conflict",
+                    f"{tp} must divide the {heads} attention heads and {kv} KV heads of {m.hugging_face_repo}"
+                    f" (TorchTitan splits whole heads over the tensor-parallel ranks): {valid}",
+                    value=str(tp),
+                    allowed=valid,
+                )
+            )
+        if m.seq_length % (2 * tp):
+            out.append(
+                problem(
+                    f"{key}.model.seqLength",
+                    "conflict",
+                    f"{m.seq_length} must be a multiple of {2 * tp} (2 x tensorParallel {tp}: TorchTitan's"
+                    " sequence-length divisor, sequence parallelism over TP)",
+                    value=str(m.seq_length),
+                    allowed=f"a multiple of {2 * tp}",
+                )
+            )
+        return out

@@ -74,7 +74,7 @@ def test_step_time_is_configured_then_published_then_unknown() -> None:
     )
     source = step_time.PublishedStepTime("s", "basis", lambda shape, itype: 2.0 if itype == "a" else None)
     assert step_time.estimated(source, None, "a") == (2.0, "basis") and step_time.estimated(source, None, "b") is None
-    assert step_time.published_mfu(source, None, "a") is None
+    assert step_time.published_setup(source, None, "a") is None
     assert step_time.estimated(step_time.UnknownStepTime("why"), None, "a") is None
 
 
@@ -84,8 +84,8 @@ def test_throughput_of_a_run_that_trains_nothing_has_no_step() -> None:
     assert out == {"stepTimeBasis": "it trains nothing", "support": "current", "loads": {}}
 
 
-def test_a_decoders_flops_are_six_per_parameter_plus_attention() -> None:
-    shape = model.DecoderShape(4096, 11008, 32, 32, 32, 4096)
-    n = model.llama_parameters(shape)
-    assert model.llama_flops_per_token(shape) == 6.0 * n + 12.0 * 32 * 4096 * 4096
+def test_a_decoders_parameters_and_padded_vocabulary() -> None:
+    """Llama 2 7B: 6.74 billion parameters (untied embedding); GPT-2's vocabulary padded to 128 x TP 8.
+    (Its FLOPs per token are estimates/flops.py's: tests/unit/test_flops.py.)"""
+    assert model.llama_parameters(model.DecoderShape(4096, 11008, 32, 32, 32, 4096)) == 6_738_415_616
     assert model.padded_vocab(50257, 128, 8) == 51200

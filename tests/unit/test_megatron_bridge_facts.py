@@ -192,18 +192,6 @@ def test_the_published_rows_are_nvidias() -> None:
     assert "p6-b300.48xlarge" not in bridge.SYSTEM_OF_INSTANCE
 
 
-def test_the_peaks_are_the_gpus() -> None:
-    peaks = upstream.facts("gpu-peak-flops-2026-11")
-    assert {
-        "DGX-H100": peaks["H100_SXM5_bf16_dense"],
-        "DGX-B200": peaks["B200_HGX_1000W_bf16_dense"],
-    } == bridge.PEAK_DENSE_BF16_TFLOPS
-    assert {
-        "DGX-H100": peaks["H100_SXM5_fp8_dense"],
-        "DGX-B200": peaks["B200_HGX_1000W_fp8_dense"],
-    } == bridge.PEAK_DENSE_FP8_TFLOPS
-
-
 def test_the_hub_files_are_what_bridge_reads() -> None:
     files = BRIDGE["hub_files"]
     assert list(bridge.HUB_CONFIG_FILES) == files["recipe_model"]

@@ -140,10 +140,10 @@ def throughput_facts(t: dict[str, Any] | None) -> list[str]:
         if tokens is not None:
             per_gpu = t.get("tokensPerSecondPerGpu")
             line += f", {tokens:,} tokens/s" + (f" ({per_gpu:,} per GPU)" if per_gpu is not None else "")
-        if mfu is not None and t.get("published"):
-            line += f", MFU {mfu:.1%}; published: {t['published']}"
-        elif mfu is not None:
-            line += f", MFU {mfu:.1%} of the dense BF16 peak ({t.get('peak')})"
+    if t.get("mfuBasis"):  # every training run: its MFU and basis, or why there is none
+        line += f"; MFU {mfu:.1%}: {t['mfuBasis']}" if mfu is not None else f"; {t['mfuBasis']}"
+    if t.get("published"):
+        line += f"; published: {t['published']}"
     return [line, f"support: {t.get('support')}{_loads(t.get('loads') or {})}"]
 
 
