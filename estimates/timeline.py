@@ -164,42 +164,12 @@ def play(
     holds_forever: set[str] = set()
     for run in _order(runs):
         cap = caps.get(run.group)
-        if cap is None or run.nodes > cap.nodes:
-            have = cap.nodes if cap else 0
-            t.warnings.append(
-                Warning(f"workloads.{run.name}.nodes", f"needs {run.nodes} nodes, {run.group} has {have}")
-            )
-            continue
-        waits = [a for a in run.after if a in holds_forever]
-        if waits:
-            t.warnings.append(
-                Warning(
-                    f"workloads.{run.name}",
-                    f"{run.name} waits for {', '.join(waits)}, which never ends"
-                    " in this picture (its length is unknown or it holds its nodes)",
-                )
-            )
-            holds_forever.add(run.name)
-            continue
-        slots = sorted(free[run.group])
-        ready = max([slots[run.nodes - 1], *(ends[a] for a in run.after if a in ends)])
-        if ready >= FOREVER:
-            t.warnings.append(
-                Warning(
-                    f"workloads.{run.name}",
-                    f"{run.name} waits for {run.group}'s nodes, held by runs that never end in this picture",
-                )
-            )
-            holds_forever.add(run.name)
-            continue
-        if cap.closes is not None and ready >= cap.closes:
-            t.warnings.append(
-                Warning(
-                    cap.end_key or f"workloads.{run.name}.nodeGroup",
-                    f"{run.name} cannot start before {run.group}'s"
-                    f" capacity closes at {_iso(cap.closes)} (ready at {_iso(ready)})",
-                )
-            )
+        slots = sorted(free.get(run.group, []))
+        ready, refused, forever = _start(run, cap, slots, ends, holds_forever)
+        if refused is not None or ready is None or cap is None:
+            t.warnings += [refused] if refused is not None else []
+            if forever:  # what waits for this run waits for ever too
+                holds_forever.add(run.name)
             continue
         end = _lay_out(t, run, cap, ready, max_loss)
         if end is not None:
@@ -216,6 +186,48 @@ def play(
     t.warnings += _idle(capacities, holds, start)
     t.cost = _cost(capacities, start, t.end, fixed_hourly)
     return t
+
+
+def _start(
+    run: RunInput,
+    cap: Capacity | None,
+    slots: list[dt.datetime],
+    ends: dict[str, dt.datetime],
+    never: set[str],
+) -> tuple[dt.datetime | None, Warning | None, bool]:
+    """When `run` can start (its nodes free, the runs it waits for done), or why it cannot and
+    whether that is for ever (behind a run that never ends in the picture)."""
+    if cap is None or run.nodes > cap.nodes:
+        have = cap.nodes if cap else 0
+        return None, Warning(f"workloads.{run.name}.nodes", f"needs {run.nodes} nodes, {run.group} has {have}"), False
+    waits = [a for a in run.after if a in never]
+    if waits:
+        return (
+            None,
+            Warning(
+                f"workloads.{run.name}",
+                f"{run.name} waits for {', '.join(waits)}, which never end(s) in this picture (its length is"
+                " unknown or it holds its nodes)",
+            ),
+            True,
+        )
+    ready = max([slots[run.nodes - 1], *(ends[a] for a in run.after if a in ends)])
+    if ready >= FOREVER:
+        return None, Warning(
+            f"workloads.{run.name}",
+            f"{run.name} waits for {run.group}'s nodes, held by runs that never end in this picture",
+        )
+    if cap.closes is not None and ready >= cap.closes:
+        return (
+            None,
+            Warning(
+                cap.end_key or f"workloads.{run.name}.nodeGroup",
+                f"{run.name} cannot start before {run.group}'s capacity closes at {_iso(cap.closes)}"
+                f" (ready at {_iso(ready)})",
+            ),
+            False,
+        )
+    return ready, None, False
 
 
 def _lay_out(t: Timeline, run: RunInput, cap: Capacity, at: dt.datetime, max_loss: float) -> dt.datetime | None:
