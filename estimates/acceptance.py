@@ -63,8 +63,10 @@ class AcceptanceTime:
 
     @property
     def seconds(self) -> int:
+        # Whole seconds, but never 0: a run that moves any bytes takes time, and a length of 0
+        # would price the run at nothing (estimates.cost refuses a zero step time).
         moved = sum(c.seconds(self.floor_gb_per_second) for c in self.collectives)
-        return round(moved + self.fixed_seconds)
+        return max(1, round(moved + self.fixed_seconds))
 
     @property
     def basis(self) -> str:

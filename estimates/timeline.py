@@ -213,10 +213,8 @@ def _start(
         )
     ready = max([slots[run.nodes - 1], *(ends[a] for a in run.after if a in ends)])
     if ready >= FOREVER:
-        return None, Warning(
-            f"workloads.{run.name}",
-            f"{run.name} waits for {run.group}'s nodes, held by runs that never end in this picture",
-        )
+        why = f"{run.name} waits for {run.group}'s nodes, held by runs that never end in this picture"
+        return None, Warning(f"workloads.{run.name}", why), True
     if cap.closes is not None and ready >= cap.closes:
         return (
             None,

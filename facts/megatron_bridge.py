@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from facts import needs
 from facts.instances import CUDA_ARCH
 
 CONTAINER = "nvcr.io/nvidia/nemo:26.08"
@@ -48,6 +49,11 @@ HUB_CONFIG_FILES = ("config.json",)
 every rank, before anything trains."""
 HUB_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 HUB_OPTIONAL_FILES = ("generation_config.json", "special_tokens_map.json")
+HUB_TOKENIZER_SNAPSHOT_PATTERNS = ("config.json", *needs.HUB_TOKENIZER_PATTERNS, "*.py")
+"""What a recipe that pins a tokenizer revision (Qwen3's `hf_tokenizer_kwargs`) reads first, through
+huggingface_hub's snapshot_download: offline, every file of the repository these match (less the
+weights) must be staged, or huggingface-hub 1.24.0 raises IncompleteSnapshotError on every rank
+(src/megatron/bridge/training/tokenizers/tokenizer.py lines 47-73, 87-120)."""
 HUB_WEIGHT_FILES = ("model.safetensors.index.json", "*.safetensors")
 """What an import reads besides the config: the safetensors shards and their index."""
 

@@ -99,6 +99,22 @@ TOKENIZER_FILES = (
     "added_tokens.json",
 )
 """What AutoTokenizer.from_pretrained reads when a repository has it."""
+HUB_TOKENIZER_PATTERNS = (
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab*",
+    "merges*",
+    "*.model",
+    "*.spm",
+    "*.tiktoken",
+    "*.jinja",
+    "chat_template*",
+    "chat_templates/*",
+)
+"""Tokenizer files of every kind and chat templates, as a staging pattern: what Megatron Bridge
+0.6.0's tokenizer snapshot selects (src/megatron/bridge/training/tokenizers/tokenizer.py lines
+47-61) less config.json and remote code (`*.py`, never run: trust_remote_code is off)."""
 MEGATRON_TOKENIZER_REPOS = {
     "GPT2BPETokenizer": "gpt2",
     "BertWordPieceLowerCase": "bert-large-uncased",

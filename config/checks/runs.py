@@ -15,6 +15,7 @@ from estimates import checkpoints
 from estimates.checkpoints import GIB, MAX_WRITE_SHARE, STORAGE_SHARE
 from estimates.step_time import step_time
 from facts import instances, versions
+from facts.device_memory import rank_memory_bytes
 from facts.fabric import size_bytes
 from facts.limits import NCCL_TESTS_BUFFERS, NCCL_TESTS_RESERVED_BYTES
 from facts.names import PLATFORM_ENV
@@ -224,6 +225,30 @@ def health_check_fits(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     ]
 
 
+def neuron_health_check_fits(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
+    """nccom-test's all-reduce holds at least one buffer of its message size in each rank's
+    NeuronCore memory (facts/device_memory.py); a larger size fails the gate on every launch."""
+    it, hc = ng.instance, run.health_check
+    room = rank_memory_bytes(it)
+    if it.accelerator != "neuron" or not hc.enabled or hc.message_size is None or room is None:
+        return []
+    if size_bytes(hc.message_size) <= room:
+        return []
+    most = f"{room >> 30}G"
+    core = "logical NeuronCore (LNC=2)" if it.accelerator_name == "Trainium2" else "NeuronCore"
+    return [
+        problem(
+            f"{key}.healthCheck.messageSize",
+            "conflict",
+            f"{hc.message_size} does not fit: the gate's all-reduce holds a buffer of it on each {core},"
+            f" and one of {it.name} has {room >> 30} GiB of {it.accelerator_name} device memory: use at"
+            f" most {most}",
+            value=repr(hc.message_size),
+            allowed=f"at most {most}",
+        )
+    ]
+
+
 def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> list[str]:
     """Each run against the node groups: a rule whose precondition failed hides the rules after it."""
     problems: list[str] = []
@@ -240,7 +265,7 @@ def runs_problems(workloads: Mapping[str, WorkloadConfig], groups: Groups) -> li
             continue
         problems += versions_fit(key, run, ng) + gpu_kernels_fit(key, run, ng) + nodes_fit(key, run, ng)
         problems += run.problems_on(key, ng.instance)
-        problems += health_check_fits(key, run, ng)
+        problems += health_check_fits(key, run, ng) + neuron_health_check_fits(key, run, ng)
     return problems
 
 

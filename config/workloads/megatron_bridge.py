@@ -301,12 +301,18 @@ class MegatronBridgeWorkload(TrainingRun):
 
     @property
     def hub_repos(self) -> tuple[needs.HubRepo, ...]:
-        """The model repository at the recipe's revision: the config every rank's recipe builds from and the
-        tokenizer it reads; for an import, the weights too."""
+        """The model repository at the recipe's revision: the config every rank's recipe builds from and
+        every tokenizer file a tokenizer snapshot reads (the Qwen3 recipes resolve one offline); for an
+        import, the weights too."""
         required: tuple[str, ...] = (*bridge.HUB_CONFIG_FILES, *bridge.HUB_TOKENIZER_FILES)
         if self.imports:
             required += bridge.HUB_WEIGHT_FILES
-        return (needs.HubRepo(self.hf_model.hf_repo, required, bridge.HUB_OPTIONAL_FILES, self.revision),)
+        optional = tuple(
+            dict.fromkeys(
+                p for p in (*bridge.HUB_OPTIONAL_FILES, *bridge.HUB_TOKENIZER_SNAPSHOT_PATTERNS) if p not in required
+            )
+        )
+        return (needs.HubRepo(self.hf_model.hf_repo, required, optional, self.revision),)
 
     @property
     def imports(self) -> bool:

@@ -24,9 +24,10 @@ from facts import images, instances, leaderworkerset, needs, serving
 from facts.nodegroups import Placement, placement
 
 HUB_REPO_RE = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?"
-HUB_MODEL_PATTERNS = ("*.json", "*.safetensors", "tokenizer.model", "*.tiktoken")
-"""What the server reads of a Hub model repository: its configs, safetensors weights, and
-tokenizer files (vLLM's default load format prefers safetensors)."""
+HUB_MODEL_PATTERNS = ("*.json", "*.safetensors", *needs.HUB_TOKENIZER_PATTERNS)
+"""What the server reads of a Hub model repository: its configs (generation_config.json too),
+safetensors weights (vLLM's default load format prefers them), and every tokenizer file and chat
+template it may read offline (a slow tokenizer's vocab.json and merges.txt, chat_template.jinja)."""
 
 
 class ServeModelConfig(Model):

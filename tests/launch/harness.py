@@ -74,6 +74,8 @@ STANDIN_FACTS = {
         "runConfig": BRIDGE["checkpoint"]["run_config"],
         "resumeLog": RULES["megatron-bridge"]["resumeLog"],
         "tokenizerFiles": list(HUB_TOKENIZER_FILES),
+        "tokenizerSnapshot": BRIDGE["tokenizer_snapshot"],
+        "revisionResolution": BRIDGE["revision_resolution"],
         "weightFiles": list(HUB_WEIGHT_FILES),
     },
     "bertHub": BERT["hub"],

@@ -103,6 +103,9 @@ def content() -> dict:
     # index, as the Hub lists such a model (names not read from the Hub here).
     qwen3_repo = {f: _json({"model_type": "qwen3"}) for f in qwen3_files}
     qwen3_repo["model.safetensors.index.json"] = "{}"
+    # What the Hub lists of every model repository beside the model's own files: a snapshot of
+    # every file (a Bridge export given --hf-revision) needs them too.
+    qwen3_repo.update({".gitattributes": "", "LICENSE": "", "README.md": ""})
     # Llama 3.1 405B Instruct as the multi-node server (p5-serve-405b) serves it: gated, config,
     # tokenizer, shards with their index, and the original weights its staging filters out.
     llama405 = "meta-llama/Llama-3.1-405B-Instruct"

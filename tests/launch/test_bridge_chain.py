@@ -1,5 +1,7 @@
-"""Megatron Bridge's chain end to end on the local cluster (tests/launch/README.md): the SFT run's
-Hub staging, the Hugging Face -> Megatron import, fine-tuning that starts from the import, and the
+"""Megatron Bridge's chain end to end on the local cluster (tests/launch/README.md), for each SFT run
+of the example (Llama 3.1 at `main`, Qwen3 at the commit its recipes pin, read offline as
+huggingface-hub 1.24.0 reads a cache: the whole listing kept, a tokenizer snapshot and a revision
+resolved by the conversion worker checked against it): the Hub staging, the Hugging Face -> Megatron import, fine-tuning that starts from the import, and the
 export of the last checkpoint to Hugging Face format; then a launcher restart after the run has
 finished, which loads the last checkpoint, trains nothing and leaves the finished export alone."""
 
@@ -25,9 +27,9 @@ SFT = [
 ]
 
 
-@pytest.fixture
-def run(tmp_path: Path) -> Iterator[WorkloadRun]:
-    stack, workload = SFT[0]
+@pytest.fixture(params=SFT, ids=[w for _, w in SFT])
+def run(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[WorkloadRun]:
+    stack, workload = request.param
     r = WorkloadRun(tmp_path / workload, stack, workload, 2, False)
     yield r
     r.close()

@@ -240,6 +240,15 @@ def _words_after(script: str, program: str) -> Iterator[list[str]]:
             yield words[at + 1 :]
 
 
+def _snapshot_of(model: str, revision: str) -> tuple[str, str]:
+    """(repository, revision) of a --hf-model: a Hub id, or a snapshot folder of a Hub cache
+    (`.../models--<owner>--<name>/snapshots/<commit>` or `.../snapshots/$(cat .../refs/<branch>)`)."""
+    m = re.search(r"/models--([^/]+)/snapshots/(?:\$\(cat \S+/refs/([^)\s]+)\)|([0-9a-f]{40}))$", model)
+    if not m:
+        return model, revision
+    return m.group(1).replace("--", "/"), m.group(2) or m.group(3)
+
+
 def check_named_repos(program: needs.Program, pod: Pod, script: str) -> list[str]:
     """Megatron Bridge: the repositories its arguments name, with the files upstream says each read takes."""
     if not program.named_repos:
@@ -256,12 +265,12 @@ def check_named_repos(program: needs.Program, pod: Pod, script: str) -> list[str
         if overrides.get("tokenizer.tokenizer_type") == "HuggingFaceTokenizer":
             kwargs = recipe.get("sets", {}).get("tokenizer.hf_tokenizer_kwargs") or {}
             tokenizer = overrides["tokenizer.tokenizer_model"]
-            repos.append(
-                needs.HubRepo(tokenizer, tuple(files["hf_tokenizer"]), revision=kwargs.get("revision", "main"))
-            )
+            # A pinned tokenizer revision is a tokenizer snapshot: every pattern of it staged.
+            read = facts["tokenizer_snapshot"]["allow_patterns"] if "revision" in kwargs else files["hf_tokenizer"]
+            repos.append(needs.HubRepo(tokenizer, tuple(read), revision=kwargs.get("revision", "main")))
         if words[:1] in (["import"], ["export"]):
-            revision = options.get("--hf-revision", "main")
-            repos.append(needs.HubRepo(options["--hf-model"], tuple(files[words[0]]), revision=revision))
+            repo, revision = _snapshot_of(options["--hf-model"], options.get("--hf-revision", "main"))
+            repos.append(needs.HubRepo(repo, tuple(files[words[0]]), revision=revision))
     return [p for repo in repos for p in hub_problems(repo, pod, program.name)]
 
 

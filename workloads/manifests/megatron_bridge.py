@@ -16,6 +16,7 @@ training pods have no egress. The pinned huggingface-hub (1.24.0) ships `hf`; it
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from config.workloads import MegatronBridgeWorkload
@@ -85,18 +86,24 @@ def stage_script(run: MegatronBridgeWorkload, cache: str) -> str:
     )
 
 
-def revision_option(run: MegatronBridgeWorkload) -> str:
-    """The conversion worker reads the repository at `main` unless told (`--hf-revision`, a Hub id
-    only): the recipe's pinned revision is the one staged (no refs/main offline)."""
-    return "" if run.revision == "main" else f" --hf-revision {shlex.quote(run.revision)}"
+def snapshot_folder(run: MegatronBridgeWorkload, cache: str) -> str:
+    """Shell words for the staged snapshot of the recipe's repository at its revision (a commit is
+    its own snapshot; a branch is named by its refs file). The conversion worker is given this
+    folder, not the Hub id: with `--hf-revision` it resolves the revision first, an import by
+    HfApi().model_info (refused offline) and an export by a snapshot of every file of the
+    repository (incomplete offline), run_conversion.py lines 121-142, utils.py lines 30-83."""
+    folder = f"{cache}/{needs.cache_folder(run.hf_model.hf_repo)}"
+    if re.fullmatch(r"[0-9a-f]{40}", run.revision):
+        return f"{folder}/snapshots/{run.revision}"
+    return f'"{folder}/snapshots/$(cat {folder}/refs/{shlex.quote(run.revision)})"'
 
 
-def import_script(run: MegatronBridgeWorkload, out: str) -> str:
-    """The CPU backend's import (one process; TP=PP=1), offline from the staged cache; `--overwrite`
+def import_script(run: MegatronBridgeWorkload, out: str, cache: str) -> str:
+    """The CPU backend's import (one process; TP=PP=1), offline from the staged snapshot; `--overwrite`
     clears what an interrupted attempt left. Marked done once Bridge's tracker file is written."""
     return (
         f"test -f {out}/.done && {{ echo 'already imported'; exit 0; }}\n"
-        f"{CONVERSION} import --device cpu --hf-model {run.hf_model.hf_repo}{revision_option(run)}"
+        f"{CONVERSION} import --device cpu --hf-model {snapshot_folder(run, cache)}"
         f" --megatron-path {out} --torch-dtype bfloat16 --overwrite\n"
         f"test -f {out}/{bridge.TRACKER_FILE}"
         f' || {{ echo "FAIL: the import wrote no {bridge.TRACKER_FILE} in {out}"; exit 1; }}\n'
@@ -162,15 +169,18 @@ DATASET = {"mock": "mock", "indexed": "megatron-indexed", "jsonl": "local-jsonl"
 """The recipe's data source -> run_recipe.py's --dataset."""
 
 
-def export_phase(run: MegatronBridgeWorkload) -> str:
+def export_phase(run: MegatronBridgeWorkload, cache: str) -> str:
     """On the first node: the latest checkpoint (Bridge's tracker) to Hugging Face format in
-    `$RUN_DIR/hf`, once per checkpoint (a marker names it), CPU backend, offline."""
+    `$RUN_DIR/hf`, once per checkpoint (a marker names it, written only once the export succeeded),
+    CPU backend, offline, reading the staged snapshot folder (snapshot_folder says why)."""
+    # -e: a failed export fails the launcher and leaves no marker (else the next line marked it done).
     script = (
+        "set -euo pipefail\n"
         '[ "${OMPI_COMM_WORLD_RANK:-0}" = 0 ] || exit 0\n'
         f'step=$(cat "$CHECKPOINT_DIR/{bridge.TRACKER_FILE}")\n'
         f'iter=$(printf "{bridge.ITERATION_DIR.replace("{:07d}", "%07d")}" "$step")\n'
         'if [ -f "$RUN_DIR/.exported-$iter" ]; then echo "$iter already exported"; exit 0; fi\n'
-        f"{CONVERSION} export --device cpu --hf-model {run.hf_model.hf_repo}{revision_option(run)}"
+        f"{CONVERSION} export --device cpu --hf-model {snapshot_folder(run, cache)}"
         ' --megatron-path "$CHECKPOINT_DIR/$iter"'
         ' --hf-path "$RUN_DIR/hf" --overwrite\n'
         'touch "$RUN_DIR/.exported-$iter" && echo "exported $iter to $RUN_DIR/hf"'
@@ -183,7 +193,7 @@ def launch(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> str
     recipe = run.library_recipe.name
     script = f"{bridge.RUN_RECIPE} --recipe {recipe} --mode {run.mode} --dataset {DATASET[run.data.source]}"
     phases = f'echo "== training"\n{torchrun(bridge.BRIDGE_DIR, script, recipe_overrides(workload_name, run, ctx))}\n'
-    return phases + (export_phase(run) if run.export else "")
+    return phases + (export_phase(run, cache_dir(ctx)) if run.export else "")
 
 
 def convert(source: Source, out: str, ctx: Context) -> str:
@@ -227,7 +237,9 @@ def steps(workload_name: str, run: MegatronBridgeWorkload, ctx: Context) -> list
         name = f"{workload_name}-import-{short_hash(run.hf_model.hf_repo, run.revision)}"
         offline = [{"name": k, "value": v} for k, v in sorted(offline_env(ctx).items())]
         env_import = [{"name": "HF_HOME", "value": HF_HOME}, *offline]
-        obj = job(name, ctx, labels(workload_name, "data"), import_script(run, out), env=env_import, timeout=4 * 3600)
+        obj = job(
+            name, ctx, labels(workload_name, "data"), import_script(run, out, cache), env=env_import, timeout=4 * 3600
+        )
         chain.append(Step(name, "import", obj, after=(hub.name,)))
     return [
         *chain,

@@ -111,13 +111,69 @@ def listing(kind: str, repo: str, revision: str, token: str | None) -> tuple[str
     return doc["sha"], [s["rfilename"] for s in doc["siblings"]]
 
 
+def _selected(names: list[str], allow: list[str] | None, ignore: list[str] | None = None) -> list[str]:
+    """filter_repo_objects: the names any allow pattern matches (all without), less the ignored."""
+    return [
+        n
+        for n in names
+        if (not allow or any(fnmatch.fnmatch(n, p) for p in allow))
+        and not any(fnmatch.fnmatch(n, p) for p in ignore or ())
+    ]
+
+
 def snapshot(cache: Path, kind: str, repo: str, revision: str, patterns: list[str] | None, token: str | None) -> Path:
-    """snapshot_download: the files matching any pattern (all without patterns)."""
+    """snapshot_download: the files matching any pattern (all without patterns). Like hub 1.x, the
+    repository's whole listing at the commit is kept in trees/<commit>.json, whatever was kept, and
+    a revision that is a commit gets no refs file."""
     commit, names = listing(kind, repo, revision, token)
-    for name in names:
-        if not patterns or any(fnmatch.fnmatch(name, p) for p in patterns):
-            download(cache, kind, repo, revision, name, token)
-    return folder(cache, kind, repo) / "snapshots" / commit
+    base = folder(cache, kind, repo)
+    if "offline" in facts():
+        tree = base / facts()["offline"]["tree_cache"].format(commit=commit)
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        version = facts()["offline"]["tree_cache_format_version"]
+        tree.write_text(
+            json.dumps({"format_version": version, "files": {n: {"size": 0, "blob_id": ""} for n in names}})
+        )
+    for name in _selected(names, patterns):
+        download(cache, kind, repo, revision, name, token)
+    if revision == commit and "offline" in facts() and not facts()["offline"]["commit_revision_writes_ref"]:
+        (base / "refs" / revision).unlink(missing_ok=True)
+    return base / "snapshots" / commit
+
+
+def snapshot_offline(repo: str, revision: str, allow: list[str] | None, ignore: list[str] | None) -> Path:
+    """snapshot_download with HF_HUB_OFFLINE (hub 1.24.0, facts "offline"): the commit's snapshot
+    folder, if every file of the cached listing the patterns select is in it; else the library's
+    IncompleteSnapshotError, or LocalEntryNotFoundError without a snapshot."""
+    off = facts()["offline"]
+    base = folder(cache_dir(), "model", repo)
+    ref = base / "refs" / revision
+    commit = ref.read_text().strip() if ref.is_file() else revision
+    snap = base / "snapshots" / commit
+    if not snap.is_dir():
+        raise OSError(
+            f"{off['snapshot_missing']}: Cannot find an appropriate cached snapshot folder for {repo}@{revision}"
+        )
+    tree = base / off["tree_cache"].format(commit=commit)
+    if tree.is_file():
+        listed = list(json.loads(tree.read_text())["files"])
+        missing = [n for n in _selected(listed, allow, ignore) if not (snap / n).exists()]
+        if missing:
+            raise OSError(
+                f"{off['snapshot_incomplete']}: The cached snapshot for '{repo}' (revision '{revision}', commit"
+                f" {commit}) is incomplete: {len(missing)} file(s) are missing ({', '.join(missing[:3])})."
+            )
+    return snap
+
+
+def model_info(repo: str, revision: str) -> str:
+    """HfApi().model_info(repo, revision).sha: a Hub call, refused offline."""
+    if offline():
+        raise OSError(
+            f"{facts()['offline']['model_info']}: Cannot reach {endpoint()}/api/models/{repo}/revision/{revision}"
+        )
+    commit, _ = listing("model", repo, revision, None)
+    return commit
 
 
 def cached_file(repo: str, filename: str, required: bool = True, revision: str = "main") -> Path | None:

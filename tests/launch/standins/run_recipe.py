@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import _hub
 from _bridge import hub_file, latest, save
 from _common import Steps, accelerator_init, fail, job, rank, record
 
@@ -31,8 +32,26 @@ accelerator_init()  # CUDA: the node's NVIDIA driver against the image's CUDA 13
 library = facts["recipes"][recipe]
 model_files = {"config.json": str(hub_file(library["repo"], "config.json", library["revision"]))}
 if o.get("tokenizer.tokenizer_type") == "HuggingFaceTokenizer":
-    for name in facts["tokenizerFiles"]:
-        model_files[name] = str(hub_file(o["tokenizer.tokenizer_model"], name, library["tokenizerRevision"]))
+    tokenizer = o["tokenizer.tokenizer_model"]
+    if library["tokenizerRevision"] != "main" and not Path(tokenizer).exists():
+        # build_tokenizer: a pinned tokenizer revision of a Hub id is a tokenizer snapshot first
+        # (tokenizer.py _resolve_hf_tokenizer_revision), offline every selected file of the listing.
+        patterns = facts["tokenizerSnapshot"]
+        try:
+            tokenizer = str(
+                _hub.snapshot_offline(
+                    tokenizer, library["tokenizerRevision"], patterns["allow_patterns"], patterns["ignore_patterns"]
+                )
+            )
+        except OSError as e:
+            fail(str(e))
+        for name in facts["tokenizerFiles"]:
+            if not (Path(tokenizer) / name).is_file():
+                fail(f"OSError: {tokenizer} does not appear to have a file named {name}.")
+            model_files[name] = str(Path(tokenizer) / name)
+    else:
+        for name in facts["tokenizerFiles"]:
+            model_files[name] = str(hub_file(tokenizer, name, library["tokenizerRevision"]))
 dataset = options.get("--dataset")
 if dataset == "local-jsonl":
     for name in ("training.jsonl", "validation.jsonl"):
