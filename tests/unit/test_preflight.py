@@ -16,6 +16,7 @@ from moto import mock_aws
 
 import config
 from config.checks import capacity
+from facts.quotas import SPOT_QUOTA_CODES
 from tests import upstream
 from tests.conftest import API_PATH, BASE, MINIMAL, placed, placed_values
 from tests.unit.preflight_sources import NOW, reservation
@@ -76,7 +77,7 @@ def quota_client(values: dict[str, float]) -> tuple[Any, Stubber]:
                     "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
                     "QuotaArn": f"arn:aws:servicequotas:us-west-2:123456789012:ec2/{code}",
                     "QuotaCode": code,
-                    "QuotaName": dict(preflight.QUOTA_CODES.values())[code],
+                    "QuotaName": dict([*preflight.QUOTA_CODES.values(), *SPOT_QUOTA_CODES.values()])[code],
                     "Value": value,
                     "Unit": "None",
                     "Adjustable": True,
