@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from collections import defaultdict
@@ -38,12 +39,13 @@ from pulumi.runtime import rpc
 import config
 import stack
 from config import costs
+from config.checks import capacity as capacity_checks
 from config.stackfile import SECRET, UsageError, engine_value, read_stack_file, secret_keys
 from estimates import cost
 from facts.names import LOWER_LAYER, NODE_GROUP_LABEL, PROJECT
 from infra.layers import PLATFORM_OUTPUT
 from policy import rules
-from tools.cli import add_stack_arguments, bad_input, shown, stack_file, stack_name
+from tools.cli import EXAMPLES_DIR, add_stack_arguments, bad_input, shown, stack_file, stack_name
 from tools.offline import mocks
 from tools.offline.plan_table import render_table, violation_line
 
@@ -295,6 +297,11 @@ def to_json(plan: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- CLI
 
 
+def is_example(path: Path) -> bool:
+    """A stack file of the project's examples (examples/Pulumi.<name>.yaml)."""
+    return path.resolve().parent == EXAMPLES_DIR.resolve()
+
+
 def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -316,32 +323,37 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     except SystemExit as e:
         return int(e.code or 0)
 
-    try:
-        check_out_dir(args.out)
-        path = stack_file(args, stderr)
-        values = read_stack_file(path)
-        plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs))
-    except (UsageError, config.ConfigError) as e:
-        return bad_input(e, stderr, stdout if args.format == "json" else None)
-    except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
-        print(f"error: the program failed under mocks: {type(e).__name__}: {e}", file=stderr)
-        return 1
-
-    stdout.write(to_json(plan) if args.format == "json" else render_table(plan))
-    if args.out:
+    # An example stack is planned at the example clock (config.checks.capacity.EXAMPLE_CLOCK), so
+    # its dated Capacity Blocks plan on any date; every other stack file at the real clock.
+    with contextlib.ExitStack() as scope:
         try:
-            print(write_out(plan, args.out), file=stderr)
-        except OSError as e:
-            return bad_input(UsageError(f"--out {args.out}: cannot write there: {e.strerror or e}"), stderr)
-    for line in [
-        *secrets_to_set(placeholder_secrets(path)),
-        *config.offline_warnings(config.parse_stack_values(values)),
-    ]:
-        print(line, file=stderr)
-    blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
-    for v in blocking:
-        print(violation_line(v), file=stderr)
-    return 1 if blocking else 0
+            check_out_dir(args.out)
+            path = stack_file(args, stderr)
+            if is_example(path):
+                scope.enter_context(capacity_checks.example_clock())
+            values = read_stack_file(path)
+            plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs))
+        except (UsageError, config.ConfigError) as e:
+            return bad_input(e, stderr, stdout if args.format == "json" else None)
+        except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
+            print(f"error: the program failed under mocks: {type(e).__name__}: {e}", file=stderr)
+            return 1
+
+        stdout.write(to_json(plan) if args.format == "json" else render_table(plan))
+        if args.out:
+            try:
+                print(write_out(plan, args.out), file=stderr)
+            except OSError as e:
+                return bad_input(UsageError(f"--out {args.out}: cannot write there: {e.strerror or e}"), stderr)
+        for line in [
+            *secrets_to_set(placeholder_secrets(path)),
+            *config.offline_warnings(config.parse_stack_values(values)),
+        ]:
+            print(line, file=stderr)
+        blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
+        for v in blocking:
+            print(violation_line(v), file=stderr)
+        return 1 if blocking else 0
 
 
 if __name__ == "__main__":

@@ -305,7 +305,7 @@ def test_capacity_block_scale_down_already_past_is_refused_by_config_first(monke
     with pytest.raises(config.ConfigError) as e:
         cfg_of(**block)
     assert any(
-        p.startswith("nodeGroups[0].capacity.endsAt:") and "scale-down at 2026-07-01 11:30 UTC is already past" in p
+        p.startswith("nodeGroups[0].capacity.endsAt:") and "scale-down at 2026-07-01 11:50 UTC is already past" in p
         for p in e.value.problems
     ), e.value.problems
 
