@@ -142,7 +142,7 @@ def run(
         "resources": resources,
         "outputs": outputs,
         "cost": cost.summary(
-            cost.items(bill_from_plan(resources, cfg.region), cost.Prices()),
+            cost.items(bill_from_plan(resources, cfg.region, costs.block_hours(cfg)), cost.Prices()),
             cost.Prices(),
             costs.runs_from_config(cfg, cost.Prices(), run_node_types(cfg, below)),
             {r["type"] for r in resources},
@@ -159,9 +159,29 @@ def run_node_types(cfg: config.StackConfig, below: dict[str, Any]) -> dict[str, 
     return costs.own_node_types(cfg)
 
 
-def bill_from_plan(resources: Sequence[Mapping[str, Any]], region: str) -> cost.StackBill:
+PLANNED_CAPACITY = {"CAPACITY_BLOCK": "capacity-block", "SPOT": "spot"}
+"""EKS capacityType -> the capacity kind estimates.cost prices (an ODCR is ON_DEMAND to EKS; its
+launch template names the reservation)."""
+
+
+def planned_node_count(
+    name: str | None, itype: str, inputs: Mapping[str, Any], hours: Mapping[str, float]
+) -> cost.NodeCount:
+    """A planned node group as AWS bills it: a Capacity Block at its maxSize (prepaid whatever the
+    desired size), with its length from config (`hours`, config.costs.block_hours)."""
+    sizes = inputs.get("scalingConfig") or {}
+    kind = PLANNED_CAPACITY.get(str(inputs.get("capacityType")), "on-demand")
+    if kind == "capacity-block":
+        return cost.NodeCount(name, itype, sizes.get("maxSize", 0), kind, hours.get(name or ""))
+    return cost.NodeCount(name, itype, sizes.get("desiredSize", 0), kind)
+
+
+def bill_from_plan(
+    resources: Sequence[Mapping[str, Any]], region: str, hours: Mapping[str, float] | None = None
+) -> cost.StackBill:
     """What the planned resources have that is billed by the hour (clusters, NAT gateways, node
-    groups, FSx), each kind in name order, for estimates.cost."""
+    groups, FSx), each kind in name order, for estimates.cost; `hours`: each Capacity Block's length."""
+    hours = hours or {}
     types = [r.get("type") for r in resources]
     clusters = int(any(t in ("eks:index:Cluster", "aws:eks/cluster:Cluster") for t in types))
     groups, file_systems = [], []
@@ -171,7 +191,7 @@ def bill_from_plan(resources: Sequence[Mapping[str, Any]], region: str) -> cost.
             # The group's name is its label: its EKS name gets a unique suffix at create.
             name = (i.get("labels") or {}).get(NODE_GROUP_LABEL)
             itype = (i.get("instanceTypes") or ["?"])[0]
-            groups.append(cost.NodeCount(name, itype, (i.get("scalingConfig") or {}).get("desiredSize", 0)))
+            groups.append(planned_node_count(name, itype, i, hours))
         elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":
             tier = int(i.get("perUnitStorageThroughput") or 125)
             file_systems.append(cost.FileSystemBill(r.get("name"), float(i.get("storageCapacity") or 0), tier))
