@@ -13,6 +13,7 @@ Three builders, one per layer, joined by the contracts of `infra.layers`:
 `build` runs all three in one stack (the quick start); `build_layer` runs the one the
 stack's `layer` names, reading the layer below through a stack reference.
 """
+# size: the composition root, every layer wired in order in one place a reader follows top to bottom
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from typing import Any
 import pulumi
 
 from config import ConfigError, amis, checks, costs
+from config.checks import capacity as capacity_checks
 from config.checks.network import addresses_needed
+from config.checks.runs import checkpoint_write_seconds
 from config.nodegroups import NodeGroupConfig
 from config.problems import problem
 from config.stack import StackConfig
@@ -199,8 +202,15 @@ def _launches(cfg: StackConfig) -> dict[str, NodeGroupLaunch]:
     """Every accelerated group as the aws layer launches it, on a pinned AMI release whose
     driver fits the images run on it (config.amis; config_problems refused the stack when none
     fits): the one place the stack file's node groups become `NodeGroup`s."""
+    now = capacity_checks.judged_at()
     return {
-        ng.name: ng.launch(cfg.node_group_az(ng), _release_version(cfg, ng), f"nodeGroups[{i}].maxSize")
+        ng.name: ng.launch(
+            cfg.node_group_az(ng),
+            _release_version(cfg, ng),
+            f"nodeGroups[{i}].maxSize",
+            now,
+            checkpoint_write_seconds(cfg.workloads, ng.name, cfg.storage),
+        )
         for i, ng in enumerate(cfg.node_groups)
     }
 

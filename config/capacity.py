@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.aws import named_shape, problems
 from config.base import KeyProblem, Model, Refusal, matches
+from estimates.capacity_blocks import own_scale_down, scale_down_minutes
 from facts.limits import CAPACITY_BLOCK_MAX_DAYS
 
 # ODCR and Capacity Block ids: `cr-` and 17 hex digits (older ids have 8).
@@ -56,6 +57,17 @@ class CapacityConfig(Model):
         " Capacity Blocks: the group they were made in (their PlacementGroupArn; capacity made in a placement group"
         " is usable only there), or leave out for those made without one.",
     )
+    starts_at: dt.datetime | None = Field(
+        None,
+        description="Start of the Capacity Block (its StartDate, ISO 8601 with a time zone): the group scales up to"
+        " desiredSize then, through a scheduled action (EKS user guide, capacity-blocks-mng), so the next block gets"
+        " its nodes at its start even though desiredSize did not change.",
+        strict=False,
+        json_schema_extra={
+            "x-default": "none (no scale-up action: set it for every block after the first)",
+            "x-type": "string",
+        },
+    )
     ends_at: dt.datetime | None = Field(
         None,
         description="End of the Capacity Block (its EndDate, ISO 8601 with a time zone, e.g."
@@ -66,11 +78,14 @@ class CapacityConfig(Model):
             "x-type": "string",
         },  # ISO 8601 text, as a stack file and the engine both hand it over
     )
-    scale_down_minutes_before_end: int = Field(
-        60,
+    scale_down_minutes_before_end: int | None = Field(
+        None,
         ge=MIN_SCALE_DOWN_MINUTES,
         description="Capacity Blocks: minutes before endsAt at which the group scales to 0 (at least 30; at most"
-        " 262080, the longest block, 182 days).",
+        " 262080, the longest block, 182 days). Default: EC2's shutdown (30) plus the write time of the longest"
+        " checkpoint of the runs on the group, at least 40; at 40 or less EKS's own scale-down (40 minutes before"
+        " the end) is the only action.",
+        json_schema_extra={"x-default": "30 + the last checkpoint's write time, at least 40"},
     )
     end_margin_hours: int | None = Field(
         None,
@@ -83,8 +98,8 @@ class CapacityConfig(Model):
 
     @field_validator("scale_down_minutes_before_end")
     @classmethod
-    def _lead(cls, v: int) -> int:
-        if v > MAX_SCALE_DOWN_MINUTES:
+    def _lead(cls, v: int | None) -> int | None:
+        if v is not None and v > MAX_SCALE_DOWN_MINUTES:
             raise Refusal(
                 f"{v} minutes is longer than the longest Capacity Block ({CAPACITY_BLOCK_MAX_DAYS} days, EC2 user"
                 f" guide); the scale-down would come before the block starts: use at most {MAX_SCALE_DOWN_MINUTES}",
@@ -119,7 +134,7 @@ class CapacityConfig(Model):
             raise Refusal(f"{v!r} is not a placement group name (1-255 ASCII characters)", "invalid")
         return v
 
-    @field_validator("ends_at")
+    @field_validator("ends_at", "starts_at")
     @classmethod
     def _ends_at(cls, v: dt.datetime | None) -> dt.datetime | None:
         if v is not None and v.tzinfo is None:
@@ -146,6 +161,11 @@ class CapacityConfig(Model):
                              " scales to 0 before EC2 reclaims the instances", "required")  # fmt: skip
         if self.type != "capacity-block" and self.ends_at is not None:
             raise KeyProblem("endsAt", f"only for capacity-block, not {self.type}", "conflict")
+        if self.type != "capacity-block" and self.starts_at is not None:
+            raise KeyProblem("startsAt", f"only for capacity-block, not {self.type}", "conflict")
+        if self.starts_at is not None and self.ends_at is not None and self.starts_at >= self.ends_at:
+            raise KeyProblem("startsAt", f"{self.starts_at.isoformat()} is not before endsAt; give the block's"
+                             " StartDate", "invalid")  # fmt: skip
         if self.end_margin_hours is not None and not self.targets_reservation:
             raise KeyProblem("endMarginHours", f"only for reservation and capacity-block, not {self.type}", "conflict")
         if self.type == "capacity-block" and (self.end_margin_hours or 0) >= CAPACITY_BLOCK_DAY_HOURS:
@@ -156,7 +176,7 @@ class CapacityConfig(Model):
                 " out: the scale-down scaleDownMinutesBeforeEnd before endsAt drains the block",
                 "invalid",
             )
-        earliest = dt.datetime.min.replace(tzinfo=dt.UTC) + dt.timedelta(minutes=self.scale_down_minutes_before_end)
+        earliest = dt.datetime.min.replace(tzinfo=dt.UTC) + dt.timedelta(minutes=self.scale_down_minutes())
         if self.ends_at is not None and self.ends_at < earliest:
             raise KeyProblem("endsAt", f"{self.ends_at.isoformat()} is long past; give the block's EndDate", "invalid")
         return self
@@ -167,12 +187,26 @@ class CapacityConfig(Model):
         hours = self.end_margin_hours
         return dt.timedelta(hours=DEFAULT_END_MARGIN_HOURS.get(self.type, 0) if hours is None else hours)
 
+    def scale_down_minutes(self, checkpoint_write_seconds: float | None = None) -> int:
+        """Minutes before endsAt at which the group is drained: scaleDownMinutesBeforeEnd, or the
+        margin the runs' last checkpoint needs (estimates.capacity_blocks)."""
+        given = self.scale_down_minutes_before_end
+        return given if given is not None else scale_down_minutes(checkpoint_write_seconds)
+
     @property
     def scale_down_at(self) -> dt.datetime | None:
-        """When a Capacity Block group scales to 0: scaleDownMinutesBeforeEnd before endsAt."""
+        """When a Capacity Block group scales to 0 at the latest (unknown checkpoints: EKS's own action)."""
         if self.ends_at is None:
             return None
-        return self.ends_at - dt.timedelta(minutes=self.scale_down_minutes_before_end)
+        return self.ends_at - dt.timedelta(minutes=self.scale_down_minutes())
+
+    def own_scale_down_at(self, checkpoint_write_seconds: float | None = None) -> dt.datetime | None:
+        """When the project's own scale-down action runs: None when EKS's own (40 minutes before the
+        end) comes first, so the group has one action, never two."""
+        minutes = self.scale_down_minutes(checkpoint_write_seconds)
+        if self.ends_at is None or not own_scale_down(minutes):
+            return None
+        return self.ends_at - dt.timedelta(minutes=minutes)
 
     @property
     def targets_reservation(self) -> bool:

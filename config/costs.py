@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from config.workloads import Run, TrainingRun
 from estimates import cost
@@ -25,10 +26,24 @@ def stack_bill(cfg: StackConfig) -> cost.StackBill:
         nat = 1 if cfg.network.nat_gateways == "single" else len(cfg.availability_zones)
     s, st = cfg.system_node_group, cfg.storage
     groups = [cost.NodeCount("system", s.instance_type, s.desired_size)]
-    groups += [cost.NodeCount(ng.name, ng.instance_type, ng.desired_size) for ng in cfg.node_groups]
+    groups += [node_count(ng) for ng in cfg.node_groups]
     tier = st.throughput_per_tib if st.deployment_type == "PERSISTENT_2" else 125
     fsx = cost.FileSystemBill("storage-lustre", st.storage_capacity_gib, tier)
     return cost.StackBill(cfg.region, 1, nat, tuple(groups), (fsx,))
+
+
+def node_count(ng: NodeGroupConfig) -> cost.NodeCount:
+    """A node group as AWS bills it: a reservation or Capacity Block holds its instances (maxSize)
+    whatever desiredSize says; a block's length from its startsAt and endsAt, where both are given."""
+    c = ng.capacity
+    hours = (c.ends_at - c.starts_at).total_seconds() / 3600 if c.starts_at and c.ends_at else None
+    count = ng.max if c.targets_reservation else ng.desired_size
+    return cost.NodeCount(ng.name, ng.instance_type, count, c.type, hours)
+
+
+def block_hours(cfg: StackConfig) -> dict[str, float]:
+    """Node group name -> its Capacity Block's length in hours, where startsAt and endsAt say it."""
+    return {ng.name: h for ng in cfg.node_groups if (h := node_count(ng).block_hours) is not None}
 
 
 def estimated_step_seconds(cfg: StackConfig, name: str, instance_type: str | None = None) -> tuple[float | None, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Literal
 
@@ -297,16 +298,27 @@ class NodeGroupConfig(Model):
             max_key=max_key,
         )
 
-    def launch(self, availability_zone: str, release_version: str, max_key: str = "") -> NodeGroupLaunch:
-        """The group with what the aws layer needs to launch it (infra.nodegroups)."""
+    def launch(
+        self,
+        availability_zone: str,
+        release_version: str,
+        max_key: str = "",
+        now: dt.datetime | None = None,
+        checkpoint_write_seconds: float | None = None,
+    ) -> NodeGroupLaunch:
+        """The group with what the aws layer needs to launch it (infra.nodegroups): a Capacity Block
+        group scales up at its block's start while that lies ahead of `now` (Auto Scaling refuses a
+        scheduled action in the past), and down before its end with a margin for the last checkpoint."""
         c = self.capacity
+        ahead = c.starts_at is not None and (now is None or c.starts_at > now)
         capacity = LaunchCapacity(
             c.type,
             c.reservation_id,
             c.reservation_group_arn,
             c.placement_group_name,
             new_placement_group=self.creates_placement_group,
-            scale_down_at=c.scale_down_at,
+            scale_down_at=c.own_scale_down_at(checkpoint_write_seconds),
+            scale_up_at=c.starts_at if ahead else None,
         )
         return NodeGroupLaunch(
             group=self.node_group(availability_zone, release_version, max_key),

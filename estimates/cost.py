@@ -1,7 +1,9 @@
 """What a stack costs per hour and per month, and what a run costs (pure estimate).
 
-Items: node groups (nodes x on-demand price; an ODCR bills at the on-demand rate whether
-used or not; Capacity Blocks and spot are shown at the on-demand rate as an upper bound),
+Items: node groups, each capacity kind as AWS bills it: on-demand nodes x the on-demand rate; an
+ODCR at the on-demand rate for the instances it holds (maxSize), used or not; a Capacity Block at
+the block rate for its instances (maxSize), prepaid for its whole length whatever desiredSize says,
+with that total where the block's dates are known; spot at the on-demand rate as an upper bound,
 the EKS control plane, NAT gateways (none in an existing VPC) and FSx for Lustre (storage x
 throughput tier); a run: nodes x its hours x price, or per hour while it stands (a server, with
 its load balancer).
@@ -28,13 +30,24 @@ from facts import prices as table
 class Prices:
     """Hourly prices from the dated table (`infra.prices`)."""
 
-    source = f"price table of {table.PRICES_AS_OF} (facts/prices.py)"
+    source = (
+        f"price table of {table.PRICES_AS_OF}, Capacity Block rates of {table.CAPACITY_BLOCK_PRICES_AS_OF}"
+        " (facts/prices.py)"
+    )
 
     def instance_hourly(self, instance_type: str, region: str) -> float:
         try:
             return table.EC2_ON_DEMAND_HOURLY[instance_type]
         except KeyError:
             raise KeyError(f"no price for {instance_type} in facts/prices.py") from None
+
+    def capacity_block_hourly(self, instance_type: str) -> float:
+        """The Capacity Block rate per instance-hour (a type with no rate of its own: its proxy's)."""
+        name = instance_type if instance_type in table.CAPACITY_BLOCK_HOURLY else table.PROXIES.get(instance_type, "")
+        try:
+            return table.CAPACITY_BLOCK_HOURLY[name]
+        except KeyError:
+            raise KeyError(f"no Capacity Block price for {instance_type} in facts/prices.py") from None
 
     def eks_hourly(self) -> float:
         return table.EKS_CONTROL_PLANE_HOURLY
@@ -59,6 +72,8 @@ class CostItem:
     unit: str
     unit_price: float
     """USD per unit-hour."""
+    prepaid_hours: float | None = None
+    """A Capacity Block: the hours it is paid for up front (its length), where known."""
 
     @property
     def hourly(self) -> float:
@@ -73,6 +88,11 @@ class CostItem:
             "unitPriceHourly": round(self.unit_price, 6),
             "hourly": round(self.hourly, 4),
             "monthly": round(self.hourly * table.HOURS_PER_MONTH, 2),
+            **(
+                {"prepaidHours": self.prepaid_hours, "prepaidTotal": round(self.hourly * self.prepaid_hours, 2)}
+                if self.prepaid_hours is not None
+                else {}
+            ),
         }
 
 
@@ -185,6 +205,10 @@ class NodeCount:
     name: str | None
     instance_type: str
     count: int
+    capacity: str = "on-demand"
+    """on-demand | reservation | capacity-block | spot: how AWS bills the nodes."""
+    block_hours: float | None = None
+    """A Capacity Block's length in hours (startsAt to endsAt), where known."""
 
 
 @dataclass(frozen=True)
@@ -208,14 +232,25 @@ class StackBill:
     file_systems: tuple[FileSystemBill, ...] = ()
 
 
+def node_group_item(g: NodeCount, region: str, prices: Prices) -> CostItem:
+    """One node group as AWS bills it: a Capacity Block at its rate, prepaid for its length; an
+    ODCR at the on-demand rate whether used or not; on-demand (and spot, as an upper bound) at the
+    on-demand rate (the callers count a reserved group at the instances it holds, maxSize)."""
+    name = f"node-group/{g.name}"
+    if g.capacity == "capacity-block":
+        price = prices.capacity_block_hourly(g.instance_type)
+        return CostItem(name, "nodes", g.count, f"{g.instance_type} (Capacity Block)", price, g.block_hours)
+    unit = f"{g.instance_type} (ODCR, billed used or not)" if g.capacity == "reservation" else g.instance_type
+    return CostItem(name, "nodes", g.count, unit, prices.instance_hourly(g.instance_type, region))
+
+
 def items(bill: StackBill, prices: Prices) -> list[CostItem]:
     """Cost items of a stack: its control plane, NAT gateways, node groups and file systems."""
     out = [CostItem("eks-control-plane", "eks", 1, "cluster", prices.eks_hourly())] if bill.clusters else []
     if bill.nat_gateways:
         out.append(CostItem("nat-gateways", "nat", bill.nat_gateways, "gateway", prices.nat_hourly()))
     for g in bill.node_groups:
-        price = prices.instance_hourly(g.instance_type, bill.region)
-        out.append(CostItem(f"node-group/{g.name}", "nodes", g.count, g.instance_type, price))
+        out.append(node_group_item(g, bill.region, prices))
     for fs in bill.file_systems:
         per_hour = prices.fsx_gb_month(fs.tier) / table.HOURS_PER_MONTH
         out.append(CostItem(f"fsx/{fs.name}", "fsx", fs.gib, f"GB at {fs.tier} MB/s/TiB", per_hour))

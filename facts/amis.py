@@ -6,9 +6,10 @@ Source: awslabs/amazon-eks-ami/CHANGELOG.md at 81fec2e8 (2026-07-23; newest rele
 its "AMI Details" tables: aws-neuronx-dkms of AL2023_x86_64_NEURON (the version the `neuron`
 module reports in /sys/module/neuron/version) and kmod-nvidia-latest-dkms of AL2023_x86_64_NVIDIA,
 for the Kubernetes minors this project supports. tests/upstream/amazon-eks-ami-v20260714.yaml holds
-the same rows and tests/unit/test_drivers.py holds this table to it. Without a releaseVersion EKS
-gives a new node group the newest release for its Kubernetes version, and newer releases than
-these exist: refresh both files to use them (a releaseVersion outside this table is refused).
+the same rows and tests/unit/test_drivers.py holds this table to it. The v20260129 and v20260318
+releases each list two builds per minor (e.g. 1.35.2-20260318 and 1.35.2-20260311): both are here.
+Without a releaseVersion EKS gives a new node group the newest release for its Kubernetes version,
+and newer releases than these exist: refresh both files to use them (a releaseVersion outside this table is refused).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ _ROWS = """
 1.35.3-20260409 2.27.4.0 580.126.09
 1.34.4-20260403 2.26.10.0 580.126.09
 1.35.2-20260403 2.26.10.0 580.126.09
+1.34.4-20260318 2.26.10.0 580.126.09
+1.35.2-20260318 2.26.10.0 580.126.09
 1.34.4-20260311 2.26.5.0 580.126.09
 1.35.2-20260311 2.26.5.0 580.126.09
 1.34.4-20260304 2.26.5.0 580.126.09
@@ -70,6 +73,8 @@ _ROWS = """
 1.35.0-20260224 2.25.4.0 580.126.09
 1.34.3-20260209 2.25.4.0 580.126.09
 1.35.0-20260209 2.25.4.0 580.126.09
+1.34.2-20260129 2.25.4.0 580.126.09
+1.35.0-20260129 2.25.4.0 580.126.09
 1.34.2-20260128 2.25.4.0 580.126.09
 1.35.0-20260128 2.25.4.0 580.126.09
 1.34.2-20260120 2.25.4.0 580.126.09

@@ -155,7 +155,9 @@ class LaunchCapacity:
     new_placement_group: bool = False
     """Launch into a new `cluster` placement group (on-demand and spot only)."""
     scale_down_at: dt.datetime | None = None
-    """When a Capacity Block group scales to 0, before its instances are reclaimed."""
+    """When the project's own action scales a Capacity Block group to 0 (None: EKS's own action does)."""
+    scale_up_at: dt.datetime | None = None
+    """When a Capacity Block group scales up to its desired size: the block's start, while it lies ahead."""
 
     @property
     def targets_reservation(self) -> bool:

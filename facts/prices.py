@@ -26,6 +26,13 @@ Sources (as of PRICES_AS_OF):
 - trn2u.48xlarge: no price is published; Trn2 UltraServers are sold as Capacity Blocks, and
   neither AWS's On-Demand nor its Capacity Block page (as scraped above) lists it. PROXIES prices
   it as trn2.48xlarge, the same instance outside an UltraServer, and the cost line says so.
+- Capacity Blocks for ML, per instance-hour (CAPACITY_BLOCK_HOURLY): AWS's Capacity Block pricing
+  page (aws.amazon.com/ec2/capacityblocks/pricing/) as koyakimu/ec2-capacity-blocks-for-ml-pricing-json
+  data/pricing.json at 9dfcf8b1 scraped it on CAPACITY_BLOCK_PRICES_AS_OF: the same rate in us-east-1,
+  us-east-2 and us-west-2 where a type is listed there (p6-b300: us-west-2 only; trn2: us-east-2
+  only). Block prices move with demand (the page says they are dynamic): the plan's figure is the
+  listed rate, the purchase quote is the price. A block is paid up front for its whole length,
+  whatever the group's desiredSize; trn2u has no listed rate and takes trn2's (PROXIES).
 - EKS control plane: $0.10 per cluster-hour in standard support, $0.60 in extended
   support (Amazon EKS pricing page; cloudburn.io "Amazon EKS pricing", 2026-03).
 - NAT gateway: $0.045 per gateway-hour, data processing not included (Amazon VPC pricing).
@@ -73,6 +80,18 @@ UNVERIFIED = (
     "p6-b300.48xlarge",
     "trn2u.48xlarge",
 )
+CAPACITY_BLOCK_PRICES_AS_OF = "2026-02-01"
+CAPACITY_BLOCK_HOURLY: dict[str, float] = {
+    "p4d.24xlarge": 11.8,
+    "p5.48xlarge": 31.464,
+    "p5e.48xlarge": 39.799,
+    "p5en.48xlarge": 41.612,
+    "p6-b200.48xlarge": 74.88,
+    "p6-b300.48xlarge": 93.6,
+    "trn1.32xlarge": 9.532,
+    "trn2.48xlarge": 35.7608,
+}
+"""USD per instance-hour of a Capacity Block (see the module docstring)."""
 PROXIES: dict[str, str] = {"trn2u.48xlarge": "trn2.48xlarge"}
 """Types with no published price of their own -> the type whose price stands in for theirs."""
 

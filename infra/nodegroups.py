@@ -161,19 +161,40 @@ class AcceleratedNodeGroup(pulumi.ComponentResource):
                 parent=self, depends_on=[*cluster.node_policy_attachments, *efa_rules], **REPLACED_FIRST
             ),
         )
+        if capacity.scale_up_at is not None:
+            self._scale_up_at_block_start(capacity.scale_up_at, ng.nodes, launch.min_nodes)
         if capacity.scale_down_at is not None:
             self._scale_down_before_block_ends(capacity.scale_down_at)
         self.register_outputs({"nodeGroup": self.node_group.node_group_name, "securityGroupId": sg.id})
 
+    def _asg_name(self) -> pulumi.Output[str]:
+        return self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)
+
+    def _scale_up_at_block_start(self, when: dt.datetime, desired: int, minimum: int) -> None:
+        """A block's group gets its nodes at the block's start: a scheduled action that aligns to the
+        reservation's start time (EKS user guide, capacity-blocks-mng). The previous block's end left
+        the Auto Scaling group at 0, and an unchanged desiredSize sends EKS no scaling update, so
+        without it the next block would sit idle; a new block moves the action to its own start."""
+        aws.autoscaling.Schedule(
+            f"{self._name}-capacity-block-start",
+            scheduled_action_name=f"{self._full_name}-capacity-block-start",
+            autoscaling_group_name=self._asg_name(),
+            start_time=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            desired_capacity=desired,
+            min_size=minimum,
+            max_size=-1,  # leave the maximum as it is
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
     def _scale_down_before_block_ends(self, when: dt.datetime) -> None:
-        """A Capacity Block's instances are reclaimed when it ends: scale the group's Auto Scaling
-        group to 0 `scaleDownMinutesBeforeEnd` (at least 30) before, so nodes drain first (EKS user
-        guide, capacity-blocks and capacity-blocks-mng; EC2 Auto Scaling guide, Capacity Blocks)."""
-        asg_name = self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)
+        """A Capacity Block's instances are reclaimed when it ends; EC2 starts shutting them down 30
+        minutes before, and EKS's own action scales the group to 0 at 40 (EKS user guide,
+        capacity-blocks-mng). This action exists only when the group needs to stop earlier than
+        EKS's: its margin leaves the runs' last checkpoint time to be written (config.capacity)."""
         aws.autoscaling.Schedule(
             f"{self._name}-capacity-block-end",
             scheduled_action_name=f"{self._full_name}-capacity-block-end",
-            autoscaling_group_name=asg_name,
+            autoscaling_group_name=self._asg_name(),
             start_time=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
             desired_capacity=0,
             min_size=0,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from collections import defaultdict
@@ -38,12 +39,13 @@ from pulumi.runtime import rpc
 import config
 import stack
 from config import costs
+from config.checks import capacity as capacity_checks
 from config.stackfile import SECRET, UsageError, engine_value, read_stack_file, secret_keys
 from estimates import cost
 from facts.names import LOWER_LAYER, NODE_GROUP_LABEL, PROJECT
 from infra.layers import PLATFORM_OUTPUT
 from policy import rules
-from tools.cli import add_stack_arguments, bad_input, shown, stack_file, stack_name
+from tools.cli import EXAMPLES_DIR, add_stack_arguments, bad_input, shown, stack_file, stack_name
 from tools.offline import mocks
 from tools.offline.plan_table import render_table, violation_line
 
@@ -140,7 +142,7 @@ def run(
         "resources": resources,
         "outputs": outputs,
         "cost": cost.summary(
-            cost.items(bill_from_plan(resources, cfg.region), cost.Prices()),
+            cost.items(bill_from_plan(resources, cfg.region, costs.block_hours(cfg)), cost.Prices()),
             cost.Prices(),
             costs.runs_from_config(cfg, cost.Prices(), run_node_types(cfg, below)),
             {r["type"] for r in resources},
@@ -157,9 +159,29 @@ def run_node_types(cfg: config.StackConfig, below: dict[str, Any]) -> dict[str, 
     return costs.own_node_types(cfg)
 
 
-def bill_from_plan(resources: Sequence[Mapping[str, Any]], region: str) -> cost.StackBill:
+PLANNED_CAPACITY = {"CAPACITY_BLOCK": "capacity-block", "SPOT": "spot"}
+"""EKS capacityType -> the capacity kind estimates.cost prices (an ODCR is ON_DEMAND to EKS; its
+launch template names the reservation)."""
+
+
+def planned_node_count(
+    name: str | None, itype: str, inputs: Mapping[str, Any], hours: Mapping[str, float]
+) -> cost.NodeCount:
+    """A planned node group as AWS bills it: a Capacity Block at its maxSize (prepaid whatever the
+    desired size), with its length from config (`hours`, config.costs.block_hours)."""
+    sizes = inputs.get("scalingConfig") or {}
+    kind = PLANNED_CAPACITY.get(str(inputs.get("capacityType")), "on-demand")
+    if kind == "capacity-block":
+        return cost.NodeCount(name, itype, sizes.get("maxSize", 0), kind, hours.get(name or ""))
+    return cost.NodeCount(name, itype, sizes.get("desiredSize", 0), kind)
+
+
+def bill_from_plan(
+    resources: Sequence[Mapping[str, Any]], region: str, hours: Mapping[str, float] | None = None
+) -> cost.StackBill:
     """What the planned resources have that is billed by the hour (clusters, NAT gateways, node
-    groups, FSx), each kind in name order, for estimates.cost."""
+    groups, FSx), each kind in name order, for estimates.cost; `hours`: each Capacity Block's length."""
+    hours = hours or {}
     types = [r.get("type") for r in resources]
     clusters = int(any(t in ("eks:index:Cluster", "aws:eks/cluster:Cluster") for t in types))
     groups, file_systems = [], []
@@ -169,7 +191,7 @@ def bill_from_plan(resources: Sequence[Mapping[str, Any]], region: str) -> cost.
             # The group's name is its label: its EKS name gets a unique suffix at create.
             name = (i.get("labels") or {}).get(NODE_GROUP_LABEL)
             itype = (i.get("instanceTypes") or ["?"])[0]
-            groups.append(cost.NodeCount(name, itype, (i.get("scalingConfig") or {}).get("desiredSize", 0)))
+            groups.append(planned_node_count(name, itype, i, hours))
         elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":
             tier = int(i.get("perUnitStorageThroughput") or 125)
             file_systems.append(cost.FileSystemBill(r.get("name"), float(i.get("storageCapacity") or 0), tier))
@@ -295,6 +317,11 @@ def to_json(plan: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- CLI
 
 
+def is_example(path: Path) -> bool:
+    """A stack file of the project's examples (examples/Pulumi.<name>.yaml)."""
+    return path.resolve().parent == EXAMPLES_DIR.resolve()
+
+
 def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -316,32 +343,37 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     except SystemExit as e:
         return int(e.code or 0)
 
-    try:
-        check_out_dir(args.out)
-        path = stack_file(args, stderr)
-        values = read_stack_file(path)
-        plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs))
-    except (UsageError, config.ConfigError) as e:
-        return bad_input(e, stderr, stdout if args.format == "json" else None)
-    except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
-        print(f"error: the program failed under mocks: {type(e).__name__}: {e}", file=stderr)
-        return 1
-
-    stdout.write(to_json(plan) if args.format == "json" else render_table(plan))
-    if args.out:
+    # An example stack is planned at the example clock (config.checks.capacity.EXAMPLE_CLOCK), so
+    # its dated Capacity Blocks plan on any date; every other stack file at the real clock.
+    with contextlib.ExitStack() as scope:
         try:
-            print(write_out(plan, args.out), file=stderr)
-        except OSError as e:
-            return bad_input(UsageError(f"--out {args.out}: cannot write there: {e.strerror or e}"), stderr)
-    for line in [
-        *secrets_to_set(placeholder_secrets(path)),
-        *config.offline_warnings(config.parse_stack_values(values)),
-    ]:
-        print(line, file=stderr)
-    blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
-    for v in blocking:
-        print(violation_line(v), file=stderr)
-    return 1 if blocking else 0
+            check_out_dir(args.out)
+            path = stack_file(args, stderr)
+            if is_example(path):
+                scope.enter_context(capacity_checks.example_clock())
+            values = read_stack_file(path)
+            plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs))
+        except (UsageError, config.ConfigError) as e:
+            return bad_input(e, stderr, stdout if args.format == "json" else None)
+        except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
+            print(f"error: the program failed under mocks: {type(e).__name__}: {e}", file=stderr)
+            return 1
+
+        stdout.write(to_json(plan) if args.format == "json" else render_table(plan))
+        if args.out:
+            try:
+                print(write_out(plan, args.out), file=stderr)
+            except OSError as e:
+                return bad_input(UsageError(f"--out {args.out}: cannot write there: {e.strerror or e}"), stderr)
+        for line in [
+            *secrets_to_set(placeholder_secrets(path)),
+            *config.offline_warnings(config.parse_stack_values(values)),
+        ]:
+            print(line, file=stderr)
+        blocking = [v for v in plan.get("policy") or [] if v["enforcement"] == "mandatory"]
+        for v in blocking:
+            print(violation_line(v), file=stderr)
+        return 1 if blocking else 0
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ size (a scheduled block is fine at 0), does not end within the group's margin
 (`capacity.endMarginHours`: by default 24 h for a reservation, 0 for a Capacity Block, whose own
 scale-down drains it), and (Capacity Blocks) ends when `endsAt` says, with the scale-down after the
 block's start (config refuses one already past); groups sharing a reservation fit it together; a
-Capacity Block group is at desired size 0
-before its Kubernetes version changes; the identity running Pulumi is not listed again in
-`adminPrincipalArns` (EKS already made it admin); and the account's On-Demand vCPU quota of each
-instance family covers the node groups at their desired size, with a warning (and the request that
+Capacity Block group is at desired size 0 before its Kubernetes version or AMI release changes
+(either rolls its nodes); the identity running Pulumi is not listed again in `adminPrincipalArns`
+(EKS already made it admin); and the account's On-Demand (and, for Spot groups, Spot) vCPU quota of
+each instance family covers the node groups at their desired size, with a warning (and the request that
 fixes it) when it does not reach their maximum size (tools/aws/quotas.py); with an existing VPC, that the
 VPC resolves DNS and gives hostnames, each subnet exists in that VPC and in the AZ it is keyed by
 with the free addresses the plan needs, and its named route tables and security groups are in it;
@@ -49,12 +49,14 @@ import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings
 
+from config import amis
+from config.nodegroups import NodeGroupConfig
 from config.stack import StackConfig
 from facts import instances
 from facts.names import SYSTEM_NODE_GROUP
 from facts.quotas import QUOTA_CODES
 from infra.context import StackContext, aws_provider
-from tools.aws.account import Account, AccountError
+from tools.aws.account import Account, AccountError, DeployedNodeGroup
 from tools.aws.account_boto3 import Boto3Account
 from tools.aws.account_invokes import ProviderAccount
 from tools.aws.network_checks import check_placement_groups, check_vpc
@@ -100,9 +102,11 @@ def check_efa(account: Account, cfg: StackConfig) -> list[Finding]:
 
 
 def check_capacity_block_upgrades(account: Account, cfg: StackConfig) -> list[Finding]:
-    """EKS upgrades a Capacity Block node group only at desired size 0 (EKS user guide,
-    capacity-blocks-mng). When this update changes the Kubernetes version of a deployed
-    Capacity Block group that still runs nodes, the path is two steps: scale to 0, then upgrade."""
+    """EKS updates a Capacity Block node group only at desired size 0 (EKS user guide,
+    capacity-blocks-mng): an update that rolls the nodes of a deployed block group that still runs
+    some would evict its training mid-block. Refused while it has nodes: a Kubernetes version change,
+    and an AMI release change (a releaseVersion edit, or the newest release moving when facts/amis.py
+    is refreshed); the way through is after the block, or at desired size 0 first."""
     out = []
     for ng in cfg.node_groups:
         if ng.capacity.type != "capacity-block":
@@ -112,17 +116,31 @@ def check_capacity_block_upgrades(account: Account, cfg: StackConfig) -> list[Fi
         if found is None:
             out.append(Finding("upgrade", subject, True, "not deployed yet"))
             continue
-        version, desired = found.version, found.desired
-        if version != cfg.cluster.kubernetes_version and desired > 0:
-            message = (
-                f"runs {desired} nodes on Kubernetes {version}; EKS upgrades a Capacity Block group only at desired"
-                f" size 0: keep cluster.kubernetesVersion at {version} and `pulumi up` with desiredSize: 0 and"
-                f" minSize: 0 first, then raise it to {cfg.cluster.kubernetes_version}"
-            )
-            out.append(Finding("upgrade", subject, False, message))
-        else:
-            out.append(Finding("upgrade", subject, True, f"Kubernetes {version}, desired {desired}"))
+        out.append(_block_roll(found, cfg, ng, subject))
     return out
+
+
+def _block_roll(found: DeployedNodeGroup, cfg: StackConfig, ng: NodeGroupConfig, subject: str) -> Finding:
+    version, desired = found.version, found.desired
+    pinned = amis.pinned_release(cfg, ng)
+    release = pinned.release_version if pinned else None
+    way = "`pulumi up` with desiredSize: 0 and minSize: 0 first (or wait for the block's end), then"
+    if version != cfg.cluster.kubernetes_version and desired > 0:
+        message = (
+            f"runs {desired} nodes on Kubernetes {version}; EKS upgrades a Capacity Block group only at desired"
+            f" size 0: keep cluster.kubernetesVersion at {version} and {way} raise it to"
+            f" {cfg.cluster.kubernetes_version}"
+        )
+        return Finding("upgrade", subject, False, message)
+    if found.release_version and release and found.release_version != release and desired > 0:
+        message = (
+            f"runs {desired} nodes on AMI release {found.release_version}; this update moves it to {release}, which"
+            f" rolls every node of the group under its training (EKS updates a Capacity Block group only at desired"
+            f" size 0): set nodeGroups[].releaseVersion: {found.release_version} until the block ends, or {way}"
+            f" let it move to {release}"
+        )
+        return Finding("upgrade", subject, False, message)
+    return Finding("upgrade", subject, True, f"Kubernetes {version}, AMI {found.release_version}, desired {desired}")
 
 
 def _minor(version: str) -> tuple[int, int]:

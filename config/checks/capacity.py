@@ -7,6 +7,8 @@ many of its instances are free, when does it really end) is preflight's (tools/a
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from config.checks.groups import size_key
 from config.nodegroups import NodeGroupConfig
@@ -18,6 +20,29 @@ from facts.limits import CAPACITY_BLOCK_MAX_INSTANCES, CAPACITY_BLOCK_TYPES
 def utc_now() -> dt.datetime:
     """The time config is judged at (tests pin it: the example stacks carry dated Capacity Blocks)."""
     return dt.datetime.now(dt.UTC)
+
+
+EXAMPLE_CLOCK = dt.datetime(2026, 7, 1, 12, 0, tzinfo=dt.UTC)
+"""The time the example stacks are planned at, whatever the date (tools.plan, for files in examples/).
+Their Capacity Blocks carry dates of their own (illustrative, like their reservation ids): judged by
+the real clock they would all be refused once those dates passed, and the examples are documentation
+that must plan on any date. A stack of your own is always judged by the real clock."""
+_example_clock: list[bool] = [False]
+
+
+def judged_at() -> dt.datetime:
+    """`EXAMPLE_CLOCK` while an example stack is planned (`example_clock`), else `utc_now()`."""
+    return EXAMPLE_CLOCK if _example_clock[0] else utc_now()
+
+
+@contextmanager
+def example_clock() -> Iterator[None]:
+    """Judge config at `EXAMPLE_CLOCK` inside the block (tools.plan of an example stack file)."""
+    _example_clock[0] = True
+    try:
+        yield
+    finally:
+        _example_clock[0] = False
 
 
 def shared_reservations(cfg: StackConfig) -> list[str]:
@@ -116,11 +141,36 @@ def capacity_blocks_sold(cfg: StackConfig) -> list[str]:
     return problems
 
 
+def ultraservers_as_blocks(cfg: StackConfig) -> list[str]:
+    """An UltraServer member (trn2u) is sold only inside UltraServer Capacity Blocks: EC2 offers it
+    neither On-Demand, nor as Spot, nor for an On-Demand Capacity Reservation (EC2 user guide,
+    ec2-capacity-blocks and cb-group; facts/instances.py UltraServer), so a group of it of any other
+    capacity type would wait for nodes that never come."""
+    problems: list[str] = []
+    for i, ng in enumerate(cfg.node_groups):
+        ultra = ng.instance.ultraserver
+        if ultra is None or ng.capacity.type == "capacity-block":
+            continue
+        problems.append(
+            problem(
+                f"nodeGroups[{i}].capacity.type",
+                "conflict",
+                f"{ng.instance_type} is sold only as {ultra.ultraserver_type} UltraServer Capacity Blocks (EC2"
+                f" offers it neither on-demand, nor spot, nor as a reservation): use type capacity-block with the"
+                f" block's reservationId, or an instance type sold {ng.capacity.type}",
+                value=repr(ng.capacity.type),
+                allowed="capacity-block",
+                hint="buy an UltraServer Capacity Block and use type capacity-block",
+            )
+        )
+    return problems
+
+
 def capacity_blocks_ahead(cfg: StackConfig) -> list[str]:
     """A Capacity Block group's scheduled scale-down must still lie ahead: EC2 Auto Scaling
     refuses a scheduled action that starts in the past (PutScheduledUpdateGroupAction), so the
     plan and the deploy agree that a block that has ended (or is about to) needs a new one."""
-    now = utc_now()
+    now = judged_at()
     problems: list[str] = []
     for i, ng in enumerate(cfg.node_groups):
         when = ng.capacity.scale_down_at
@@ -146,5 +196,6 @@ def capacity_problems(cfg: StackConfig) -> list[str]:
         *shared_reservations(cfg),
         *placement_group_azs(cfg),
         *capacity_blocks_sold(cfg),
+        *ultraservers_as_blocks(cfg),
         *capacity_blocks_ahead(cfg),
     ]

@@ -313,6 +313,22 @@ def checkpoints_fit(workloads: Mapping[str, WorkloadConfig], storage: StorageCon
     ]
 
 
+def checkpoint_write_seconds(
+    workloads: Mapping[str, WorkloadConfig], group: str, storage: StorageConfig
+) -> float | None:
+    """The longest time one checkpoint of the training runs on node group `group` takes to write to
+    the shared file system (estimates.checkpoints), or None when no run there sizes its checkpoints:
+    what a Capacity Block group's scale-down leaves before EC2 shuts its instances down."""
+    fs = storage.file_system
+    seconds = [
+        p.write_seconds
+        for run in workloads.values()
+        if isinstance(run, TrainingRun) and run.node_group == group
+        if (p := checkpoints.plan(run.checkpoint_input, fs)) is not None
+    ]
+    return max(seconds, default=None)
+
+
 def run_step_seconds(run: RunConfig, instance_type: str) -> float | None:
     """The run's seconds per step: configured, or its recipe's published estimate, or unknown."""
     return step_time(run.step_seconds, run.step_estimate(instance_type), "stepSeconds")[0]

@@ -4,6 +4,7 @@ the S3 link's key, reserved capacity, Capacity Blocks, IAM for the pods that cal
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import fnmatch
 import json
@@ -185,17 +186,24 @@ def test_reserved_groups_upgrade_without_surging() -> None:
 
 
 def test_capacity_block_group_scales_to_zero_before_the_block_ends() -> None:
+    """EKS's own action drains the group 40 minutes before the end; one of the stack's exists only
+    when the group must stop earlier (here scaleDownMinutesBeforeEnd: 60), on the same Auto Scaling
+    group as the scale-up at the block's start."""
     facts = upstream.facts("aws-eks-capacity-blocks-2026-11")
-    plan = stack_plan("p5-capacity-block")
-    capacity = stack_values("p5-capacity-block")["llm-training-eks:nodeGroups"][0]["capacity"]
+    values = copy.deepcopy(stack_values("p5-capacity-block"))
+    capacity = values["llm-training-eks:nodeGroups"][0]["capacity"]
+    capacity["scaleDownMinutesBeforeEnd"] = 60
+    plan = run_plan(values, "p5-capacity-block")
     ends = dt.datetime.fromisoformat(capacity["endsAt"].replace("Z", "+00:00"))
-    (schedule,) = resources(plan, "aws:autoscaling/schedule:Schedule")
+    by_name = {r["name"]: r for r in resources(plan, "aws:autoscaling/schedule:Schedule")}
+    schedule, up = by_name["ng-p5-capacity-block-end"], by_name["ng-p5-capacity-block-start"]
     start = dt.datetime.fromisoformat(schedule["inputs"]["startTime"].replace("Z", "+00:00"))
-    assert ends - start >= dt.timedelta(minutes=facts["scale_to_zero_minutes_before_end"])
+    assert ends - start > dt.timedelta(minutes=facts["eks_scale_down_minutes_before_end"])
     assert schedule["inputs"]["desiredCapacity"] == 0 and schedule["inputs"]["minSize"] == 0
     (ng,) = [r for r in resources(plan, "aws:eks/nodeGroup:NodeGroup") if r["name"] == "ng-p5-ng"]
     # The Auto Scaling group EKS made for the node group (its `resources` output).
     assert schedule["inputs"]["autoscalingGroupName"].startswith(f"eks-{ng['inputs']['nodeGroupNamePrefix']}")
+    assert up["inputs"]["autoscalingGroupName"] == schedule["inputs"]["autoscalingGroupName"]
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,8 @@ def test_an_ended_block_is_refused_by_the_offline_plan_as_by_preview(
     monkeypatch.setattr(capacity, "utc_now", lambda: NOW)
     values = copy.deepcopy(stack_values("p5-capacity-block"))
     block = values[NS + "nodeGroups"][0]["capacity"]
-    block["endsAt"] = (NOW + dt.timedelta(minutes=45)).isoformat()  # scale-down 60 min before: past
+    block.pop("startsAt")  # a block of its own, whose start is not said
+    block["endsAt"] = (NOW + dt.timedelta(minutes=30)).isoformat()  # EKS's scale-down 40 min before: past
     code, err = plan_exit(values, tmp_path)
     assert code == 2 and err.startswith("nodeGroups[0].capacity.endsAt:") and "already past" in err, err
     block["endsAt"] = (NOW + dt.timedelta(days=3)).isoformat()
@@ -118,6 +119,7 @@ def test_dates_that_would_overflow_are_refused_not_crashed(change: dict[str, Any
     """`endsAt - scaleDownMinutesBeforeEnd` once raised OverflowError (exit 1). The lead is bounded
     by the longest block (182 days, EC2 user guide, ec2-capacity-blocks)."""
     values = copy.deepcopy(stack_values("p5-capacity-block"))
+    values[NS + "nodeGroups"][0]["capacity"].pop("startsAt")
     values[NS + "nodeGroups"][0]["capacity"].update(change)
     code, err = plan_exit(values, tmp_path)
     assert code == 2 and err.startswith(key + ":"), err

@@ -227,3 +227,14 @@ def test_an_unknown_runtime_is_printed_not_gated(tmp_path: Path) -> None:
 def test_the_system_group_has_no_release() -> None:
     assert config.cluster.SystemNodeGroupConfig().node_group(["a"]).release_version == ""
     assert SYSTEM_NODE_GROUP == "system"
+
+
+@pytest.mark.parametrize("release", ["1.34.4-20260318", "1.35.2-20260318", "1.34.2-20260129", "1.35.0-20260129"])
+def test_every_build_of_a_release_can_be_pinned(release: str) -> None:
+    """awslabs/amazon-eks-ami's changelog at 81fec2e8: AMI releases v20260318 and v20260129 each
+    list two builds per Kubernetes minor (-20260318 and -20260311; -20260129 and -20260128); a node
+    group may pin either, so the table holds both, with the drivers of each build."""
+    found = amis.find(release)
+    assert found is not None, f"{release} is missing from facts/amis.py"
+    listed = {r["releaseVersion"]: r for r in AMI["facts"]["releases"]}
+    assert found.neuron_driver == listed[release]["neuron"].removesuffix("-dkms")

@@ -16,6 +16,7 @@ from moto import mock_aws
 
 import config
 from config.checks import capacity
+from facts.quotas import SPOT_QUOTA_CODES
 from tests import upstream
 from tests.conftest import API_PATH, BASE, MINIMAL, placed, placed_values
 from tests.unit.preflight_sources import NOW, reservation
@@ -76,7 +77,7 @@ def quota_client(values: dict[str, float]) -> tuple[Any, Stubber]:
                     "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
                     "QuotaArn": f"arn:aws:servicequotas:us-west-2:123456789012:ec2/{code}",
                     "QuotaCode": code,
-                    "QuotaName": dict(preflight.QUOTA_CODES.values())[code],
+                    "QuotaName": dict([*preflight.QUOTA_CODES.values(), *SPOT_QUOTA_CODES.values()])[code],
                     "Value": value,
                     "Unit": "None",
                     "Adjustable": True,
@@ -304,7 +305,7 @@ def test_capacity_block_scale_down_already_past_is_refused_by_config_first(monke
     with pytest.raises(config.ConfigError) as e:
         cfg_of(**block)
     assert any(
-        p.startswith("nodeGroups[0].capacity.endsAt:") and "scale-down at 2026-07-01 11:30 UTC is already past" in p
+        p.startswith("nodeGroups[0].capacity.endsAt:") and "scale-down at 2026-07-01 11:50 UTC is already past" in p
         for p in e.value.problems
     ), e.value.problems
 

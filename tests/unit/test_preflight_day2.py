@@ -14,6 +14,7 @@ import pytest
 
 import config
 import stack
+from config import amis
 from tests import upstream
 from tests.conftest import API_PATH, MINIMAL, placed, resources, run_plan
 from tests.unit.preflight_sources import (
@@ -229,6 +230,58 @@ def test_capacity_block_upgrade_reads_the_deployed_group(source: str, deployed: 
         )
         (finding,) = found
     assert finding.ok is ok, finding.line()
+
+
+OLDER = "1.35.2-20260318"
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize(("release", "desired", "ok"), [(OLDER, 4, False), (OLDER, 0, True), (None, 4, True)])
+def test_a_release_bump_of_a_block_group_with_nodes_is_refused(
+    source: str, release: str | None, desired: int, ok: bool
+) -> None:
+    """EKS user guide, capacity-blocks-mng: update a Capacity Block group only at desired size 0. A
+    new AMI release (here the automatic one: no releaseVersion pinned, and facts/amis.py's newest for
+    1.35 is not what the group runs) rolls every node: refused while it has nodes, naming the pin that
+    holds it and the way through. `None`: the group already runs the release the update pins."""
+    cfg = config.parse(
+        {
+            "region": "us-west-2",
+            "cluster": {**API_PATH, "kubernetesVersion": "1.35"},
+            "nodeGroups": [{"name": "trn1", "instanceType": "trn1.32xlarge", "desiredSize": 4, "capacity": BLOCK}],
+        }
+    )
+    name, newest = cfg.cluster.name, amis.pinned_release(cfg, cfg.node_groups[0])
+    assert newest is not None and newest.release_version != OLDER
+    running = release or newest.release_version
+    if source == "boto3":
+        account, (stub,) = boto_account(eks=[("list_clusters", {"clusters": [name]})])
+        stub.add_response("list_nodegroups", {"nodegroups": ["trn1"]})
+        group = {"nodegroupName": "trn1", "version": "1.35", "releaseVersion": running,
+                 "scalingConfig": {"desiredSize": desired}}  # fmt: skip
+        stub.add_response("describe_nodegroup", {"nodegroup": group})
+        (finding,) = preflight.check_capacity_block_upgrades(account, cfg)
+    else:
+        answers = {
+            TOKENS["clusters"]: wire(aws.eks.GetClustersResult, id="us-west-2", names=[name]),
+            TOKENS["node_groups"]: wire(aws.eks.GetNodeGroupsResult, cluster_name=name, id=name, names=["trn1"]),
+            TOKENS["node_group"]: wire(
+                aws.eks.GetNodeGroupResult,
+                cluster_name=name,
+                node_group_name="trn1",
+                version="1.35",
+                release_version=running,
+                scaling_configs=[wire(aws.eks.outputs.GetNodeGroupScalingConfigResult, desired_size=desired)],
+            ),
+        }
+        (found,) = under_provider(
+            InvokeMocks(answers), lambda: preflight.check_capacity_block_upgrades(provider_account(cfg), cfg)
+        )
+        (finding,) = found
+    assert finding.ok is ok, finding.line()
+    if not ok:
+        assert f"set nodeGroups[].releaseVersion: {OLDER} until the block ends" in finding.message
+        assert "desiredSize: 0" in finding.message
 
 
 @pytest.mark.parametrize("source", SOURCES)

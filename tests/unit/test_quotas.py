@@ -87,6 +87,33 @@ def test_fail_below_desired_warn_below_maximum(value: float, status: str) -> Non
     assert (command + " --desired-value 256 --region us-west-2" in lines[TRN]) is (status != "ok")
 
 
+SPOT_TRN = "L-6B0D517C"
+
+
+def test_a_spot_group_on_a_new_account_fails_its_spot_quota() -> None:
+    """A Spot group counts against its family's Spot quota, 0 for Trn and P on a new account (EC2
+    user guide, using-spot-limits; tests/upstream/aws-ec2-spot-quotas-2026-12.yaml): preflight fails
+    it with the request that fixes it, instead of passing a group that never gets a node."""
+    cfg = cfg_of(trn1(capacity={"type": "spot"}, maxSize=2))
+    needs = quotas.quota_needs(cfg)
+    assert (needs[SPOT_TRN].desired, needs[SPOT_TRN].maximum, needs[SPOT_TRN].groups) == (
+        128,
+        256,
+        ("nodeGroups[trn1]",),
+    )
+    assert TRN not in needs  # a Spot instance is not an On-Demand one
+    lines = {f.subject.split()[0]: f.line() for f in quotas.check_quotas(QuotaAccount(NEW_ACCOUNT), cfg)}
+    assert lines[SPOT_TRN].startswith(f"FAIL quota {SPOT_TRN} (All Trn Spot Instance Requests): 0 vCPUs < 128")
+    assert f"--quota-code {SPOT_TRN} --desired-value 256" in lines[SPOT_TRN]
+
+
+def test_spot_quota_facts_are_the_recorded_ones() -> None:
+    recorded = upstream.facts("aws-ec2-spot-quotas-2026-12")
+    assert dict(quota_facts.SPOT_QUOTA_CODES.values()) == recorded["codes"]
+    assert {c: NEW_ACCOUNT[c] for c in recorded["codes"]} == recorded["aws_default"]
+    assert quotas.quota_family("trn2u.48xlarge") == "trn" and quotas.quota_family("p6-b300.48xlarge") == "p"
+
+
 def test_the_request_command_is_the_cli_s() -> None:
     """The flags are the RequestServiceQuotaIncrease members (botocore's service-quotas model), as the
     AWS CLI spells them (tests/upstream/aws-ec2-on-demand-quotas-2026-11.yaml)."""
@@ -103,7 +130,7 @@ def test_the_request_command_is_the_cli_s() -> None:
 def test_quota_facts_are_the_recorded_ones() -> None:
     recorded = upstream.facts("aws-ec2-on-demand-quotas-2026-11")
     assert dict(quota_facts.QUOTA_CODES.values()) == recorded["codes"]
-    assert recorded["new_account"] == quota_facts.NEW_ACCOUNT
+    assert recorded["new_account"] == {c: quota_facts.NEW_ACCOUNT[c] for c in recorded["codes"]}
     assert recorded["aws_default"][STANDARD] == quota_facts.AWS_DEFAULT_STANDARD
     assert preflight.QUOTA_CODES is quota_facts.QUOTA_CODES
 

@@ -14,7 +14,7 @@ import botocore.session
 import pytest
 
 import config
-from tests.conftest import API_PATH, BASE, plan_exit, resources, run_plan
+from tests.conftest import API_PATH, BASE, EXAMPLE_STACKS, plan_exit, resources, run_plan, stack_values
 from tools import preflight
 from tools.aws.account_boto3 import Boto3Account
 
@@ -101,3 +101,27 @@ def test_preflight_says_the_group_is_not_checked_and_how_to() -> None:
     (finding,) = preflight.check_reservations(Boto3Account(lambda _: ec2), cfg, now, 24)
     assert finding.ok and finding.warning
     assert f"aws resource-groups list-group-resources --group {GROUP_ARN}" in finding.message
+
+
+@pytest.mark.parametrize("kind", ["on-demand", "spot", "reservation"])
+def test_trn2u_is_refused_outside_an_ultraserver_capacity_block(kind: str, tmp_path: Path) -> None:
+    """EC2 sells trn2u.48xlarge only inside UltraServer Capacity Blocks (EC2 user guide,
+    ec2-capacity-blocks and cb-group, read 2026-12-05): a group of it on any other capacity waits
+    for nodes that never come (the acceptance run times out), so config refuses it (exit 2)."""
+    capacity = {"type": kind, **({"reservationId": "cr-0123456789abcdef0"} if kind == "reservation" else {})}
+    g = {**group(), "capacity": capacity}
+    code, err = plan_exit({**values(), "llm-training-eks:nodeGroups": [g]}, tmp_path)
+    assert code == 2, err
+    assert "nodeGroups[0].capacity.type: trn2u.48xlarge is sold only as u-trn2x64 UltraServer Capacity Blocks" in err
+
+
+def test_the_examples_target_their_blocks_by_reservation_id() -> None:
+    """The EKS user guide's Capacity Block node group (capacity-blocks-mng, awsdocs/amazon-eks-user-guide
+    at 0a7189e9) needs `CapacityReservationTarget` with `CapacityReservationId`; the resource-group target
+    (EC2 user guide, cb-group) is not what it lists, and preflight can check a reservation id (type, AZ,
+    dates, free instances) but not a group's members. Every example block, the UltraServer one too,
+    names its reservation."""
+    for stack in EXAMPLE_STACKS:
+        for ng in config.parse_stack_values(stack_values(stack)).node_groups:
+            if ng.capacity.type == "capacity-block":
+                assert ng.capacity.reservation_id and not ng.capacity.reservation_group_arn, stack

@@ -221,12 +221,17 @@ def eks_ami_releases(text: str, minors: list[str]) -> list[dict[str, str]]:
     for tag, body in zip(parts[1::2], parts[2::2], strict=True):
         parser = _Tables()
         parser.feed(body)
-        found: dict[str, dict[str, str]] = {}
+        # A release can list several builds per minor (v20260318: -20260318 and -20260311), each an
+        # "AMI Names" table followed by its "Package" table: one entry per build.
+        found: dict[str, list[dict[str, str]]] = {}
         for summary, rows in parser.tables:
             m = re.fullmatch(r"Kubernetes (\d+\.\d+)", summary)
             if not m or m.group(1) not in minors or not rows:
                 continue
-            entry = found.setdefault(m.group(1), {"ami": tag, "kubernetes": m.group(1)})
+            builds = found.setdefault(m.group(1), [])
+            if rows[0][0][0].strip() == "AMI Names" or not builds:
+                builds.append({"ami": tag, "kubernetes": m.group(1)})
+            entry = builds[-1]
             if rows[0][0][0].strip() == "AMI Names":
                 entry["releaseVersion"] = rows[1][1][0].strip()
                 continue
@@ -236,7 +241,8 @@ def eks_ami_releases(text: str, minors: list[str]) -> list[dict[str, str]]:
                 if row[0][0].strip() in AMI_DRIVERS:
                     ami_type, key = AMI_DRIVERS[row[0][0].strip()]
                     entry[key] = dict(zip(columns, cells, strict=True))[ami_type]
-        out += [found[k] for k in minors if k in found]
+        for i in range(max((len(b) for b in found.values()), default=0)):
+            out += [found[k][i] for k in minors if k in found and i < len(found[k])]
     return out
 
 

@@ -74,6 +74,8 @@ class DeployedNodeGroup:
 
     version: str
     desired: int
+    release_version: str | None = None
+    """The AMI release the group runs (DescribeNodegroup releaseVersion), where EKS reports it."""
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ class Boto3Account:
             group = found[0]["nodegroup"] if found else {}
             if group and is_group(eks_name, group.get("labels"), name):
                 desired = int(group.get("scalingConfig", {}).get("desiredSize", 0))
-                return DeployedNodeGroup(str(group.get("version")), desired)
+                return DeployedNodeGroup(str(group.get("version")), desired, group.get("releaseVersion"))
         return None
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:

@@ -130,7 +130,8 @@ class ProviderAccount:
             )
             if is_group(eks_name, group.labels, name):
                 scaling = (group.scaling_configs or [None])[0]
-                return DeployedNodeGroup(str(group.version), int(scaling.desired_size) if scaling else 0)
+                desired = int(scaling.desired_size) if scaling else 0
+                return DeployedNodeGroup(str(group.version), desired, group.release_version or None)
         return None
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:

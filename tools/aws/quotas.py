@@ -1,8 +1,11 @@
-"""On-Demand vCPU quotas: what a stack's node groups run and may scale to, per Service Quotas code.
+"""On-Demand and Spot vCPU quotas: what a stack's node groups run and may scale to, per Service Quotas code.
 
 EC2 limits running On-Demand instances per Region in vCPUs, one quota per instance family
 group (EC2 user guide, "On-Demand Instance quotas"); instances launched into an On-Demand
-Capacity Reservation count against it, Capacity Blocks and Spot do not. A stack needs its
+Capacity Reservation count against it, Capacity Blocks and Spot do not. Spot groups count
+against the Spot quota of their family group instead (EC2 user guide, using-spot-limits), which a
+new account has at 0 for P and Trn: without it the group passes every other check and never gets
+a node ("Max spot instance count exceeded"). A stack needs its
 groups' desired size now and their maximum size to scale: preflight fails when the quota does
 not cover the desired size (EC2 would refuse the nodes the first `pulumi up` asks for) and only
 warns when it leaves no head-room to the maximum (nothing fails until something scales up),
@@ -22,12 +25,14 @@ from dataclasses import dataclass
 from config.layers import owner_of
 from config.stack import StackConfig
 from facts import instances
-from facts.quotas import NEW_ACCOUNT, QUOTA_CODES
+from facts.quotas import NEW_ACCOUNT, QUOTA_CODES, SPOT_QUOTA_CODES
 from tools.aws.account import Account
 from tools.aws.reservations import Finding
 
 ON_DEMAND_QUOTA_CAPACITY = ("on-demand", "reservation")
 """Capacity types whose instances count against the On-Demand quota (ODCRs do; Capacity Blocks and Spot do not)."""
+COUNTED_CAPACITY = (*ON_DEMAND_QUOTA_CAPACITY, "spot")
+"""Capacity types preflight counts against a vCPU quota (Spot against its own)."""
 
 
 @dataclass(frozen=True)
@@ -54,30 +59,36 @@ def quota_family(instance_type: str) -> str:
     return "standard"
 
 
+def quota_codes(capacity_type: str) -> dict[str, tuple[str, str]]:
+    """Family group -> (code, name) of the quota a capacity type's instances count against: Spot's
+    own quotas for spot, the On-Demand ones otherwise (Capacity Blocks are not counted at all)."""
+    return SPOT_QUOTA_CODES if capacity_type == "spot" else QUOTA_CODES
+
+
 def quota_needs(cfg: StackConfig) -> dict[str, QuotaNeed]:
     """Quota code -> the vCPUs this stack's node groups need of it, at desired and maximum size.
     Empty for a layer that declares no node groups (cluster, runs)."""
     if cfg.layer not in ("all", owner_of("nodeGroups")):
         return {}
-    desired: dict[str, int] = defaultdict(int)
-    maximum: dict[str, int] = defaultdict(int)
-    groups: dict[str, list[str]] = defaultdict(list)
+    desired: dict[tuple[str, str], int] = defaultdict(int)
+    maximum: dict[tuple[str, str], int] = defaultdict(int)
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
     s = cfg.system_node_group
-    counted = [("systemNodeGroup", s.instance_type, s.desired_size, s.max)]
+    counted = [("systemNodeGroup", s.instance_type, "on-demand", s.desired_size, s.max)]
     counted += [
-        (f"nodeGroups[{ng.name}]", ng.instance_type, ng.desired_size, ng.max)
+        (f"nodeGroups[{ng.name}]", ng.instance_type, ng.capacity.type, ng.desired_size, ng.max)
         for ng in cfg.node_groups
-        if ng.capacity.type in ON_DEMAND_QUOTA_CAPACITY
+        if ng.capacity.type in COUNTED_CAPACITY
     ]
-    for subject, instance_type, at_desired, at_max in counted:
-        family = quota_family(instance_type)
+    for subject, instance_type, capacity_type, at_desired, at_max in counted:
+        key = quota_codes(capacity_type)[quota_family(instance_type)]
         vcpus = instances.get(instance_type).vcpus
-        desired[family] += vcpus * at_desired
-        maximum[family] += vcpus * at_max
-        groups[family].append(subject)
+        desired[key] += vcpus * at_desired
+        maximum[key] += vcpus * at_max
+        groups[key].append(subject)
     return {
-        QUOTA_CODES[f][0]: QuotaNeed(QUOTA_CODES[f][0], QUOTA_CODES[f][1], desired[f], maximum[f], tuple(groups[f]))
-        for f in sorted(desired)
+        code: QuotaNeed(code, name, desired[code, name], maximum[code, name], tuple(groups[code, name]))
+        for code, name in sorted(desired)
     }
 
 
@@ -90,7 +101,7 @@ def increase_command(code: str, vcpus: int, region: str) -> str:
 
 
 def check_quotas(account: Account, cfg: StackConfig) -> list[Finding]:
-    """Each On-Demand vCPU quota covers the node groups at desired size (else it fails) and at
+    """Each On-Demand and Spot vCPU quota covers the node groups at desired size (else it fails) and at
     maximum size (else a warning: the groups cannot scale that far)."""
     out = []
     for code, need in quota_needs(cfg).items():

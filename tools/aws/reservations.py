@@ -158,6 +158,11 @@ def capacity_problems(
         said = NOT_NOW[cr.state].format(start=start)
         if need == 0:
             return f"{said}; the group stays at 0 until then", []
+        if cr.start is not None and all(ng.capacity.starts_at == cr.start for ng in groups):
+            # The group's scheduled action raises it at the block's start (infra.nodegroups); EKS
+            # honours a non-zero desired size made before the block is active and launches once it
+            # is (EKS user guide, capacity-blocks-mng).
+            return f"{said}; the group scales up to {need} then (its startsAt action)", []
         problems = [f"{said}: keep desiredSize: 0 (and minSize: 0) until it is active, then raise it"]
         will_have = cr.upcoming if cr.upcoming is not None else cr.total
         if will_have < need:
@@ -200,10 +205,10 @@ def placement_problems(cr: Reservation, ng: NodeGroupConfig) -> list[str]:
 
 
 def block_end_problems(cr: Reservation, ng: NodeGroupConfig) -> list[str]:
-    """A Capacity Block group scales to 0 before the block's own end time: `endsAt` must be that
-    EndDate, and the scale-down must come after the block starts. (That it still lies ahead, config
-    checks itself, config.checks.capacity.capacity_blocks_ahead, so the offline plan refuses it too:
-    EC2 Auto Scaling refuses a scheduled action that starts in the past.)"""
+    """A Capacity Block group scales up at the block's start and to 0 before its end: `startsAt` and
+    `endsAt` must be its StartDate and EndDate, and the scale-down must come after the block starts.
+    (That it still lies ahead, config checks itself, config.checks.capacity.capacity_blocks_ahead, so
+    the offline plan refuses it too: EC2 Auto Scaling refuses a scheduled action in the past.)"""
     c = ng.capacity
     when = c.scale_down_at
     if c.type != "capacity-block" or c.ends_at is None or when is None:
@@ -211,6 +216,11 @@ def block_end_problems(cr: Reservation, ng: NodeGroupConfig) -> list[str]:
     out = []
     if cr.end is not None and cr.end != c.ends_at:
         out.append(f"ends at {iso(cr.end)}, config says endsAt {iso(c.ends_at)}: set capacity.endsAt to its end")
+    if c.starts_at is not None and cr.start is not None and cr.start != c.starts_at:
+        out.append(
+            f"starts at {iso(cr.start)}, config says startsAt {iso(c.starts_at)}: set capacity.startsAt to its start"
+            " (the group scales up then)"
+        )
     if cr.start is not None and when <= cr.start:
         out.append(
             f"the scale-down at {iso(when)} comes before the block starts ({iso(cr.start)}): the group would never"

@@ -320,6 +320,8 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
     lines = [f"Cost: ${cost.get('totalHourly', 0):,.2f}/hour, ${cost.get('totalMonthly', 0):,.0f}/month"]
     for item in cost.get("items", []):
         lines.append(f"    {item['name']}: {item['quantity']:g} x {item['unit']} = ${item['hourly']:,.3f}/hour")
+        if item.get("prepaidTotal") is not None:
+            lines.append(f"        prepaid for the block's {item['prepaidHours']:g} h: ${item['prepaidTotal']:,.2f}")
     for run in cost.get("trainingRuns", []):
         if run.get("onSystemNodes"):
             lines.append(
