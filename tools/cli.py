@@ -10,6 +10,7 @@ else the project's; when a team's file hides an example of its name, stderr says
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from config import ConfigError, StackConfig, offline_warnings, parse_stack_values
+from config.checks import capacity as capacity_checks
 from config.problems import Problem
 from config.stackfile import UsageError, read_stack_file
 
@@ -129,6 +131,17 @@ def stack_file(args: argparse.Namespace, stderr: Any = None) -> Path:
     return found.path
 
 
+def is_example(path: Path) -> bool:
+    """A stack file of the project's examples (examples/Pulumi.<name>.yaml): judged at the example
+    clock (config.checks.capacity.EXAMPLE_CLOCK), so its dated Capacity Blocks plan on any date."""
+    return path.resolve().parent == EXAMPLES_DIR.resolve()
+
+
+def judged_clock(path: Path) -> contextlib.AbstractContextManager[None]:
+    """The clock a stack file's config is judged at: the example clock for an example, else the real one."""
+    return capacity_checks.example_clock() if is_example(path) else contextlib.nullcontext()
+
+
 def stack_name(args: argparse.Namespace) -> str:
     """`--stack`, or the stack part of the config file's name."""
     if args.stack:
@@ -165,7 +178,9 @@ def load_stack_config(args: argparse.Namespace, stderr: Any) -> StackConfig | No
     """The validated config of the stack the arguments name, or None after reporting why not;
     what only deploying needs is a warning on stderr (config.offline_warnings)."""
     try:
-        cfg = parse_stack_values(read_stack_file(stack_file(args, stderr)))
+        path = stack_file(args, stderr)
+        with judged_clock(path):
+            cfg = parse_stack_values(read_stack_file(path))
     except (UsageError, ConfigError) as e:
         bad_input(e, stderr)
         return None

@@ -30,7 +30,7 @@ from typing import Any
 import config
 from config.stackfile import UsageError, read_stack_file
 from tools import plan as planner
-from tools.cli import ROOT, add_stack_arguments, bad_input, stack_file, stack_name
+from tools.cli import ROOT, add_stack_arguments, bad_input, judged_clock, stack_file, stack_name
 from tools.offline import edit_effects
 from tools.offline.edit_effects import Effect, Plans, RunFacts
 from tools.offline.plan_diff import Update, diff
@@ -171,9 +171,12 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         return int(e.code or 0)
     json_out = stdout if args.format == "json" else None
     try:
-        before_values, after_values, folder = _before_after(args, stderr)
-        before = planner.run(before_values, stack_name(args), folder)
-        after = planner.run(after_values, stack_name(args), folder)
+        with judged_clock(stack_file(args)):
+            before_values, after_values, folder = _before_after(args, stderr)
+            before = planner.run(before_values, stack_name(args), folder)
+            after = planner.run(after_values, stack_name(args), folder)
+            run_facts_before = run_facts(before_values, before)
+            after_cfg = config.parse_stack_values(dict(after_values))
     except (UsageError, config.ConfigError) as e:
         return bad_input(e, stderr, json_out)
     except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback
@@ -181,9 +184,8 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         return 1
     update = diff(before, after, strict=False)
     plans = Plans(before, after, update)
-    after_cfg = config.parse_stack_values(dict(after_values))
     groups = {g.name: g.desired_size for g in after_cfg.node_groups}
-    found = edit_effects.effects(plans, groups, run_facts(before_values, before))
+    found = edit_effects.effects(plans, groups, run_facts_before)
     data = report(update, plans, found)
     stdout.write(json.dumps(data, indent=2) + "\n" if json_out else as_table(data, stack_name(args)))
     return DISRUPTED if data["disrupts"] else 0

@@ -39,13 +39,12 @@ from pulumi.runtime import rpc
 import config
 import stack
 from config import costs
-from config.checks import capacity as capacity_checks
 from config.stackfile import SECRET, UsageError, engine_value, read_stack_file, secret_keys
 from estimates import cost
 from facts.names import LOWER_LAYER, NODE_GROUP_LABEL, PROJECT
 from infra.layers import PLATFORM_OUTPUT
 from policy import rules
-from tools.cli import EXAMPLES_DIR, add_stack_arguments, bad_input, shown, stack_file, stack_name
+from tools.cli import add_stack_arguments, bad_input, judged_clock, shown, stack_file, stack_name
 from tools.offline import mocks
 from tools.offline.plan_table import render_table, violation_line
 
@@ -317,11 +316,6 @@ def to_json(plan: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- CLI
 
 
-def is_example(path: Path) -> bool:
-    """A stack file of the project's examples (examples/Pulumi.<name>.yaml)."""
-    return path.resolve().parent == EXAMPLES_DIR.resolve()
-
-
 def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -349,8 +343,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         try:
             check_out_dir(args.out)
             path = stack_file(args, stderr)
-            if is_example(path):
-                scope.enter_context(capacity_checks.example_clock())
+            scope.enter_context(judged_clock(path))
             values = read_stack_file(path)
             plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs))
         except (UsageError, config.ConfigError) as e:

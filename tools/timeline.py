@@ -25,7 +25,7 @@ import config
 from config.stackfile import read_stack_file
 from estimates.cost import Prices
 from estimates.timeline import MAX_LOSS_SHARE, Timeline, hours, play
-from tools.cli import add_stack_arguments, load_stack_config, stack_name
+from tools.cli import add_stack_arguments, judged_clock, load_stack_config, stack_file, stack_name
 from tools.offline import timeline_inputs, timeline_svg
 
 
@@ -136,7 +136,8 @@ def play_stack(cfg: config.StackConfig, start: dt.datetime, max_loss: float = MA
 
 def svg_of(path: Path, start: str) -> str:
     """The SVG picture of the stack file at `path` from `start` (ISO 8601), as docs/ shows it."""
-    cfg = config.parse_stack_values(read_stack_file(path))
+    with judged_clock(path):
+        cfg = config.parse_stack_values(read_stack_file(path))
     name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     return timeline_svg.render(play_stack(cfg, _when(start)), f"{name}: capacity and runs over time")
 
@@ -169,7 +170,10 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
             file=stderr,
         )
         return 2
-    t = play_stack(cfg, args.start or timeline_inputs.default_start(), args.max_loss)
+    # an example is laid out from the clock its dates are written for (the example clock)
+    with judged_clock(stack_file(args)):
+        start = args.start or timeline_inputs.default_start()
+    t = play_stack(cfg, start, args.max_loss)
     data = as_json(t)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

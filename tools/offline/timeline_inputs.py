@@ -21,29 +21,31 @@ from workloads.plans import between, run_plans, with_startup
 
 def capacities(cfg: StackConfig, prices: cost.Prices) -> list[Capacity]:
     """Each node group's window (the system group's too: CPU runs and launchers): on-demand and
-    spot from the start, open-ended; a Capacity Block to its scale-down (prepaid to its end); an
-    ODCR open-ended (its end is not in the stack file)."""
+    spot from the start, open-ended; a Capacity Block from its start (`startsAt`, else the
+    timeline's) to its scale-down, prepaid to its end; an ODCR open-ended (its end is not in the
+    stack file). Each priced per hour as the plan's cost prices it (estimates.cost: a block at
+    its own rate, an ODCR at the instances it holds)."""
+    hourly = {i.name.removeprefix("node-group/"): i.hourly for i in costs.items_from_config(cfg, prices)}
     s = cfg.system_node_group
     out = [
         Capacity(
             SYSTEM_NODE_GROUP,
             "on-demand",
             s.desired_size,
-            prices.instance_hourly(s.instance_type, cfg.region) * s.desired_size,
+            hourly.get(SYSTEM_NODE_GROUP, 0.0),
             end_key="systemNodeGroup",
         )
     ]
     for ng in cfg.node_groups:
         c = ng.capacity
-        hourly = prices.instance_hourly(ng.instance_type, cfg.region) * ng.desired_size
         block = c.type == "capacity-block"
         out.append(
             Capacity(
                 group=ng.name,
                 kind=c.type,
                 nodes=ng.desired_size,
-                hourly=hourly,
-                opens=getattr(c, "starts_at", None),
+                hourly=hourly.get(ng.name, 0.0),
+                opens=c.starts_at,
                 closes=c.scale_down_at if block else None,
                 ends=c.ends_at,
                 end_key=f"nodeGroups.{ng.name}.capacity.endsAt" if block else f"nodeGroups.{ng.name}",
@@ -161,5 +163,5 @@ def _known(phases: list[Phase]) -> tuple[Phase, ...]:
 
 
 def default_start() -> dt.datetime:
-    """Now, to the minute, in UTC: the clock config is judged by (tests pin it)."""
-    return capacity_checks.utc_now().replace(second=0, microsecond=0)
+    """Now, to the minute, in UTC, as config is judged (the example clock for an example; tests pin it)."""
+    return capacity_checks.judged_at().replace(second=0, microsecond=0)
