@@ -15,7 +15,20 @@ import shlex
 from collections.abc import Callable
 
 from config.training import ModelConfig
-from workloads.manifests.objects import Context, Source, Step, data_dir, job, labels, short_hash, trained_marker
+from facts.nodegroups import NodeGroup
+from workloads.manifests.objects import (
+    DATA_JOB_CPUS,
+    Context,
+    Source,
+    Step,
+    data_dir,
+    job,
+    labels,
+    short_hash,
+    trained_marker,
+)
+
+SKIP_AWAIT = "pulumi.com/skipAwait"
 
 Converter = Callable[[Source, str, Context], str]
 """(the training run, the output folder, the serving run's context) -> the converter's script."""
@@ -68,34 +81,93 @@ def llama_config(m: ModelConfig, out: str, vocab_from: str | None) -> str:
     )
 
 
-def conversion(workload_name: str, ctx: Context, convert: Converter, after: tuple[str, ...], wait_minutes: int) -> Step:
+def served_link(ctx: Context, workload_name: str, source: Source) -> str:
+    """The model a server that follows its training workload serves: a link to the newest run of
+    it converted whole, replaced only once the next run's folder is done."""
+    return f"{data_dir(ctx, workload_name)}/models/{source.workload}-served"
+
+
+@dataclasses.dataclass(frozen=True)
+class Await:
+    """How the conversion meets `pulumi up`: `follow` (the run the training workload runs now, not
+    pinned by the server: never awaited, it waits on the cluster for as long as the run takes)
+    or pinned (`wait_minutes`: how long `pulumi up` waits for the run to finish)."""
+
+    follow: bool
+    wait_minutes: int = 0
+
+
+WAIT_POD = {"requests": {"cpu": "1", "memory": "4Gi"}}
+"""A followed run's conversion waits beside the run on its node group: it requests little so
+the run's whole-node workers still fit, and bursts to the data Jobs' limits once it converts
+(the run has finished then, its nodes are free)."""
+
+
+def conversion(workload_name: str, ctx: Context, convert: Converter, after: tuple[str, ...], wait: Await) -> Step:
     """The conversion Job of `ctx.source`, run with `convert`'s script."""
     source = ctx.source
     assert source is not None, "a conversion needs the training run it converts"
     out = model_dir(ctx, workload_name, source)
     marker = trained_marker(ctx, source.workload, source.run_id)
-    polls = wait_minutes * 60 // POLL_SECONDS
-    script = (
-        f"test -f {out}/.done && {{ echo 'already converted: {out}'; exit 0; }}\n"
-        f"for i in $(seq 0 {polls}); do test -f {marker} && break\n"
+    polls = 0 if wait.follow else wait.wait_minutes * 60 // POLL_SECONDS
+    link = served_link(ctx, workload_name, source)
+    # Replaced in one rename: a server that starts meanwhile reads the old folder or the new one.
+    serve = f"ln -sfn {out} {link}.next && mv -T {link}.next {link}\n" if wait.follow else ""
+    waits = (
+        f"until test -f {marker} ; do sleep {POLL_SECONDS}; done\n"
+        if wait.follow
+        else f"for i in $(seq 0 {polls}); do test -f {marker} && break\n"
         f'  [ "$i" = {polls} ] && {{ echo "FAIL: run {source.run_id} of {source.workload} has not finished'
         f' (no {marker}); serve it once it has"; exit 1; }}\n'
         f"  sleep {POLL_SECONDS}; done\n"
+    )
+    script = (
+        f"test -f {out}/.done && {{ echo 'already converted: {out}'; {serve.strip() or 'true'}; exit 0; }}\n"
+        f"{waits}"
         f"rm -rf {out} && mkdir -p {out}\n"
         f"{convert(source, out, ctx)}"
         f'test -s {out}/config.json || {{ echo "FAIL: the converter wrote no config.json"; exit 1; }}\n'
         f'weights=; for f in {" ".join(f"{out}/{w}" for w in WEIGHT_FILES)}; do test -s "$f" && weights=1; done\n'
         f'test -n "$weights" || {{ echo "FAIL: the converter wrote no weights ({", ".join(WEIGHT_FILES)})";'
         " exit 1; }\n"
-        f"touch {out}/.done && ls -l {out}\n"
+        f"touch {out}/.done && ls -l {out}\n{serve}"
     )
-    on_source = dataclasses.replace(ctx, node_group=source.node_group, image=source.image)
+    group, awaited = placement(ctx, source, wait)
+    on_source = dataclasses.replace(ctx, node_group=group, image=source.image)
     name = f"{workload_name}-convert-{short_hash(source.workload, source.run_id, convert(source, out, ctx))}"
-    obj = job(name, on_source, labels(workload_name, "convert"), script, env=[], timeout=CONVERT_TIMEOUT + polls * 60)
+    resources = None
+    if wait.follow:
+        limits = {"cpu": str(DATA_JOB_CPUS), "memory": f"{group.instance.allocatable_memory_gib // 2}Gi"}
+        resources = {**WAIT_POD, "limits": limits}
+    obj = job(
+        name,
+        on_source,
+        labels(workload_name, "convert"),
+        script,
+        env=[],
+        timeout=CONVERT_TIMEOUT + polls * 60,
+        resources=resources,
+    )
     # Its last attempt must end before `pulumi up` stops waiting: one attempt, no retries.
     obj["spec"]["backoffLimit"] = 0
-    obj["spec"]["activeDeadlineSeconds"] = CONVERT_TIMEOUT + polls * POLL_SECONDS - 60
-    return Step(name, "convert", obj, after=after)
+    if awaited:
+        obj["spec"]["activeDeadlineSeconds"] = CONVERT_TIMEOUT + polls * POLL_SECONDS - 60
+    else:
+        obj["metadata"].setdefault("annotations", {})[SKIP_AWAIT] = "true"
+    return Step(name, "convert", obj, after=after, awaited=awaited)
+
+
+def placement(ctx: Context, source: Source, wait: Await) -> tuple[NodeGroup, bool]:
+    """Where the conversion runs and whether `pulumi up` waits for it. A followed run's is never
+    awaited and waits beside the run. A pinned run's is awaited on the training group, or, with
+    that group at desiredSize 0, on the server's group (a Job cannot start on a group with no
+    node: `pulumi up` would wait out its timeout); with both at 0, it is not awaited."""
+    if wait.follow:
+        return source.node_group, False
+    for group in (source.node_group, ctx.node_group):
+        if group.nodes > 0:
+            return group, True
+    return source.node_group, False
 
 
 def copy_files(source_dir: str, out: str, files: tuple[str, ...]) -> str:
