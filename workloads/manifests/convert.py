@@ -103,6 +103,48 @@ the run's whole-node workers still fit, and bursts to the data Jobs' limits once
 (the run has finished then, its nodes are free)."""
 
 
+SPECIAL_TOKENS = """import json, os, sys
+out = sys.argv[1]
+def read(name):
+    path = os.path.join(out, name)
+    return json.load(open(path)) if os.path.isfile(path) else {}
+if not any(os.path.isfile(os.path.join(out, f)) for f in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+    sys.exit("FAIL: the model folder has no tokenizer (tokenizer.json, tokenizer.model or vocab.json)")
+config, tok = read("config.json"), read("tokenizer_config.json")
+ids = {t["content"]: int(i) for i, t in tok.get("added_tokens_decoder", {}).items()}
+ids.update({t["content"]: t["id"] for t in read("tokenizer.json").get("added_tokens", [])})
+vocab = read("tokenizer.json").get("model", {}).get("vocab") or read("vocab.json")
+ids.update(vocab if isinstance(vocab, dict) else {})
+def token_id(key):
+    token = tok.get(key)
+    token = token.get("content") if isinstance(token, dict) else token
+    return ids.get(token)
+for key in ("bos_token_id", "eos_token_id"):
+    if config.get(key) is None:
+        config[key] = token_id(key[:-3])
+if config["eos_token_id"] is None:
+    from transformers import AutoTokenizer
+    loaded = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    config["bos_token_id"], config["eos_token_id"] = loaded.bos_token_id, loaded.eos_token_id
+if config["eos_token_id"] is None:
+    sys.exit("FAIL: the tokenizer names no end-of-sequence token: the server would not know where to stop")
+if config["bos_token_id"] is None:
+    config["bos_token_id"] = config["eos_token_id"]
+json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
+print("special tokens: bos", config["bos_token_id"], "eos", config["eos_token_id"])
+"""
+"""Give config.json the training tokenizer's bos/eos ids where the converter left them out:
+transformers then fills LlamaConfig's defaults (bos 1, eos 2: configuration_llama.py, v4.44.0)
+and vLLM stops generating at id 2, whatever the tokenizer says. Read from the folder's own
+tokenizer files (stdlib only); transformers only where the files do not name them. A folder
+without a tokenizer fails: the server runs offline and cannot fetch one."""
+
+
+def special_tokens(out: str) -> str:
+    """The script that checks the folder's tokenizer and writes its special token ids."""
+    return f"python3 - {out} <<'EOF'\n{SPECIAL_TOKENS}EOF\n"
+
+
 def conversion(workload_name: str, ctx: Context, convert: Converter, after: tuple[str, ...], wait: Await) -> Step:
     """The conversion Job of `ctx.source`, run with `convert`'s script."""
     source = ctx.source
@@ -127,6 +169,7 @@ def conversion(workload_name: str, ctx: Context, convert: Converter, after: tupl
         f"rm -rf {out} && mkdir -p {out}\n"
         f"{convert(source, out, ctx)}"
         f'test -s {out}/config.json || {{ echo "FAIL: the converter wrote no config.json"; exit 1; }}\n'
+        f"{special_tokens(out)}"
         f'weights=; for f in {" ".join(f"{out}/{w}" for w in WEIGHT_FILES)}; do test -s "$f" && weights=1; done\n'
         f'test -n "$weights" || {{ echo "FAIL: the converter wrote no weights ({", ".join(WEIGHT_FILES)})";'
         " exit 1; }\n"
