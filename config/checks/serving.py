@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from config.aws import acm_certificate_region
 from config.base import did_you_mean
 from config.checks.groups import Groups
+from config.checks.serving_fit import serving_fit
 from config.problems import problem
 from config.stack import StackConfig
 from config.workloads import RECIPES, VllmServeWorkload, WorkloadConfig
@@ -171,7 +172,11 @@ def serving_problems(cfg: StackConfig, groups: Groups, balancer: str | None = "d
     out = serving_needs_leader_worker_set(cfg)
     for name, run in cfg.workloads.items():
         if isinstance(run, VllmServeWorkload):
-            out += serving_source(name, run, cfg.workloads) or serving_fits(name, run, cfg, groups)
+            out += (
+                serving_source(name, run, cfg.workloads)
+                or serving_fits(name, run, cfg, groups)
+                or serving_fit(name, run, cfg, groups)
+            )
             out += serving_endpoint(name, run, cfg.region, missing)
     return out
 
