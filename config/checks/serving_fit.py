@@ -9,6 +9,8 @@ vLLM would crash-loop on the cluster while `pulumi up` reports success.
   and KV heads split or replicated evenly (model_executor/layers/linear.py QKVParallelLinear:
   kv_heads % tp, or tp % kv_heads where tp is larger).
 - maxModelLen within the model's max_position_embeddings where its shape is known.
+- The served models' bf16 weights (staged from the Hub, or converted) beside the checkpoints the
+  training runs keep, within the share of /shared the checkpoints may take.
 - Every replica's nodes within the team's quota and what it can borrow: Kueue admits each
   replica's pods against the queue, and those beyond it stay pending (kueue v0.19.2 pod
   integration).
@@ -21,6 +23,8 @@ from config.checks.teams import lendable, unowned_nodes
 from config.problems import problem
 from config.stack import StackConfig
 from config.workloads import TrainingRun, VllmServeWorkload
+from estimates import checkpoints
+from estimates.checkpoints import GIB, STORAGE_SHARE
 from facts import serving
 from facts.nodegroups import NodeGroup
 from facts.served_models import HUB_SHAPES, AttentionShape
@@ -122,3 +126,31 @@ def serving_fit(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gro
         return problems + split
     parameters = run.served_parameters(cfg.workloads) or 0
     return problems + context_fits(name, run, shape, ng, parameters * serving.BYTES_PER_PARAMETER / 2**30)
+
+
+def served_models_fit(cfg: StackConfig) -> list[str]:
+    """Every served model's weights on /shared beside the runs' kept checkpoints: a Hub model
+    staged once, a training run's converted folder (one per run converted; older runs' folders
+    stay until removed). Only where the checkpoints alone fit (else checkpoints_fit says so)."""
+    fs = cfg.storage.file_system
+    kept = sum(
+        p.kept_bytes
+        for run in cfg.workloads.values()
+        if isinstance(run, TrainingRun) and (p := checkpoints.plan(run.checkpoint_input, fs))
+    )
+    served = {
+        name: (run.served_parameters(cfg.workloads) or 0) * serving.BYTES_PER_PARAMETER
+        for name, run in sorted(cfg.workloads.items())
+        if isinstance(run, VllmServeWorkload)
+    }
+    room = cfg.storage.storage_capacity_gib * GIB * STORAGE_SHARE
+    if kept > room or kept + sum(served.values()) <= room:
+        return []
+    listed = ", ".join(f"workloads.{n}: {b / 1e9:,.0f} GB" for n, b in served.items())
+    said = (
+        f"the served models ({listed}) beside {kept / 1e9:,.0f} GB of kept checkpoints need"
+        f" {(kept + sum(served.values())) / 1e12:,.2f} TB, more than {STORAGE_SHARE:.0%} of"
+        f" {cfg.storage.storage_capacity_gib} GiB; grow the file system (a multiple of 2400 GiB)"
+    )
+    value = str(cfg.storage.storage_capacity_gib)
+    return [problem("storage.storageCapacityGib", "conflict", said, value=value, hint="grow the file system")]

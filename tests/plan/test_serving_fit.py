@@ -86,3 +86,36 @@ def test_replicas_beyond_the_teams_quota_are_refused(tmp_path: Path) -> None:
     values[NS + "workloads"]["chat"]["replicas"] = 8
     code, err = plan_exit(values, tmp_path)
     assert code == 0, err
+
+
+def test_a_served_model_beside_the_checkpoints_must_fit_the_file_system(tmp_path: Path) -> None:
+    """405B's 812 GB of bf16 weights on a 1,200 GiB file system, of which 80% is for the files
+    the runs keep (estimates.checkpoints.STORAGE_SHARE): 1,031 GB."""
+    values = copy.deepcopy(stack_values("p5-serve-405b"))
+    values[NS + "storage"]["storageCapacityGib"] = 1200
+    code, err = plan_exit(values, tmp_path)
+    assert code == 0, err  # one 405B fits
+    second = copy.deepcopy(values[NS + "workloads"]["llama405"])
+    second["model"]["hub"] = "meta-llama/Llama-3.1-405B"
+    values[NS + "workloads"]["base405"] = second
+    refused(values, tmp_path, "storage.storageCapacityGib", "workloads.base405: 812 GB", "grow the file system")
+
+
+def hub_timeout(capacity_gib: int, per_tib: int = 125) -> int:
+    values = copy.deepcopy(stack_values("p5-serve-405b"))
+    values[NS + "storage"].update({"storageCapacityGib": capacity_gib, "throughputPerTib": per_tib})
+    # A replica then takes as long to read the weights: Kueue must wait for it (another rule).
+    values.setdefault(NS + "queueing", {})["podsReadyTimeoutMinutes"] = 240
+    plan = run_plan(values, "p5-serve-405b")
+    (job,) = [r for r in plan["resources"] if r["type"] == "kubernetes:batch/v1:Job" and "-hub-" in r["name"]]
+    return int(job["inputs"]["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
+
+
+def test_the_hub_download_is_awaited_as_long_as_the_model_takes_to_land() -> None:
+    """FSx for Lustre's aggregate throughput is TiB x MB/s per TiB (PERSISTENT_2's 125 tier: FSx
+    performance page): 1,200 GiB write 146 MB/s, so 405B's 812 GB take ~5,540 s
+    against the fixed 3,600 s `pulumi up` waited before. The wait allows twice that, plus 10 min."""
+    small = hub_timeout(1200)
+    assert small > 2 * 5500, small
+    # Eight times the throughput: the wait shrinks, never below the hour it always had.
+    assert 3600 <= hub_timeout(1200, 1000) < small

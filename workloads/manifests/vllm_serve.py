@@ -14,6 +14,7 @@ import dataclasses
 import shlex
 
 from config.workloads import VllmServeWorkload
+from estimates.staging import hub_download_seconds
 from estimates.startup import server_start_seconds
 from facts import leaderworkerset, needs, serving
 from facts.names import PRIORITY_LABEL, QUEUE_LABEL
@@ -302,7 +303,13 @@ def _model_steps(workload_name: str, run: VllmServeWorkload, ctx: Context, dirs:
         # The Job runs in the server's image: its huggingface-hub's command line.
         pinned = serving.image_for_name(ctx.image) or serving.image_for(ctx.node_group.instance)
         cli = pinned.hub_cli if pinned else needs.HUB_CLI_1
-        hub = stage_hub(workload_name, ctx, run.hub_repos, (dirs, token.name), token_secret=token.name, cli=cli)
+        # Awaited as long as the weights take to land on /shared (a 405B model on 1,200 GiB: ~1.5 h).
+        seconds = hub_download_seconds(
+            (run.parameters or 0) * serving.BYTES_PER_PARAMETER, ctx.file_system_mb_per_second
+        )
+        hub = stage_hub(
+            workload_name, ctx, run.hub_repos, (dirs, token.name), token_secret=token.name, cli=cli, timeout=seconds
+        )
         return [token, dataclasses.replace(hub, role="model")]
     source = _source(ctx)
     convert = CONVERTERS[source.run.RECIPE]
