@@ -57,7 +57,9 @@ def save_tokenizer(run: NemoGpuWorkload, out: str, ctx: Context) -> str:
         env, load = "", f"LlamaTokenizer(vocab_file='{tok.model}', legacy=False)"
     else:  # huggingface, a directory on /shared
         env, load = "", f"AutoTokenizer.from_pretrained('{tok.type}', local_files_only=True)"
-    imports = "from transformers import AutoTokenizer, LlamaTokenizer"
+    # The class the load names, alone: the Hub tokenizer's line as it always was (the Job's name
+    # hashes its script, so a reworded line would rename a deployed Job).
+    imports = f"from transformers import {load.split('(', 1)[0].split('.', 1)[0]}"
     return f"{env + ' ' if env else ''}python3 -c \"{imports}; {load}.save_pretrained('{out}')\"\n"
 
 
