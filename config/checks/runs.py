@@ -24,15 +24,15 @@ from facts.nodegroups import NodeGroup
 
 def hugging_face_token(name: str, run: RunConfig, cfg: StackConfig) -> list[str]:
     """Recipes that download gated files need the token (an empty one downloads nothing gated)."""
-    token = cfg.hugging_face_token
-    if not name or run.HUGGING_FACE_TOKEN_FOR is None or (token is not None and token.get_secret_value().strip()):
+    token, why = cfg.hugging_face_token, run.hugging_face_token_for
+    if not name or why is None or (token is not None and token.get_secret_value().strip()):
         return []
     said = "is empty, but required" if token is not None else "required"
     return [
         problem(
             "huggingFaceToken",
             "required",
-            f"{said} by workloads.{name} ({run.RECIPE} {run.HUGGING_FACE_TOKEN_FOR});"
+            f"{said} by workloads.{name} ({run.RECIPE} {why});"
             " set it with `pulumi config set --secret huggingFaceToken hf_...`",
             allowed="a Hugging Face token, stored encrypted",
             hint="pulumi config set --secret huggingFaceToken hf_...",

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from config.aws import acm_certificate_region
 from config.base import did_you_mean
 from config.checks.groups import Groups
+from config.checks.serving_fit import served_models_fit, serving_fit
 from config.problems import problem
 from config.stack import StackConfig
 from config.workloads import RECIPES, VllmServeWorkload, WorkloadConfig
@@ -168,10 +169,14 @@ def serving_problems(cfg: StackConfig, groups: Groups, balancer: str | None = "d
     """Every serving run against its source, its node group and its endpoint. `balancer`: why the
     platform has no internal load balancing (None: it has); by default, this stack's own config."""
     missing = balancer_missing(cfg) if balancer == "derive" else balancer
-    out = serving_needs_leader_worker_set(cfg)
+    out = serving_needs_leader_worker_set(cfg) + served_models_fit(cfg)
     for name, run in cfg.workloads.items():
         if isinstance(run, VllmServeWorkload):
-            out += serving_source(name, run, cfg.workloads) or serving_fits(name, run, cfg, groups)
+            out += (
+                serving_source(name, run, cfg.workloads)
+                or serving_fits(name, run, cfg, groups)
+                or serving_fit(name, run, cfg, groups)
+            )
             out += serving_endpoint(name, run, cfg.region, missing)
     return out
 

@@ -179,6 +179,11 @@ class RunConfig(ProcessEnv):
         )
 
     @property
+    def hugging_face_token_for(self) -> str | None:
+        """Why this run needs the stack's Hugging Face token (None: it does not): its recipe's reason."""
+        return self.HUGGING_FACE_TOKEN_FOR
+
+    @property
     def built_image(self) -> images.Image | None:
         """The image this repository builds, when the run uses the recipe's repository."""
         return images.IMAGES.get(self.REPOSITORY or "") if self.image is None else None

@@ -198,6 +198,12 @@ class MegatronBridgeWorkload(TrainingRun):
     )
 
     recipe: Literal["megatron-bridge"] = Field(description="megatron-bridge")
+
+    @property
+    def hugging_face_token_for(self) -> str | None:
+        """Qwen3's repository is public (no token); Llama 3.1's are gated."""
+        return None if self.model.startswith("qwen") else self.HUGGING_FACE_TOKEN_FOR
+
     model: Literal["llama31_8b", "llama31_70b", "qwen3_8b"] = Field(
         "llama31_8b", description="The model (a Megatron Bridge library recipe family)."
     )

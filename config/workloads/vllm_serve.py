@@ -6,6 +6,8 @@ the output of a training run of the same stack, converted to a Hugging Face fold
 training recipe's own converter (its `CONVERSION`). The server runs offline from /shared.
 """
 
+# size: the recipe's config, its model source and its checks against the node group, read together
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -50,15 +52,15 @@ class ServeModelConfig(Model):
     )
     run_id: str | None = Field(
         None,
-        description="Which run of `workload` to serve; it must have finished (the conversion waits for it).",
-        json_schema_extra={"x-default": "that workload's `runId`"},
+        description="A run of `workload` to serve, pinned: it must have finished (`pulumi up` awaits its conversion).",
+        json_schema_extra={"x-default": "the newest run of `workload` converted whole (the next one is never awaited)"},
     )
     wait_for_run_minutes: int = Field(
         0,
         ge=0,
         le=24 * 60,
-        description="How long the conversion waits for the run to finish before it fails (`pulumi up` waits as"
-        " long); 0: the run must have finished already.",
+        description="With `runId`: how long the conversion waits for that run to finish before it fails"
+        " (`pulumi up` waits as long); 0: the run must have finished already.",
     )
 
     @field_validator("hub")
@@ -91,6 +93,12 @@ class ServeModelConfig(Model):
         if self.hub is not None and self.parameters_billions is None:
             raise KeyProblem(
                 "parametersBillions", "required with hub (it sizes memory and load time), e.g. 8.03", "required"
+            )
+        if self.wait_for_run_minutes and self.run_id is None:
+            raise KeyProblem(
+                "waitForRunMinutes",
+                "only with runId (a pinned run); a followed run's conversion waits on the cluster, not in `pulumi up`",
+                "conflict",
             )
         if self.hub is None and (self.parameters_billions is not None or "revision" in self.model_fields_set):
             key = "parametersBillions" if self.parameters_billions is not None else "revision"

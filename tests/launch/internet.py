@@ -62,7 +62,12 @@ def content() -> dict:
         "tokenizer_config.json": _json({"model_max_length": 1024}),
     }
     gpt2_files.update(
-        {"vocab.json": "{}", "merges.txt": "#version: 0.2\n", "tokenizer.json": "{}", "model.safetensors": "w"}
+        {
+            "vocab.json": _json({"<|endoftext|>": 50256}),
+            "merges.txt": "#version: 0.2\n",
+            "tokenizer.json": "{}",
+            "model.safetensors": "w",
+        }
     )
     llama = "meta-llama/Llama-2-7b-hf"
     llama_files = (

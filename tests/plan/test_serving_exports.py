@@ -66,8 +66,10 @@ def test_the_conversion_copies_the_runs_own_export_into_a_folder_vllm_loads(
     Path(trained_marker).touch()
     export = run_dir / folder
     export.mkdir(parents=True)
-    for name in ("config.json", "tokenizer.json", weights):
-        (export / name).write_text("x")
+    # The export's config.json and tokenizer as the Hub repository's (with the special token ids).
+    files = {"config.json": '{"bos_token_id": 1, "eos_token_id": 2}', "tokenizer.json": "{}", weights: "x"}
+    for name, text in files.items():
+        (export / name).write_text(text)
     first = subprocess.run(["bash", "-c", local], capture_output=True, text=True, timeout=60)
     assert first.returncode == 1 and "no complete Hugging Face export" in first.stdout, first.stdout
     _mark_complete(stack, run_dir, export)

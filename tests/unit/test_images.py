@@ -23,7 +23,7 @@ from tests.unit.test_recipes import built_with
 # Ubuntu's essential packages (Priority: required: coreutils, findutils, grep, sed, mawk, tar,
 # bash, hostname, libc-bin) are in every Ubuntu base image the Dockerfiles start from.
 BASE_PROGRAMS = {
-    "awk", "basename", "bash", "cat", "chown", "cp", "cut", "date", "env", "find", "getent", "grep", "head",
+    "awk", "basename", "bash", "cat", "chown", "cp", "cut", "date", "env", "find", "getent", "grep", "head", "ln",
     "hostname", "ls", "mkdir", "mv", "rm", "sed", "seq", "sh", "sleep", "sort", "tail", "tar", "tee", "touch", "tr",
     "wc", "xargs",
 }  # fmt: skip

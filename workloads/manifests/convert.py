@@ -15,7 +15,20 @@ import shlex
 from collections.abc import Callable
 
 from config.training import ModelConfig
-from workloads.manifests.objects import Context, Source, Step, data_dir, job, labels, short_hash, trained_marker
+from facts.nodegroups import NodeGroup
+from workloads.manifests.objects import (
+    DATA_JOB_CPUS,
+    Context,
+    Source,
+    Step,
+    data_dir,
+    job,
+    labels,
+    short_hash,
+    trained_marker,
+)
+
+SKIP_AWAIT = "pulumi.com/skipAwait"
 
 Converter = Callable[[Source, str, Context], str]
 """(the training run, the output folder, the serving run's context) -> the converter's script."""
@@ -68,34 +81,136 @@ def llama_config(m: ModelConfig, out: str, vocab_from: str | None) -> str:
     )
 
 
-def conversion(workload_name: str, ctx: Context, convert: Converter, after: tuple[str, ...], wait_minutes: int) -> Step:
+def served_link(ctx: Context, workload_name: str, source: Source) -> str:
+    """The model a server that follows its training workload serves: a link to the newest run of
+    it converted whole, replaced only once the next run's folder is done."""
+    return f"{data_dir(ctx, workload_name)}/models/{source.workload}-served"
+
+
+@dataclasses.dataclass(frozen=True)
+class Await:
+    """How the conversion meets `pulumi up`: `follow` (the run the training workload runs now, not
+    pinned by the server: never awaited, it waits on the cluster for as long as the run takes)
+    or pinned (`wait_minutes`: how long `pulumi up` waits for the run to finish)."""
+
+    follow: bool
+    wait_minutes: int = 0
+
+
+WAIT_POD = {"requests": {"cpu": "1", "memory": "4Gi"}}
+"""A followed run's conversion waits beside the run on its node group: it requests little so
+the run's whole-node workers still fit, and bursts to the data Jobs' limits once it converts
+(the run has finished then, its nodes are free)."""
+
+
+SPECIAL_TOKENS = """import json, os, sys
+out = sys.argv[1]
+def read(name):
+    path = os.path.join(out, name)
+    return json.load(open(path)) if os.path.isfile(path) else {}
+if not any(os.path.isfile(os.path.join(out, f)) for f in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+    sys.exit("FAIL: the model folder has no tokenizer (tokenizer.json, tokenizer.model or vocab.json)")
+config, tok = read("config.json"), read("tokenizer_config.json")
+ids = {t["content"]: int(i) for i, t in tok.get("added_tokens_decoder", {}).items()}
+ids.update({t["content"]: t["id"] for t in read("tokenizer.json").get("added_tokens", [])})
+vocab = read("tokenizer.json").get("model", {}).get("vocab") or read("vocab.json")
+ids.update(vocab if isinstance(vocab, dict) else {})
+def token_id(key):
+    token = tok.get(key)
+    token = token.get("content") if isinstance(token, dict) else token
+    return ids.get(token)
+for key in ("bos_token_id", "eos_token_id"):
+    if config.get(key) is None:
+        config[key] = token_id(key[:-3])
+if config["eos_token_id"] is None:
+    from transformers import AutoTokenizer
+    loaded = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    config["bos_token_id"], config["eos_token_id"] = loaded.bos_token_id, loaded.eos_token_id
+if config["eos_token_id"] is None:
+    sys.exit("FAIL: the tokenizer names no end-of-sequence token: the server would not know where to stop")
+if config["bos_token_id"] is None:
+    config["bos_token_id"] = config["eos_token_id"]
+json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
+print("special tokens: bos", config["bos_token_id"], "eos", config["eos_token_id"])
+"""
+"""Give config.json the training tokenizer's bos/eos ids where the converter left them out:
+transformers then fills LlamaConfig's defaults (bos 1, eos 2: configuration_llama.py, v4.44.0)
+and vLLM stops generating at id 2, whatever the tokenizer says. Read from the folder's own
+tokenizer files (stdlib only); transformers only where the files do not name them. A folder
+without a tokenizer fails: the server runs offline and cannot fetch one."""
+
+
+def special_tokens(out: str) -> str:
+    """The script that checks the folder's tokenizer and writes its special token ids."""
+    return f"python3 - {out} <<'EOF'\n{SPECIAL_TOKENS}EOF\n"
+
+
+def conversion(workload_name: str, ctx: Context, convert: Converter, after: tuple[str, ...], wait: Await) -> Step:
     """The conversion Job of `ctx.source`, run with `convert`'s script."""
     source = ctx.source
     assert source is not None, "a conversion needs the training run it converts"
     out = model_dir(ctx, workload_name, source)
     marker = trained_marker(ctx, source.workload, source.run_id)
-    polls = wait_minutes * 60 // POLL_SECONDS
-    script = (
-        f"test -f {out}/.done && {{ echo 'already converted: {out}'; exit 0; }}\n"
-        f"for i in $(seq 0 {polls}); do test -f {marker} && break\n"
+    polls = 0 if wait.follow else wait.wait_minutes * 60 // POLL_SECONDS
+    link = served_link(ctx, workload_name, source)
+    # Replaced in one rename: a server that starts meanwhile reads the old folder or the new one.
+    serve = f"ln -sfn {out} {link}.next && mv -T {link}.next {link}\n" if wait.follow else ""
+    waits = (
+        f"until test -f {marker} ; do sleep {POLL_SECONDS}; done\n"
+        if wait.follow
+        else f"for i in $(seq 0 {polls}); do test -f {marker} && break\n"
         f'  [ "$i" = {polls} ] && {{ echo "FAIL: run {source.run_id} of {source.workload} has not finished'
         f' (no {marker}); serve it once it has"; exit 1; }}\n'
         f"  sleep {POLL_SECONDS}; done\n"
+    )
+    script = (
+        f"test -f {out}/.done && {{ echo 'already converted: {out}'; {serve.strip() or 'true'}; exit 0; }}\n"
+        f"{waits}"
         f"rm -rf {out} && mkdir -p {out}\n"
         f"{convert(source, out, ctx)}"
         f'test -s {out}/config.json || {{ echo "FAIL: the converter wrote no config.json"; exit 1; }}\n'
+        f"{special_tokens(out)}"
         f'weights=; for f in {" ".join(f"{out}/{w}" for w in WEIGHT_FILES)}; do test -s "$f" && weights=1; done\n'
         f'test -n "$weights" || {{ echo "FAIL: the converter wrote no weights ({", ".join(WEIGHT_FILES)})";'
         " exit 1; }\n"
-        f"touch {out}/.done && ls -l {out}\n"
+        f"touch {out}/.done && ls -l {out}\n{serve}"
     )
-    on_source = dataclasses.replace(ctx, node_group=source.node_group, image=source.image)
+    group, awaited = placement(ctx, source, wait)
+    on_source = dataclasses.replace(ctx, node_group=group, image=source.image)
     name = f"{workload_name}-convert-{short_hash(source.workload, source.run_id, convert(source, out, ctx))}"
-    obj = job(name, on_source, labels(workload_name, "convert"), script, env=[], timeout=CONVERT_TIMEOUT + polls * 60)
+    resources = None
+    if wait.follow:
+        limits = {"cpu": str(DATA_JOB_CPUS), "memory": f"{group.instance.allocatable_memory_gib // 2}Gi"}
+        resources = {**WAIT_POD, "limits": limits}
+    obj = job(
+        name,
+        on_source,
+        labels(workload_name, "convert"),
+        script,
+        env=[],
+        timeout=CONVERT_TIMEOUT + polls * 60,
+        resources=resources,
+    )
     # Its last attempt must end before `pulumi up` stops waiting: one attempt, no retries.
     obj["spec"]["backoffLimit"] = 0
-    obj["spec"]["activeDeadlineSeconds"] = CONVERT_TIMEOUT + polls * POLL_SECONDS - 60
-    return Step(name, "convert", obj, after=after)
+    if awaited:
+        obj["spec"]["activeDeadlineSeconds"] = CONVERT_TIMEOUT + polls * POLL_SECONDS - 60
+    else:
+        obj["metadata"].setdefault("annotations", {})[SKIP_AWAIT] = "true"
+    return Step(name, "convert", obj, after=after, awaited=awaited)
+
+
+def placement(ctx: Context, source: Source, wait: Await) -> tuple[NodeGroup, bool]:
+    """Where the conversion runs and whether `pulumi up` waits for it. A followed run's is never
+    awaited and waits beside the run. A pinned run's is awaited on the training group, or, with
+    that group at desiredSize 0, on the server's group (a Job cannot start on a group with no
+    node: `pulumi up` would wait out its timeout); with both at 0, it is not awaited."""
+    if wait.follow:
+        return source.node_group, False
+    for group in (source.node_group, ctx.node_group):
+        if group.nodes > 0:
+            return group, True
+    return source.node_group, False
 
 
 def copy_files(source_dir: str, out: str, files: tuple[str, ...]) -> str:

@@ -63,11 +63,13 @@ def stage(
     after: tuple[str, ...],
     token_secret: str | None = None,
     cli: needs.HubCli = needs.HUB_CLI_LEGACY,
+    timeout: int = 3600,
 ) -> Step:
     """The Job that stages `repos` into the tenant's Hub cache (it may reach the internet; it
     runs as the non-root data user, which owns the cache: shared_dirs makes it). With
     `token_secret`, the Secret's token is a read-only file the client reads (a gated model); `cli`:
-    the command line of the image's huggingface-hub (the training images': `huggingface-cli`)."""
+    the command line of the image's huggingface-hub (the training images': `huggingface-cli`);
+    `timeout`: what `pulumi up` waits for it (a served model's: estimates.staging)."""
     name = f"{workload_name}-hub-{short_hash(repos)}"
     cache = cache_dir(ctx)
     marker, version = needs.CACHE_MARKER
@@ -88,7 +90,7 @@ def stage(
         labels(workload_name, "data", internet=True),
         script,
         env=env,
-        timeout=3600,
+        timeout=timeout,
         resources=SMALL_POD,
         mounts=mounts,
     )

@@ -40,14 +40,27 @@ def convert(source: Source, out: str, ctx: Context) -> str:
         f"python3 {run.repo_dir}/{CONVERTER} --input_name_or_path {nemo} --output_path {out}/{WEIGHTS} --cpu-only\n"
         + llama_config(run.model, out, f"{out}/{WEIGHTS}")
     )
-    repo = run.tokenizer.hub_repo
+    return script + save_tokenizer(run, out, ctx)
+
+
+def save_tokenizer(run: NemoGpuWorkload, out: str, ctx: Context) -> str:
+    """The run's tokenizer saved into the model folder: NeMo's converter writes only the weights
+    with `--output_path` alone (r2.0.0rc1 convert_llama_nemo_to_hf.py saves a tokenizer only with
+    `--hf_output_path` and a Llama `--input_tokenizer`), so a served folder would have none. A
+    Hub tokenizer from the tenant's cache, offline; a local folder as it is; a sentencepiece
+    model as Llama's tokenizer over it (transformers LlamaTokenizer, `<s>` and `</s>`)."""
+    tok, repo = run.tokenizer, run.tokenizer.hub_repo
     if repo is not None:
         env = " ".join(f"{k}={v}" for k, v in sorted(offline_env(ctx).items()))
-        script += (
-            f'{env} python3 -c "from transformers import AutoTokenizer;'
-            f" AutoTokenizer.from_pretrained('{repo.repo}').save_pretrained('{out}')\"\n"
-        )
-    return script
+        load = f"AutoTokenizer.from_pretrained('{repo.repo}')"
+    elif tok.library == "sentencepiece":
+        env, load = "", f"LlamaTokenizer(vocab_file='{tok.model}', legacy=False)"
+    else:  # huggingface, a directory on /shared
+        env, load = "", f"AutoTokenizer.from_pretrained('{tok.type}', local_files_only=True)"
+    # The class the load names, alone: the Hub tokenizer's line as it always was (the Job's name
+    # hashes its script, so a reworded line would rename a deployed Job).
+    imports = f"from transformers import {load.split('(', 1)[0].split('.', 1)[0]}"
+    return f"{env + ' ' if env else ''}python3 -c \"{imports}; {load}.save_pretrained('{out}')\"\n"
 
 
 MODEL = NemoGpuWorkload

@@ -14,10 +14,11 @@ import dataclasses
 import shlex
 
 from config.workloads import VllmServeWorkload
+from estimates.staging import hub_download_seconds
 from estimates.startup import server_start_seconds
 from facts import leaderworkerset, needs, serving
 from facts.names import PRIORITY_LABEL, QUEUE_LABEL
-from workloads.manifests.convert import Converter, conversion, model_dir
+from workloads.manifests.convert import Await, Converter, conversion, model_dir, served_link
 from workloads.manifests.hub import cache_dir as hub_cache_dir
 from workloads.manifests.hub import offline_env
 from workloads.manifests.hub import stage as stage_hub
@@ -26,6 +27,7 @@ from workloads.manifests.lws import disruption_budget as group_budget
 from workloads.manifests.lws import group_set as leader_worker_set
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
+    SMALL_POD,
     Context,
     Obj,
     Source,
@@ -71,7 +73,7 @@ def arguments(workload_name: str, run: VllmServeWorkload, ctx: Context, rank: st
     """`vllm serve` and its options (held against the pinned vLLM's parser); of a replica larger
     than one node, those of node `rank` of its group (group_options)."""
     hub = run.model.hub
-    model = hub if hub else model_dir(ctx, workload_name, _source(ctx))
+    model = hub if hub else trained_model(workload_name, run, ctx)
     args = ["vllm", "serve", model]
     if hub:
         args += ["--revision", run.model.revision]
@@ -114,6 +116,37 @@ def group_options(run: VllmServeWorkload, rank: str) -> list[str]:
         str(serving.MASTER_PORT),
     ]
     return options if rank == LEADER else [*options, "--headless"]
+
+
+def follows(run: VllmServeWorkload) -> bool:
+    """A server of a training run that pins no `model.runId` follows the workload: it serves the
+    newest run converted whole, and the next run never moves it before that one is done."""
+    return run.model.workload is not None and run.model.run_id is None
+
+
+def trained_model(workload_name: str, run: VllmServeWorkload, ctx: Context) -> str:
+    """The folder a server of a training run loads: the pinned run's, or the followed link."""
+    source = _source(ctx)
+    return served_link(ctx, workload_name, source) if follows(run) else model_dir(ctx, workload_name, source)
+
+
+def model_wait(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Obj]:
+    """A following server's first start, before any run of it was converted: an init container
+    that waits for the served link's folder to be whole (vLLM would exit on a missing path)."""
+    if not follows(run):
+        return []
+    done = f"{trained_model(workload_name, run, ctx)}/.done"
+    return [
+        {
+            "name": "wait-model",
+            "image": ctx.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", f"until test -f {done}; do sleep 30; done"],
+            "resources": dict(SMALL_POD),
+            "securityContext": container_security(read_only_root=True),
+            "volumeMounts": [shared_mount(ctx, read_only=True)],
+        }
+    ]
 
 
 def _source(ctx: Context) -> Source:
@@ -166,6 +199,7 @@ def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Ob
             **on_node_group(ctx),
             **pod_security(non_root=True),
             "terminationGracePeriodSeconds": 60,
+            **({"initContainers": waits} if (waits := model_wait(workload_name, run, ctx)) else {}),
             "containers": [container],
             "volumes": [
                 shared_volume(ctx),
@@ -269,11 +303,18 @@ def _model_steps(workload_name: str, run: VllmServeWorkload, ctx: Context, dirs:
         # The Job runs in the server's image: its huggingface-hub's command line.
         pinned = serving.image_for_name(ctx.image) or serving.image_for(ctx.node_group.instance)
         cli = pinned.hub_cli if pinned else needs.HUB_CLI_1
-        hub = stage_hub(workload_name, ctx, run.hub_repos, (dirs, token.name), token_secret=token.name, cli=cli)
+        # Awaited as long as the weights take to land on /shared (a 405B model on 1,200 GiB: ~1.5 h).
+        seconds = hub_download_seconds(
+            (run.parameters or 0) * serving.BYTES_PER_PARAMETER, ctx.file_system_mb_per_second
+        )
+        hub = stage_hub(
+            workload_name, ctx, run.hub_repos, (dirs, token.name), token_secret=token.name, cli=cli, timeout=seconds
+        )
         return [token, dataclasses.replace(hub, role="model")]
     source = _source(ctx)
     convert = CONVERTERS[source.run.RECIPE]
-    step = conversion(workload_name, ctx, convert, (dirs,), run.model.wait_for_run_minutes)
+    wait = Await(follows(run), run.model.wait_for_run_minutes)
+    step = conversion(workload_name, ctx, convert, (dirs,), wait)
     return [dataclasses.replace(step, role="model")]
 
 

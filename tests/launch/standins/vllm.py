@@ -40,6 +40,7 @@ from _common import accelerator_init, fail, job, record
 
 TOKENIZER_FILES = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json", "merges.txt"), ("vocab.txt",))
 """Any of these sets is a tokenizer transformers' AutoTokenizer loads (fast, sentencepiece, BPE, WordPiece)."""
+SPECIAL_TOKEN_IDS = ("bos_token_id", "eos_token_id")
 HUMAN_INT = re.compile(r"^\d+(\.\d+)?[kKmMgG]?$")  # vLLM's human_readable_int: 4096, 4k, 1.5M
 INTEGER = (
     "--port",
@@ -99,7 +100,12 @@ def check_model(a: argparse.Namespace, folder: Path, loader: dict) -> list[str]:
     """config.json, the weights the default loader finds (its patterns in order), a tokenizer."""
     if not (folder / "config.json").is_file():
         fail(f"OSError: {a.model} does not appear to have a file named config.json.")
-    json.loads((folder / "config.json").read_text())
+    config = json.loads((folder / "config.json").read_text())
+    # A converted folder (a path, not a Hub id) must say where generation stops: without the ids,
+    # transformers' LlamaConfig fills bos 1 / eos 2 (v4.44.0) and vLLM stops at token id 2.
+    missing = [k for k in SPECIAL_TOKEN_IDS if a.model.startswith("/") and config.get(k) is None]
+    if missing:
+        fail(f"ValueError: {a.model}/config.json has no {' or '.join(missing)}: the training tokenizer's ids are lost")
     weights: list[str] = []
     for pattern in loader["allow_patterns"]:
         weights = glob.glob(str(folder / pattern))
