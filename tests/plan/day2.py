@@ -97,6 +97,44 @@ def group_label(plan: Mapping[str, Any], urn: str) -> str:
     return str(r["inputs"]["labels"][NODE_GROUP_LABEL])
 
 
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+AWAITED_KINDS = ("Job", "MPIJob")
+
+
+def kind_of(plan: Mapping[str, Any], urn: str) -> str | None:
+    """The Kubernetes kind of the resource at `urn` (None for other resources)."""
+    (r,) = [r for r in plan["resources"] if r["urn"] == urn]
+    return _kubernetes_kind(r)
+
+
+def awaited_on(plan: Mapping[str, Any], group: str) -> list[str]:
+    """Names of the queued Jobs and MPIJobs whose pods select node group `group` and that
+    `pulumi up` awaits (no `pulumi.com/skipAwait: "true"`)."""
+    out = []
+    for r in plan["resources"]:
+        inputs = r["inputs"]
+        if not r["type"].startswith("kubernetes:") or inputs.get("kind") not in AWAITED_KINDS:
+            continue
+        meta = inputs.get("metadata") or {}
+        if QUEUE_LABEL not in (meta.get("labels") or {}):
+            continue
+        selected = {v for p, v in _flatten(inputs).items() if p.endswith(f"nodeSelector.{NODE_GROUP_LABEL}")}
+        if group in selected and (meta.get("annotations") or {}).get("pulumi.com/skipAwait") != "true":
+            out.append(str(meta.get("name")))
+    return sorted(out)
+
+
+def awaited_but_held(plan: Mapping[str, Any]) -> list[str]:
+    """`awaited_on` every node group at desiredSize 0: Kueue admits none of them, so `pulumi up`
+    would wait for each until its timeout."""
+    empty = [
+        str(r["inputs"]["labels"][NODE_GROUP_LABEL])
+        for r in plan["resources"]
+        if r["type"] == NODE_GROUP and (r["inputs"].get("scalingConfig") or {}).get("desiredSize") == 0
+    ]
+    return sorted(n for g in empty for n in awaited_on(plan, g))
+
+
 def runs_on(plan: Mapping[str, Any], group: str) -> list[str]:
     """The workloads with a Kubernetes object whose pods select node group `group`: what a roll or
     a replacement of the group evicts."""
