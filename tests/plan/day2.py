@@ -12,11 +12,7 @@ cascade (a subnet replaced replaces the node group and the file system in it). `
 deployed resource blocks its delete or replacement: the engine stops the update there.
 
 Mocks give each resource an id derived from its name, so the cascade is computed here from the
-ids the plan JSON carries. Launch templates are versioned as EC2 versions them: plan the after
-stack over the before plan (`run_plan(values, stack, deployed=before)`), and a template whose data
-changed gets `latestVersion + 1` (tools.offline.mocks.launch_template_version); a node group naming
-it then updates `launchTemplate.version`, which EKS carries out as a roll of every node
-(`Update.rolls`, and `runs_on` the workloads whose pods the roll drains). A changed input of a type whose replace-forcing inputs were never
+ids the plan JSON carries. A changed input of a type whose replace-forcing inputs were never
 read from its source raises `NoFacts`: no verdict without the source.
 """
 
@@ -30,10 +26,6 @@ from tests import upstream
 
 FACTS = upstream.facts("pulumi-replacements-2026-11")
 COMPUTED = "<computed>"
-NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-NODE_GROUP_LABEL = "llm-training-eks/node-group"
-ROLLS = tuple(upstream.facts("terraform-provider-aws-launch-template-versions")["node_group_version_update"])
-"""Node group inputs whose in-place change is an UpdateNodegroupVersion: EKS replaces every node."""
 
 
 class NoFacts(Exception):
@@ -80,74 +72,6 @@ class Update:
 
     def touched(self) -> dict[str, Step]:
         return {u: s for u, s in self.steps.items() if s.op != "same"}
-
-    def rolls(self) -> dict[str, Step]:
-        """Node groups updated in place on an input EKS applies by replacing every node (a new
-        launch template version, AMI release or Kubernetes version): their pods are drained."""
-        return {
-            u: s
-            for u, s in self.steps.items()
-            if s.type == NODE_GROUP and s.op == "update" and any(_under(p, ROLLS) for p in s.changed)
-        }
-
-
-def group_label(plan: Mapping[str, Any], urn: str) -> str:
-    """The project's name of the node group at `urn` (its node label)."""
-    (r,) = [r for r in plan["resources"] if r["urn"] == urn]
-    return str(r["inputs"]["labels"][NODE_GROUP_LABEL])
-
-
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-AWAITED_KINDS = ("Job", "MPIJob")
-
-
-def kind_of(plan: Mapping[str, Any], urn: str) -> str | None:
-    """The Kubernetes kind of the resource at `urn` (None for other resources)."""
-    (r,) = [r for r in plan["resources"] if r["urn"] == urn]
-    return _kubernetes_kind(r)
-
-
-def awaited_on(plan: Mapping[str, Any], group: str) -> list[str]:
-    """Names of the queued Jobs and MPIJobs whose pods select node group `group` and that
-    `pulumi up` awaits (no `pulumi.com/skipAwait: "true"`)."""
-    out = []
-    for r in plan["resources"]:
-        inputs = r["inputs"]
-        if not r["type"].startswith("kubernetes:") or inputs.get("kind") not in AWAITED_KINDS:
-            continue
-        meta = inputs.get("metadata") or {}
-        if QUEUE_LABEL not in (meta.get("labels") or {}):
-            continue
-        selected = {v for p, v in _flatten(inputs).items() if p.endswith(f"nodeSelector.{NODE_GROUP_LABEL}")}
-        if group in selected and (meta.get("annotations") or {}).get("pulumi.com/skipAwait") != "true":
-            out.append(str(meta.get("name")))
-    return sorted(out)
-
-
-def awaited_but_held(plan: Mapping[str, Any]) -> list[str]:
-    """`awaited_on` every node group at desiredSize 0: Kueue admits none of them, so `pulumi up`
-    would wait for each until its timeout."""
-    empty = [
-        str(r["inputs"]["labels"][NODE_GROUP_LABEL])
-        for r in plan["resources"]
-        if r["type"] == NODE_GROUP and (r["inputs"].get("scalingConfig") or {}).get("desiredSize") == 0
-    ]
-    return sorted(n for g in empty for n in awaited_on(plan, g))
-
-
-def runs_on(plan: Mapping[str, Any], group: str) -> list[str]:
-    """The workloads with a Kubernetes object whose pods select node group `group`: what a roll or
-    a replacement of the group evicts."""
-    parents = {r["urn"]: r for r in plan["resources"]}
-    out = set()
-    for r in plan["resources"]:
-        if not r["type"].startswith("kubernetes:"):
-            continue
-        selected = {v for p, v in _flatten(r["inputs"]).items() if p.endswith(f"nodeSelector.{NODE_GROUP_LABEL}")}
-        parent = parents.get(r["parent"])
-        if group in selected and parent is not None and parent["type"].endswith(":Workload"):
-            out.add(parent["name"])
-    return sorted(out)
 
 
 # --------------------------------------------------------------------------- input paths

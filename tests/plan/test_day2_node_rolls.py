@@ -21,7 +21,7 @@ import pytest
 
 from tests import upstream
 from tests.conftest import run_plan, stack_plan, stack_values
-from tests.plan import day2
+from tests.plan import day2, day2_nodes
 
 FACTS = upstream.facts("terraform-provider-aws-launch-template-versions")
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -55,12 +55,12 @@ def test_a_launch_template_edit_rolls_the_group_and_names_its_runs(edit: str) ->
     name = f"ng-{GROUP['name']}-lt"
     assert update.named(name).op == "update"
     assert versions(after)[name] == versions(before)[name] + 1
-    rolls = update.rolls()
+    rolls = day2_nodes.rolls(update)
     assert [s.changed for s in rolls.values()] == [("launchTemplate.version",)], rolls
     (urn,) = rolls
-    assert day2.group_label(after, urn) == GROUP["name"]
+    assert day2_nodes.group_label(after, urn) == GROUP["name"]
     # The runs placed on the group: the roll drains their pods.
-    assert day2.runs_on(after, GROUP["name"]) == sorted(stack_values(STACK)[NS + "workloads"])
+    assert day2_nodes.runs_on(after, GROUP["name"]) == sorted(stack_values(STACK)[NS + "workloads"])
     assert update.blocked == []
 
 

@@ -17,7 +17,7 @@ import copy
 from typing import Any
 
 from tests.conftest import run_plan, stack_plan, stack_values
-from tests.plan import day2
+from tests.plan import day2, day2_nodes
 
 STACK = "trn1-llama2"
 NS = "llm-training-eks:"
@@ -33,10 +33,10 @@ def paused(stack: str) -> dict[str, Any]:
 
 def test_a_paused_group_holds_no_awaited_step() -> None:
     before = stack_plan(STACK)
-    assert day2.awaited_but_held(before) == []
+    assert day2_nodes.awaited_but_held(before) == []
     after = paused(STACK)
-    assert day2.awaited_on(after, "trn1") == day2.awaited_but_held(after)
-    held = day2.awaited_but_held(after)
+    assert day2_nodes.awaited_on(after, "trn1") == day2_nodes.awaited_but_held(after)
+    held = day2_nodes.awaited_but_held(after)
     assert held == [], f"pulumi up would wait for these until their timeout: {held}"
 
 
@@ -46,12 +46,12 @@ def test_pausing_and_resuming_restart_nothing() -> None:
     node: `completions` is the group's size, a replace-forcing field), so resumed nodes pull the
     image again; Kueue's quota follows the nodes too. No other step is replaced or runs again."""
     before, after = stack_plan(STACK), paused(STACK)
-    assert day2.awaited_on(before, "trn1"), "the running group's steps are awaited"
+    assert day2_nodes.awaited_on(before, "trn1"), "the running group's steps are awaited"
     for update in (day2.diff(before, after), day2.diff(after, before)):
         jobs = {
             u: s
             for u, s in update.touched().items()
-            if s.type.startswith("kubernetes:") and day2.kind_of(after, u) in day2.AWAITED_KINDS
+            if s.type.startswith("kubernetes:") and day2_nodes.kind_of(after, u) in day2_nodes.AWAITED_KINDS
         }
         replaced = {u.rsplit("::", 1)[1] for u, s in jobs.items() if s.op == "replace"}
         assert replaced == {n for n in replaced if "-image-" in n} and len(replaced) == 1, replaced
