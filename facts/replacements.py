@@ -130,8 +130,15 @@ KUBERNETES_FORCE_NEW = {
 }
 """Kind -> fields whose change replaces the object (`every_kind`: for all); a named object keeping
 its name and namespace is replaced delete-first."""
-EKS_NODE_GROUP_ROLLS = ("launchTemplate", "releaseVersion", "version")
-"""Node group inputs whose change EKS applies by replacing every node of the group (terraform-provider-aws
-internal/service/eks/node_group.go resourceNodeGroupUpdate: `HasChanges(launch_template, release_version,
-version)` calls UpdateNodegroupVersion; labels, scaling_config, taint, update_config and node_repair_config go
-through UpdateNodegroupConfig, which replaces no node)."""
+EKS_NODE_GROUP_ROLLS = (
+    "launchTemplate.version",
+    "launchTemplate.id",
+    "launchTemplate.name",
+    "releaseVersion",
+    "version",
+)
+"""Node group inputs whose in-place change EKS applies by replacing every node of the group
+(terraform-provider-aws internal/service/eks/node_group.go resourceNodeGroupUpdate: a change of
+launch_template, release_version or version calls UpdateNodegroupVersion; labels, scaling_config,
+taint, update_config and node_repair_config go through UpdateNodegroupConfig, which replaces no node).
+Recorded in tests/upstream/terraform-provider-aws-launch-template-versions.yaml."""

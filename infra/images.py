@@ -126,7 +126,7 @@ def upload_event_pattern(bucket: str, repository: str) -> str:
 
 class ImageBuilds(pulumi.ComponentResource):
     """A CodeBuild project per image of `images/` the stack's runs use (`repository_urls`: the
-    ECR repository of each)."""
+    ECR repository of each), and their sources bucket, kept while no run builds."""
 
     tags: dict[str, str]
     """Repository -> the tag the stack builds."""
@@ -144,10 +144,13 @@ class ImageBuilds(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         images = {repo: IMAGES[repo] for repo in sorted(repository_urls) if repo in IMAGES}
         self.tags = {repo: image.tag for repo, image in images.items()}
+        # The sources bucket is protected, so it stays whether a run builds now or not (as the ECR
+        # repositories do): a stack that pins its last built image must not delete it, or the
+        # engine stops the whole update at the protected delete (tests/plan/test_day2_image_sources.py).
+        self.bucket = self._sources_bucket()
         if not images:
             self.register_outputs({})
             return
-        self.bucket = self._sources_bucket()
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-logs",
             name=f"/codebuild/{ctx.cluster_name}-images",

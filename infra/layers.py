@@ -345,6 +345,9 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
         load_balancing=_load_balancing(r),
         serving_metrics=bool(r.get("servingMetrics", bool)),
     )
+    if SYSTEM_NODE_GROUP not in platform.node_groups and isinstance(r.get("nodeGroups", dict), dict):
+        # Launchers, CPU runs and start-up plans are placed on it: without it the layer cannot plan.
+        r.problem(f"nodeGroups.{SYSTEM_NODE_GROUP}", "missing; deploy that stack with this version of the project")
     for queue in sorted(set(platform.queues) - set(platform.namespaces)):
         r.problem(f"namespaces.{queue}", "missing (the queue's team has no namespace); deploy that stack again")
     r.done()

@@ -89,9 +89,10 @@ def stack_yaml(doc: Any) -> str:
     return yaml.dump(doc, Dumper=_NoAliasDumper)
 
 
-def run_plan(values: dict[str, Any], stack: str = "test") -> dict[str, Any]:
-    """The plan of a config dict (flat stack-file keys); a layered stack's lower stack is the example's."""
-    return plan_mod.run(values, stack, EXAMPLES)
+def run_plan(values: dict[str, Any], stack: str = "test", deployed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The plan of a config dict (flat stack-file keys); a layered stack's lower stack is the example's.
+    `deployed`: the plan it updates (launch-template versions continue from it)."""
+    return plan_mod.run(values, stack, EXAMPLES, deployed=deployed)
 
 
 def example_file(stack: str) -> Path:

@@ -174,7 +174,8 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         with judged_clock(stack_file(args)):
             before_values, after_values, folder = _before_after(args, stderr)
             before = planner.run(before_values, stack_name(args), folder)
-            after = planner.run(after_values, stack_name(args), folder)
+            # over the deployed plan: a changed launch template gets EC2's next version (a roll)
+            after = planner.run(after_values, stack_name(args), folder, deployed=before)
             run_facts_before = run_facts(before_values, before)
             after_cfg = config.parse_stack_values(dict(after_values))
     except (UsageError, config.ConfigError) as e:

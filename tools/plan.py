@@ -1,7 +1,7 @@
 """Offline plan: run the program under Pulumi mocks and show what `pulumi up` would create.
 
     python -m tools.plan (--stack NAME | --config-file PATH) [--format table|json] [--out DIR]
-                         [--lower-outputs FILE]
+                         [--lower-outputs FILE] [--deployed PLAN.json]
 
 No AWS account and no Pulumi CLI needed. The policy pack's rules (`policy.rules`) run over
 the planned resources. Exit 0 on success, 2 on invalid config (one line per problem on
@@ -11,13 +11,18 @@ violation (one line per violation on stderr, after the plan) or any other failur
 `{"stack", "resources": [{"urn", "type", "name", "custom", "parent", "dependencies",
 "protect", "retainOnDelete", "aliases", "deleteBeforeReplace", "ignoreChanges", "provider", "inputs"}],
 "outputs", "cost", "policy"}` (`provider`: the URN of the provider a custom resource uses;
-`aliases`: the URNs the resource was known by).
+`aliases`: the URNs the resource was known by; a launch template also has `latestVersion`, the
+version EC2 holds after the run: 1, or over `--deployed PLAN.json` one more than deployed when
+its data changed).
 
 `--stack NAME` plans your `Pulumi.NAME.yaml` at the root, else `examples/Pulumi.NAME.yaml`
 (tools.cli). A layered stack (`layer: cluster` or `runs`) reads its lower stack's outputs: from
 the offline plan of `Pulumi.<lower stack>.yaml` beside it (planned first, recursively), or from
 `--lower-outputs FILE`, the JSON of `pulumi stack output --json --stack <lower stack>`.
 """
+
+# size: one command: the program under mocks, the plan it prints and writes (JSON, --out), and the
+# stack files around it (lower layers, a deployed plan, secrets still to set)
 
 from __future__ import annotations
 
@@ -102,8 +107,13 @@ def run(
     stack_dir: Path | None = None,
     recorded: dict[str, Any] | None = None,
     seen: tuple[str, ...] = (),
+    deployed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the program exactly as `__main__.py` does, under mocks; return the plan dict.
+
+    `deployed`: the plan of the version deployed (a plan dict or `plan.json`): the run continues
+    its state where EC2 keeps it (launch-template versions), so an edit shows what `pulumi up`
+    over it does (a new template version rolls the node group that names it).
 
     A layered stack's lower outputs come from `recorded` (a `pulumi stack output --json`), or
     from the offline plan of the lower stack's file in `stack_dir` (the folder of this stack's
@@ -116,7 +126,7 @@ def run(
     if cfg.layer in LOWER_LAYER:
         below = recorded if recorded is not None else lower_outputs(cfg, stack_dir, seen or (name,))
         referenced[cfg.lower_stack] = below
-    monitor = mocks.install(cfg.region, PROJECT, name, referenced)
+    monitor = mocks.install(cfg.region, PROJECT, name, referenced, deployed)
     runtime_config.set_all_config({k: engine_value(v) for k, v in values.items()}, secret_keys(values))
     outputs: dict[str, Any] = {}
 
@@ -200,6 +210,13 @@ def bill_from_plan(
     return cost.StackBill(region, clusters, nats, tuple(by_name), tuple(fsx))
 
 
+def _versions(monitor: mocks.RecordingMonitor, r: mocks.Registration) -> dict[str, Any]:
+    """A launch template's `latestVersion` (what EC2 holds after the run), for the next plan."""
+    if r.type != mocks.LAUNCH_TEMPLATE or r.urn not in monitor.resources:
+        return {}
+    return {"latestVersion": int(monitor.resources[r.urn].state["latestVersion"])}
+
+
 def planned_resources(monitor: mocks.RecordingMonitor) -> list[dict[str, Any]]:
     """Every registration (and read) the program made, as the plan JSON lists it."""
     return [
@@ -218,6 +235,7 @@ def planned_resources(monitor: mocks.RecordingMonitor) -> list[dict[str, Any]]:
             "ignoreChanges": r.ignore_changes,
             "provider": r.provider.rsplit("::", 1)[0] if r.provider else None,
             "inputs": _plain(r.inputs),
+            **_versions(monitor, r),
         }
         for r in sorted(monitor.registrations.values(), key=lambda r: r.urn)
     ]
@@ -296,17 +314,30 @@ def write_out(plan: dict[str, Any], out: Path) -> str:
     return written
 
 
-def recorded_outputs(path: Path | None) -> dict[str, Any] | None:
+def recorded_outputs(path: Path | None, option: str = "--lower-outputs") -> dict[str, Any] | None:
     """A lower stack's outputs recorded with `pulumi stack output --json`."""
     if path is None:
         return None
     try:
         outputs = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"--lower-outputs {path}: not a readable JSON file: {e}") from None
+        raise UsageError(f"{option} {path}: not a readable JSON file: {e}") from None
     if not isinstance(outputs, dict):
-        raise UsageError(f"--lower-outputs {path}: expected the JSON object of `pulumi stack output --json`")
+        raise UsageError(f"{option} {path}: expected the JSON object of `pulumi stack output --json`")
     return outputs
+
+
+def deployed_plan(path: Path | None) -> dict[str, Any] | None:
+    """The plan.json (`--format json` or `--out`) of the version deployed, for `--deployed`."""
+    plan = recorded_outputs(path, "--deployed")
+    if plan is None:
+        return None
+    resources = plan.get("resources")
+    if not isinstance(resources, list) or not all(
+        isinstance(r, dict) and "urn" in r and "type" in r for r in resources
+    ):
+        raise UsageError(f"--deployed {path}: expected a plan.json (an object with resources: [{{urn, type, ...}}])")
+    return plan
 
 
 def to_json(plan: dict[str, Any]) -> str:
@@ -328,6 +359,12 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
         "--out", type=Path, help="also write plan.json and every Kubernetes object as YAML here (stderr says what)"
     )
     parser.add_argument(
+        "--deployed",
+        type=Path,
+        help="the plan.json of the version deployed: continue its state (launch-template versions), so an edit"
+        " shows the node groups it rolls",
+    )
+    parser.add_argument(
         "--lower-outputs",
         type=Path,
         help="a layered stack: its lower stack's outputs (`pulumi stack output --json`) instead of its offline plan",
@@ -345,7 +382,8 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
             path = stack_file(args, stderr)
             scope.enter_context(judged_clock(path))
             values = read_stack_file(path)
-            plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs))
+            deployed = deployed_plan(args.deployed)
+            plan = run(values, stack_name(args), path.parent, recorded_outputs(args.lower_outputs), deployed=deployed)
         except (UsageError, config.ConfigError) as e:
             return bad_input(e, stderr, stdout if args.format == "json" else None)
         except Exception as e:  # noqa: BLE001 - the contract: any other failure is exit 1, no traceback

@@ -121,7 +121,7 @@ def test_the_data_key_admits_the_file_systems_s3_role_through_s3(action: str) ->
     facts = upstream.facts("aws-fsx-lustre-sse-kms-2026-11")["statement"]
     plan = stack_plan("dev")
     (key,) = [r for r in resources(plan, "aws:kms/key:Key") if r["name"] == "storage-key"]
-    (bucket,) = resources(plan, "aws:s3/bucket:Bucket")
+    (bucket,) = [r for r in resources(plan, "aws:s3/bucket:Bucket") if r["name"] == "storage-data"]
     policy = json.loads(key["inputs"]["policy"])
     bucket_arn = f"arn:aws:s3:::{by_urn(plan)[bucket['urn']]['id']}"
     role = f"arn:aws:iam::123456789012:{facts['principal_role_path']}fs-0123456789abcdef0"

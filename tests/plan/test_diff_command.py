@@ -69,6 +69,20 @@ def test_a_release_bump_rolls_the_nodes_under_a_run_and_a_server(tmp_path: Path)
     assert f"```text\n{out}```" in (ROOT / "docs" / "operations.md").read_text()
 
 
+def test_a_launch_template_edit_rolls_the_nodes_it_launches(tmp_path: Path) -> None:
+    """A bigger root volume is a new launch template version (EC2's CreateLaunchTemplateVersion,
+    tools/offline/versions.py), which the node group takes: UpdateNodegroupVersion, every node."""
+
+    def bigger_root(c: dict[str, Any]) -> None:
+        group = c["llm-training-eks:nodeGroups"][0]
+        group["rootVolumeSizeGiB"] = group.get("rootVolumeSizeGiB", 200) + 100
+
+    code, out = run_pair(tmp_path, "trn1-llama2", bigger_root)
+    assert code == 3
+    assert "! node group trn1: its 4 node(s) roll (launchTemplate.version); on them: llama2 (training)" in out
+    assert "! run llama2: its nodes roll (trn1); it restarts from its latest checkpoint (every 500 steps)" in out
+
+
 def test_a_new_run_id_stops_the_running_run_and_starts_the_next(tmp_path: Path) -> None:
     code, out = run_pair(tmp_path, "p5-train-serve", lambda c: workloads(c)["llama"].update(runId="run-002"))
     assert code == 3
@@ -93,18 +107,19 @@ def test_a_server_with_one_replica_stops_serving_through_its_roll(tmp_path: Path
     assert "! server chat: rolls its replicas; stops serving until a replica is back" in out
 
 
-def test_a_job_on_a_group_at_zero_is_a_wait_that_fails(tmp_path: Path) -> None:
-    """The next run's data steps on a group scaled to 0: Kueue holds them, `pulumi up` waits to its
-    timeout and fails."""
+def test_a_job_on_a_group_at_zero_waits_in_kueue_not_in_pulumi_up(tmp_path: Path) -> None:
+    """The next run's data steps on a group scaled to 0: Kueue holds them; `pulumi up` does not
+    wait for them (workloads/manifests/admission.py), and the diff says they wait for nodes."""
 
     def next_run_on_zero(c: dict[str, Any]) -> None:
         workloads(c)["llama2"]["runId"] = "run-002"
         c["llm-training-eks:nodeGroups"][0].update(desiredSize=0, minSize=0, maxSize=4)
 
     code, out = run_pair(tmp_path, "trn1-llama2", next_run_on_zero)
-    assert code == 3
-    waits = [line for line in out.splitlines() if "which Kueue cannot admit: node group trn1 has 0 nodes" in line]
+    assert code == 3  # the running run-001 stops
+    waits = [line for line in out.splitlines() if "waits in Kueue until node group trn1 has nodes" in line]
     assert waits, out
+    assert "cannot admit" not in out
 
 
 def test_replacing_a_protected_file_system_is_refused(tmp_path: Path) -> None:
@@ -126,8 +141,9 @@ def test_json_lists_each_effect(tmp_path: Path) -> None:
     code, out, _ = run("--config-file", str(deployed), "--file", str(edited), "--format", "json")
     data = json.loads(out)
     assert code == 3 and data["disrupts"] is True
-    assert {e["kind"] for e in data["effects"]} >= {"restart", "serve", "wait"}
-    assert data["steps"] == {"create": 3, "delete": 3, "update": 2}
+    # the server follows its training workload through a link the conversion moves: not touched
+    assert {e["kind"] for e in data["effects"]} == {"restart"}
+    assert data["steps"] == {"create": 3, "delete": 3, "update": 1}
 
 
 def test_an_invalid_edit_exits_2_with_its_problems(tmp_path: Path) -> None:

@@ -17,8 +17,10 @@ import pytest
 import config
 from config.addons import AddonsConfig
 from config.workloads import VllmServeWorkload
+from facts import instances, prices, serving
 from facts import load_balancer_controller as lbc
-from facts import prices, serving
+from facts.names import SYSTEM_NODE_GROUP
+from facts.nodegroups import NodeGroup
 from infra import charts, layers
 from infra.platform import InternalLoadBalancing, Platform
 from tests import upstream
@@ -303,14 +305,17 @@ def test_an_existing_vpc_is_refused_naming_the_endpoint(tmp_path: Path) -> None:
 
 def test_the_placement_crosses_both_layer_boundaries() -> None:
     lb = InternalLoadBalancing(("c-private-us-east-2a",), ("10.0.0.0/19",))
-    platform = Platform(provider=None, namespaces={}, storage_claim="shared", node_groups={}, load_balancing=lb)
+    # The contract refuses a platform without the system group (launchers and CPU runs go there).
+    system = NodeGroup(SYSTEM_NODE_GROUP, instances.GENERAL_PURPOSE["m6i.2xlarge"], 2, 2, "a,b", {})
+    groups = {SYSTEM_NODE_GROUP: system}
+    platform = Platform(provider=None, namespaces={}, storage_claim="shared", node_groups=groups, load_balancing=lb)
     out = layers.platform_output(platform)
     assert out["internalLoadBalancing"] == {"subnets": ["c-private-us-east-2a"], "cidrs": ["10.0.0.0/19"]}
     back = layers.parse_platform({"platform": out, "kubeconfig": "k"}, None, "org/p/x-cluster")
     assert back.load_balancing == lb
     assert (
         layers.parse_platform(
-            {"platform": layers.platform_output(Platform(None, {}, "s", {})), "kubeconfig": "k"}, None, "s"
+            {"platform": layers.platform_output(Platform(None, {}, "s", groups)), "kubeconfig": "k"}, None, "s"
         ).load_balancing
         is None
     )

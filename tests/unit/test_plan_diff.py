@@ -14,15 +14,17 @@ NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
 
 def test_the_rules_are_the_recorded_ones() -> None:
-    """facts/replacements.py is what tests/upstream/pulumi-replacements-2026-11.yaml records, with
-    its sources (terraform-provider-aws, pulumi-kubernetes, the bridge, the engine)."""
+    """facts/replacements.py is what tests/upstream/pulumi-replacements-2026-11.yaml and
+    terraform-provider-aws-launch-template-versions.yaml record, with their sources
+    (terraform-provider-aws, pulumi-kubernetes, the bridge, the engine)."""
     facts = upstream.facts("pulumi-replacements-2026-11")
     assert facts["aws_force_new"] == replacements.AWS_FORCE_NEW
     assert facts["aws_force_new_if_decreased"] == replacements.AWS_FORCE_NEW_IF_DECREASED
     assert facts["aws_sets"] == replacements.AWS_SETS
     assert facts["aws_autonamed"] == replacements.AWS_AUTONAMED
     assert facts["kubernetes_force_new"] == replacements.KUBERNETES_FORCE_NEW
-    assert list(replacements.EKS_NODE_GROUP_ROLLS) == facts["eks_node_group_rolls"]
+    rolls_facts = upstream.facts("terraform-provider-aws-launch-template-versions")["node_group_version_update"]
+    assert list(replacements.EKS_NODE_GROUP_ROLLS) == rolls_facts
 
 
 def _group(**inputs: Any) -> dict[str, Any]:

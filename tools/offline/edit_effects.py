@@ -24,7 +24,7 @@ from typing import Any
 
 from facts import replacements
 from facts.names import NODE_GROUP_LABEL
-from tools.offline.plan_diff import Step, Update
+from tools.offline.plan_diff import Step, Update, under
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
@@ -99,7 +99,7 @@ def rolls(step: Step) -> tuple[str, ...]:
         return ()
     if step.op == "replace":
         return step.changed
-    return tuple(p for p in step.changed if p.split(".")[0].split("[")[0] in replacements.EKS_NODE_GROUP_ROLLS)
+    return tuple(p for p in step.changed if under(p, replacements.EKS_NODE_GROUP_ROLLS))
 
 
 def effects(plans: Plans, groups: Mapping[str, int], runs: Mapping[str, RunFacts]) -> list[Effect]:
@@ -208,6 +208,12 @@ def _job_waits(plans: Plans, groups: Mapping[str, int]) -> list[Effect]:
         awaited = (r["type"] == JOB and notes.get("pulumi.com/skipAwait") != "true") or (
             r["type"] == MPIJOB and "pulumi.com/waitFor" in notes
         )
+        held = node_group_of(r)
+        if not awaited and r["type"] == JOB and held is not None and groups.get(held, 1) == 0:
+            name = urn.rsplit("::", 1)[-1]
+            line = f"{name} waits in Kueue until node group {held} has nodes (`pulumi up` does not wait for it)"
+            out.append(Effect("wait", line, False, f"nodeGroups.{held}.desiredSize"))
+            continue
         if not awaited:
             continue
         group = node_group_of(r)

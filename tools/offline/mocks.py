@@ -6,6 +6,8 @@ registration as the engine would, including dependencies and resource options su
 `protect`, which `Mocks.new_resource` alone never sees.
 """
 
+# size: the providers' mocks and the engine's recording of each registration, one model a reader follows
+
 from __future__ import annotations
 
 import hashlib
@@ -22,6 +24,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from config.stackfile import SECRET
 from tools.offline import remote_components
+from tools.offline.versions import launch_template_version
 
 ACCOUNT_ID = "123456789012"
 
@@ -57,6 +60,7 @@ def _service(type_token: str) -> str:
 
 
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 
 
 class PlanMocks(pulumi_mocks.Mocks):
@@ -120,8 +124,8 @@ class PlanMocks(pulumi_mocks.Mocks):
             state["resources"] = [{"autoscalingGroups": [{"name": asg}], "remoteAccessSecurityGroupId": ""}]
         if t == "aws:kms/key:Key":
             state["keyId"] = rid
-        elif t == "aws:ec2/launchTemplate:LaunchTemplate":
-            state["latestVersion"] = 1
+        elif t == LAUNCH_TEMPLATE:
+            state["latestVersion"] = 1  # a new template; RecordingMonitor versions it over a deployed plan
         elif t == "aws:ec2/placementGroup:PlacementGroup":
             state["name"] = args.inputs.get("name", args.name)
         elif t == "eks:index:Cluster":
@@ -185,8 +189,10 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     so the program reads it as it does for real.
     """
 
-    def __init__(self, mocks: PlanMocks):
+    def __init__(self, mocks: PlanMocks, deployed: Mapping[str, Mapping[str, Any]] | None = None):
         super().__init__(mocks)
+        self.deployed = dict(deployed or {})
+        """The deployed plan's launch templates by URN (their `inputs` and `latestVersion`)."""
         self.registrations: dict[str, Registration] = {}
         self.region = mocks.region
         self.stack_urn = ""
@@ -218,6 +224,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 replace_on_changes=list(request.replaceOnChanges),
             )
         response = super().RegisterResource(request)
+        if request.type == LAUNCH_TEMPLATE:
+            return self._versioned(urn)
         if request.type == "eks:index:Cluster":
             reg = self.resources[urn]
             state = {**reg.state, "eksCluster": self._stand_up_eks_cluster_children(urn, request)}
@@ -225,6 +233,16 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             obj = _sync_await(rpc.serialize_properties(state, {}))
             return resource_pb2.RegisterResourceResponse(urn=urn, id=reg.id, object=obj)
         return response
+
+    def _versioned(self, urn: str) -> Any:
+        """A launch template's registration answered with the version EC2 would hold after this
+        `pulumi up` over the deployed plan (matched by URN or alias, as the engine matches state)."""
+        reg, registered = self.registrations[urn], self.resources[urn]
+        old = next((self.deployed[u] for u in (urn, *reg.aliases) if u in self.deployed), None)
+        state = {**registered.state, "latestVersion": launch_template_version(old, reg.inputs)}
+        self.resources[urn] = registered._replace(state=state)
+        obj = _sync_await(rpc.serialize_properties(state, {}))
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=registered.id, object=obj)
 
     def ReadResource(self, request: Any) -> Any:
         """Record a read (a stack reference) like a registration: the plan shows what a layer reads."""
@@ -376,12 +394,19 @@ def _without_resource_references(request: Any) -> Any:
 
 
 def install(
-    region: str, project: str, stack: str, stack_outputs: Mapping[str, Mapping[str, Any]] | None = None
+    region: str,
+    project: str,
+    stack: str,
+    stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
+    deployed: Mapping[str, Any] | None = None,
 ) -> RecordingMonitor:
-    """Point the Pulumi runtime at fresh mocks (and a fresh root stack); return the monitor."""
+    """Point the Pulumi runtime at fresh mocks (and a fresh root stack); return the monitor.
+    `deployed`: the plan of what is deployed (plan JSON), whose launch-template versions this
+    run continues from."""
 
     settings.ROOT.set(None)
     mocks = PlanMocks(region, stack_outputs)
-    monitor = RecordingMonitor(mocks)
+    templates = {r["urn"]: r for r in (deployed or {}).get("resources", []) if r["type"] == LAUNCH_TEMPLATE}
+    monitor = RecordingMonitor(mocks, templates)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
     return monitor

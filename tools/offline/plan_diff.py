@@ -94,7 +94,7 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def _under(path: str, prefixes: Iterable[str]) -> str | None:
+def under(path: str, prefixes: Iterable[str]) -> str | None:
     """The prefix (dotted, list indexes ignored) that `path` lies under, if any."""
     bare = "".join(part.split("[")[0] + "." for part in path.split(".")).rstrip(".")
     for p in prefixes:
@@ -151,11 +151,11 @@ def forcing(r: Mapping[str, Any], old: Mapping[str, Any], paths: set[str]) -> tu
     kind = _kubernetes_kind(r)
     if kind is not None:
         rules = [*replacements.KUBERNETES_FORCE_NEW["every_kind"], *replacements.KUBERNETES_FORCE_NEW.get(kind, [])]
-        return tuple(sorted({p for p in paths if _under(p, rules)}))
+        return tuple(sorted({p for p in paths if under(p, rules)}))
     t = r["type"]
     if t in replacements.AWS_FORCE_NEW:
         rules = replacements.AWS_FORCE_NEW[t]
-        hits = {p for p in paths if _under(p, rules)}
+        hits = {p for p in paths if under(p, rules)}
         for key in replacements.AWS_FORCE_NEW_IF_DECREASED.get(t, []):
             before, after = old["inputs"].get(key), r["inputs"].get(key)
             if key in paths and isinstance(before, int) and isinstance(after, int) and after < before:
@@ -192,7 +192,7 @@ def _as_sets(r: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ignored(r: Mapping[str, Any], paths: set[str]) -> set[str]:
-    return {p for p in paths if not _under(p, r.get("ignoreChanges") or [])}
+    return {p for p in paths if not under(p, r.get("ignoreChanges") or [])}
 
 
 def diff(before: Mapping[str, Any], after: Mapping[str, Any], strict: bool = True) -> Update:

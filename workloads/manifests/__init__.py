@@ -14,6 +14,7 @@ from typing import Any
 
 from config.workloads import Run
 from workloads.manifests import (
+    admission,
     bert_neuron,
     custom,
     ddp_cpu,
@@ -57,5 +58,6 @@ __all__ = ["BUILDERS", "CONVERTERS", "Context", "Step", "steps"]
 
 
 def steps(workload_name: str, run: Run, ctx: Context) -> list[Step]:
-    """Every step of one run, in order."""
-    return BUILDERS[run.recipe](workload_name, run, ctx)
+    """Every step of one run, in order; none awaited that Kueue cannot admit now (admission)."""
+    groups = admission.context_groups(ctx)
+    return [admission.unawaited_where_held(s, groups) for s in BUILDERS[run.recipe](workload_name, run, ctx)]
