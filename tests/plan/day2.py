@@ -149,6 +149,8 @@ def forcing(r: Mapping[str, Any], old: Mapping[str, Any], paths: set[str]) -> tu
     kind = _kubernetes_kind(r)
     if kind is not None:
         rules = [*FACTS["kubernetes_force_new"]["every_kind"], *FACTS["kubernetes_force_new"].get(kind, [])]
+        # The resource's own replaceOnChanges option (`[*]` any element, as `_under` ignores indexes).
+        rules += [p.replace("[*]", "") for p in r.get("replaceOnChanges") or []]
         return tuple(sorted({p for p in paths if _under(p, rules)}))
     t = r["type"]
     if t in FACTS["aws_force_new"]:
