@@ -228,7 +228,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs) -> ClusterLayer:
     `inputs` (with its live resources to wait for when one stack holds both layers)."""
     provider = inputs.provider or kubernetes_provider("cluster-k8s", inputs.kubeconfig, pulumi.ResourceOptions())
     tenants = tenants_of(cfg.teams, bool(cfg.queueing.default_queue))
-    namespaces = TenantNamespaces("tenants", tenants, provider)
+    namespaces = TenantNamespaces("tenants", tenants, provider, readiness_gates=cfg.addons.load_balancer_controller)
     addons = ClusterAddons(
         "addons",
         catalog.cluster_entries(list(inputs.node_groups.values()), inputs.role_arns, cfg.leader_worker_set),

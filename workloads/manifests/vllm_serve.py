@@ -42,7 +42,7 @@ from workloads.manifests.objects import (
     shared_volume,
 )
 from workloads.manifests.security import container_security, non_root_env, pod_security
-from workloads.manifests.serve_endpoint import balanced, load_balancer_ingress, load_balancer_service
+from workloads.manifests.serve_endpoint import balanced, draining, load_balancer_ingress, load_balancer_service
 from workloads.manifests.serve_policies import client_egress, clients_policy, metrics_policy
 
 MODEL = VllmServeWorkload
@@ -152,7 +152,8 @@ def environment(workload_name: str, run: VllmServeWorkload, ctx: Context) -> dic
 
 def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
     """A server pod: the node group's placement, non-root, /shared, /dev/shm in memory, /tmp."""
-    container = _container(workload_name, run, ctx)
+    grace, lifecycle = draining(run)
+    container = {**_container(workload_name, run, ctx), **lifecycle}
     devices = run.devices(ctx.node_group.instance)
     shm = max(ctx.node_group.shm_gib * devices // ctx.node_group.instance.accelerator_count, 1)
     annotations = {
@@ -165,7 +166,7 @@ def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Ob
         "spec": {
             **on_node_group(ctx),
             **pod_security(non_root=True),
-            "terminationGracePeriodSeconds": 60,
+            "terminationGracePeriodSeconds": grace,
             "containers": [container],
             "volumes": [
                 shared_volume(ctx),
@@ -288,16 +289,20 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
     model = _model_steps(workload_name, run, ctx, dirs.name)
     name = f"{workload_name}-serve"
     after = (name,)
+    # The NLB's Service before the servers: the controller's webhook gives a pod its readiness
+    # gate at creation only when a load balancer already targets it.
+    balancer = _load_balancer_steps(workload_name, run, ctx, (model[-1].name,))
+    first = (model[-1].name, *(s.name for s in balancer))
     if run.spans_nodes:
         serve = [
-            Step(name, "serve", group_set(workload_name, run, ctx), after=(model[-1].name,), awaited=False),
+            Step(name, "serve", group_set(workload_name, run, ctx), after=first, awaited=False),
             Step(f"{name}-pdb", "serve", group_budget(name, ctx, labels(workload_name, "serve")), after=after),
             Step(f"{name}-peers", "serve", group_peers(name, ctx), after=after),
         ]
         svc = leader_service(workload_name, name, ctx, labels(workload_name, "serve"), serving.PORT)
     else:
         serve = [
-            Step(name, "serve", server(workload_name, run, ctx), after=(model[-1].name,), awaited=False),
+            Step(name, "serve", server(workload_name, run, ctx), after=first, awaited=False),
             Step(f"{name}-pdb", "serve", disruption_budget(workload_name, ctx), after=after),
         ]
         svc = service(workload_name, ctx)
@@ -305,13 +310,13 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
         image,
         dirs,
         *model,
+        *balancer,
         *serve,
         Step(f"{workload_name}-svc", "service", svc, after=after),
         Step(f"{workload_name}-clients", "clients", clients_policy(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-clients-egress", "clients", client_egress(workload_name, run, ctx), after=after),
         # Only where the CloudWatch add-on runs the scraper the policy would admit.
         *_metrics_steps(workload_name, ctx, after),
-        *_load_balancer_steps(workload_name, run, ctx, after),
     ]
 
 
