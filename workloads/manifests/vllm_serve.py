@@ -24,6 +24,7 @@ from workloads.manifests.hub import stage as stage_hub
 from workloads.manifests.lws import LEADER, group_peers, leader_service, worker_template
 from workloads.manifests.lws import disruption_budget as group_budget
 from workloads.manifests.lws import group_set as leader_worker_set
+from workloads.manifests.neuron_cache import cache_dir, cache_env, neuron_server, working_dir
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     Context,
@@ -144,9 +145,9 @@ def environment(workload_name: str, run: VllmServeWorkload, ctx: Context) -> dic
     env = {**dict.fromkeys(("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"), "1"), "HF_HOME": "/tmp/huggingface"}
     if run.model.hub:
         env.update(offline_env(ctx))
-    if ctx.node_group.accelerator == "neuron":
-        # Compiled graphs on /shared: a replica that restarts, or the next one, loads instead of compiling.
-        env["NEURON_COMPILED_ARTIFACTS"] = f"{ctx.shared_mount}/{workload_name}/neuron-cache"
+    if neuron_server(ctx):
+        # Compiled graphs on /shared, keyed by what changes them: a restart or the next replica loads.
+        env.update(cache_env(workload_name, run, ctx))
     return {**env, **run.env}
 
 
@@ -154,6 +155,9 @@ def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Ob
     """A server pod: the node group's placement, non-root, /shared, /dev/shm in memory, /tmp."""
     grace, lifecycle = draining(run)
     container = {**_container(workload_name, run, ctx), **lifecycle}
+    if neuron_server(ctx):
+        # The image's working directory is root's; vllm-neuron writes local-models/ there.
+        container["workingDir"] = working_dir(workload_name, run, ctx)
     devices = run.devices(ctx.node_group.instance)
     shm = max(ctx.node_group.shm_gib * devices // ctx.node_group.instance.accelerator_count, 1)
     annotations = {
@@ -285,6 +289,8 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
     pinned = run.image_on(ctx.node_group.instance) or ctx.image
     image = image_check(workload_name, ctx, run.model_copy(update={"image": pinned}))
     also = (hub_cache_dir(ctx), f"{ctx.shared_mount}/{workload_name}/neuron-cache")
+    if neuron_server(ctx):
+        also += (cache_dir(workload_name, run, ctx), working_dir(workload_name, run, ctx))
     dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=also)
     model = _model_steps(workload_name, run, ctx, dirs.name)
     name = f"{workload_name}-serve"
