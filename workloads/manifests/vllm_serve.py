@@ -288,7 +288,7 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
     # Named by the image the config pins, never by the image resolved at deploy time.
     pinned = run.image_on(ctx.node_group.instance) or ctx.image
     image = image_check(workload_name, ctx, run.model_copy(update={"image": pinned}))
-    also = (hub_cache_dir(ctx), f"{ctx.shared_mount}/{workload_name}/neuron-cache")
+    also: tuple[str, ...] = (hub_cache_dir(ctx), f"{ctx.shared_mount}/{workload_name}/neuron-cache")
     if neuron_server(ctx):
         also += (cache_dir(workload_name, run, ctx), working_dir(workload_name, run, ctx))
     dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=also)
