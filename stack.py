@@ -15,6 +15,7 @@ stack's `layer` names, reading the layer below through a stack reference.
 """
 # size: the composition root, every layer wired in order in one place a reader follows top to bottom
 
+# size: the composition root, one builder per layer and the values handed between them, read top to bottom
 from __future__ import annotations
 
 import dataclasses
@@ -238,7 +239,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs) -> ClusterLayer:
     `inputs` (with its live resources to wait for when one stack holds both layers)."""
     provider = inputs.provider or kubernetes_provider("cluster-k8s", inputs.kubeconfig, pulumi.ResourceOptions())
     tenants = tenants_of(cfg.teams, bool(cfg.queueing.default_queue))
-    namespaces = TenantNamespaces("tenants", tenants, provider)
+    namespaces = TenantNamespaces("tenants", tenants, provider, readiness_gates=cfg.addons.load_balancer_controller)
     addons = ClusterAddons(
         "addons",
         catalog.cluster_entries(list(inputs.node_groups.values()), inputs.role_arns, cfg.leader_worker_set, cfg.addons),
@@ -264,6 +265,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs) -> ClusterLayer:
         provider=provider,
         leader_worker_set=cfg.leader_worker_set,
         pods_ready_timeout_minutes=cfg.queueing.pods_ready_timeout_minutes,
+        recovery_timeout_minutes=cfg.queueing.recovery_timeout_minutes,
         namespaces={key: t.namespace for key, t in tenants.items()},
         shared_sub_paths={key: t.sub_path for key, t in tenants.items()},
         storage_claim=STORAGE_CLAIM,
@@ -365,8 +367,8 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
 
 
 def on_cluster_queues(cfg: StackConfig, platform: Platform) -> StackConfig:
-    """`cfg` with the cluster layer's Kueue timeout (a runs stack does not set `queueing`)."""
-    timeout = {"pods_ready_timeout_minutes": platform.pods_ready_timeout_minutes}
+    """`cfg` with the cluster layer's Kueue timeouts (a runs stack does not set `queueing`)."""
+    timeout = {k: getattr(platform, k) for k in ("pods_ready_timeout_minutes", "recovery_timeout_minutes")}
     return cfg.model_copy(update={"queueing": cfg.queueing.model_copy(update=timeout)})
 
 

@@ -7,6 +7,9 @@ Sources (tests/unit/test_leaderworkerset_facts.py holds these values to them):
   LWS_LEADER_ADDRESS), pkg/utils/controller/controller_utils.go (the headless Service publishes
   not-ready addresses), site/content/en/docs/installation (the chart and its namespace)
   (tests/upstream/lws-v0.9.0.yaml). v0.9.0 is the LWS module Kueue 0.19.2's go.mod builds against.
+- kubernetes-sigs/kueue v0.19.2 (8eab6877): pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go
+  ValidateUpdate and pkg/util/pod/pod.go SpecShape (what Kueue refuses to change on a set it
+  manages; tests/upstream/kueue-lws-webhook-v0.19.2.yaml).
 """
 
 from __future__ import annotations
@@ -43,6 +46,33 @@ INJECTED_ENV = (LEADER_ADDRESS_ENV, GROUP_SIZE_ENV, WORKER_INDEX_ENV)
 MAX_GROUP_SIZE = 16
 """The nodes one replica may span here (a bound, not an LWS limit: a larger group is one failure
 domain of that many nodes)."""
+
+
+_POD_SHAPE = (
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "runtimeClassName",
+    "priority",
+    "topologySpreadConstraints",
+    "overhead",
+    "resourceClaims",
+)
+_CONTAINER_SHAPE = ("resources.requests", "ports")
+
+
+def kueue_immutable_paths() -> list[str]:
+    """The set's fields Kueue 0.19.2's webhook refuses to change while it manages the set (group
+    size; of each template, SpecShape: the containers' requests and ports, placement, priority),
+    as Pulumi property paths: a change to any of them must replace the set, never update it."""
+    paths = ["spec.leaderWorkerTemplate.size"]
+    for template in ("leaderTemplate", "workerTemplate"):
+        spec = f"spec.leaderWorkerTemplate.{template}.spec"
+        for containers in ("initContainers", "containers"):
+            paths += [f"{spec}.{containers}[*].{field}" for field in _CONTAINER_SHAPE]
+        paths += [f"{spec}.{field}" for field in _POD_SHAPE]
+        paths.append(f"{spec}.resources.requests")
+    return paths
 
 
 def env_ref(name: str) -> str:

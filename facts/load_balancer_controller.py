@@ -4,7 +4,9 @@ the IAM policy its install guide gives it, and the Service annotations a serving
 Each value is held against the upstream repository at the tag v3.5.0 (11eb202c) in
 tests/upstream/aws-load-balancer-controller-v3.5.0.yaml and chart-aws-load-balancer-controller-3.5.0.yaml:
 docs/install/iam_policy.json statement by statement, helm/aws-load-balancer-controller (Chart.yaml,
-values.yaml, templates/), docs/guide/service/annotations.md.
+values.yaml, templates/), docs/guide/service/annotations.md, docs/deploy/pod_readiness_gate.md,
+pkg/config/controller_config.go; the TLS policy and the deregistration delay against the ELB guide
+(tests/upstream/aws-elb-nlb-listeners-2026-12.yaml).
 """
 
 from __future__ import annotations
@@ -38,6 +40,24 @@ LB_SUBNETS = _ANNOTATION + "aws-load-balancer-subnets"
 SSL_CERT = _ANNOTATION + "aws-load-balancer-ssl-cert"
 SSL_PORTS = _ANNOTATION + "aws-load-balancer-ssl-ports"
 TLS_PORT = 443
+SSL_NEGOTIATION_POLICY = _ANNOTATION + "aws-load-balancer-ssl-negotiation-policy"
+CONTROLLER_DEFAULT_TLS_POLICY = "ELBSecurityPolicy-2016-08"
+"""What the controller gives a TLS listener without the annotation (pkg/config/controller_config.go
+defaultSSLPolicy): TLS 1.0 and 1.1 accepted."""
+TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+"""The listener's policy here: TLS 1.3 and 1.2 only (the ELB guide's "Security policies for your
+Network Load Balancer"; the controller's own example of the annotation)."""
+TLS_POLICY_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+TARGET_GROUP_ATTRIBUTES = _ANNOTATION + "aws-load-balancer-target-group-attributes"
+DEREGISTRATION_DELAY = "deregistration_delay.timeout_seconds"
+DEREGISTRATION_DELAY_DEFAULT = 300
+"""ELB's default: a deregistered target keeps its open connections this long (seconds)."""
+READINESS_GATE_INJECT = "elbv2.k8s.aws/pod-readiness-gate-inject"
+"""The namespace label whose pods get the controller's target-health readiness gate
+(docs/deploy/pod_readiness_gate.md; the chart's pod webhook selects it, failurePolicy Ignore): a
+new pod is ready only once its target is healthy, so a rollout or a drain never leaves the target
+group with no healthy target. ip targets only."""
+READINESS_GATE_INJECT_ENABLED = "enabled"
 
 # --------------------------------------------------------------------------- IAM policy
 

@@ -313,6 +313,7 @@ def platform_output(p: Platform) -> dict[str, Any]:
         "storage": storage_output(p.storage),
         "leaderWorkerSet": p.leader_worker_set,
         "podsReadyTimeoutMinutes": p.pods_ready_timeout_minutes,
+        "recoveryTimeoutMinutes": p.recovery_timeout_minutes,
         "servingMetrics": p.serving_metrics,
         **load_balancing_output(p.load_balancing),
     }
@@ -342,6 +343,7 @@ def parse_platform(outputs: Mapping[str, Any], provider: Any, stack: str) -> Pla
         storage=r.storage("storage"),
         leader_worker_set=bool(r.get("leaderWorkerSet", bool)),
         pods_ready_timeout_minutes=r.get("podsReadyTimeoutMinutes", int) or 0,
+        recovery_timeout_minutes=r.get("recoveryTimeoutMinutes", int) or 0,
         load_balancing=_load_balancing(r),
         serving_metrics=bool(r.get("servingMetrics", bool)),
     )

@@ -10,6 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from facts import load_balancer_controller as lbc
 from facts.names import DEFAULT_QUEUE, app_labels, component_type
 from infra import tenancy
 from infra.addons.components import old_parent
@@ -28,9 +29,19 @@ class TenantNamespaces(pulumi.ComponentResource):
     """Tenant -> the NetworkPolicies of its namespace."""
 
     def __init__(
-        self, name: str, tenants: Mapping[str, Tenant], provider: Any, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        tenants: Mapping[str, Tenant],
+        provider: Any,
+        opts: pulumi.ResourceOptions | None = None,
+        readiness_gates: bool = False,
     ):
+        """`readiness_gates`: the AWS Load Balancer Controller runs; its pod webhook gives the pods
+        of these namespaces that are load-balancer targets the target-health readiness gate."""
         super().__init__(component_type("infra", "TenantNamespaces"), name, None, opts)
+        labels = app_labels()
+        if readiness_gates:
+            labels[lbc.READINESS_GATE_INJECT] = lbc.READINESS_GATE_INJECT_ENABLED
         self.namespaces, self.network_policies = {}, {}
         child = pulumi.ResourceOptions(parent=self, provider=provider, aliases=[old_parent()])
         for tenant in tenants.values():
@@ -38,7 +49,7 @@ class TenantNamespaces(pulumi.ComponentResource):
             short = "workloads" if tenant.key == DEFAULT_QUEUE else f"team-{tenant.key}"
             namespace = k8s.core.v1.Namespace(
                 f"{PREFIX}-{short}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=tenant.namespace, labels=app_labels()),
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=tenant.namespace, labels=dict(labels)),
                 opts=child,
             )
             self.namespaces[tenant.key] = namespace

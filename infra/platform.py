@@ -69,6 +69,9 @@ class Platform:
     pods_ready_timeout_minutes: int = 30
     """Kueue's waitForPodsReady timeout (`queueing.podsReadyTimeoutMinutes` of the cluster layer): a
     serving replica's modeled start is held to it where the runs are declared."""
+    recovery_timeout_minutes: int = 15
+    """Kueue's waitForPodsReady recoveryTimeout (`queueing.recoveryTimeoutMinutes` of the cluster
+    layer): a serving replica's restart is held to it where the runs are declared."""
     leader_worker_set: bool = False
     """Whether the cluster runs the LeaderWorkerSet controller (and Kueue's integration for it):
     a serving run across nodes needs it."""

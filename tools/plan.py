@@ -9,7 +9,8 @@ stderr, naming the key; with `--format json` also `{"problems": [{"path", "kind"
 "allowed", "hint", "message"}]}` on stdout, tools.cli.problems_json), 1 on a mandatory policy
 violation (one line per violation on stderr, after the plan) or any other failure. The JSON format is one object:
 `{"stack", "resources": [{"urn", "type", "name", "custom", "parent", "dependencies",
-"protect", "retainOnDelete", "aliases", "deleteBeforeReplace", "ignoreChanges", "provider", "inputs"}],
+"protect", "retainOnDelete", "aliases", "deleteBeforeReplace", "ignoreChanges", "replaceOnChanges", "provider",
+"inputs"}],
 "outputs", "cost", "policy"}` (`provider`: the URN of the provider a custom resource uses;
 `aliases`: the URNs the resource was known by; a launch template also has `latestVersion`, the
 version EC2 holds after the run: 1, or over `--deployed PLAN.json` one more than deployed when
@@ -233,6 +234,7 @@ def planned_resources(monitor: mocks.RecordingMonitor) -> list[dict[str, Any]]:
             "aliases": r.aliases,
             "deleteBeforeReplace": r.delete_before_replace,
             "ignoreChanges": r.ignore_changes,
+            "replaceOnChanges": r.replace_on_changes,
             "provider": r.provider.rsplit("::", 1)[0] if r.provider else None,
             "inputs": _plain(r.inputs),
             **_versions(monitor, r),

@@ -24,8 +24,9 @@ and that each named placement group exists, is a cluster group and is in its nod
 
 A deployed stack's day-2 edits are held against what is deployed: `cluster.kubernetesVersion`
 moves one minor version at a time, forward (the system node group's version, which follows the
-control plane); the file system is never asked to shrink or to change its Lustre version or
-deployment type (tools/aws/storage_checks.py).
+control plane); an upgrade never drains servers whose replicas start slower than EKS's 15-minute
+eviction window (tools/aws/upgrade_checks.py); the file system is never asked to shrink or to
+change its Lustre version or deployment type (tools/aws/storage_checks.py).
 
 Exit 0 when every check passes (warnings included, printed to stderr as `WARN` lines), 1 with one
 line per failing check, 2 on bad config (a day-2 edit the deployed stack cannot take included) or
@@ -63,6 +64,7 @@ from tools.aws.network_checks import check_placement_groups, check_vpc
 from tools.aws.quotas import check_quotas
 from tools.aws.reservations import Finding, check_reservations
 from tools.aws.storage_checks import check_file_system
+from tools.aws.upgrade_checks import check_upgrade_drains
 from tools.cli import add_stack_arguments, load_stack_config
 
 DAY2 = "day2"
@@ -213,6 +215,7 @@ def run_checks(
         *check_placement_groups(account, cfg),
         *check_capacity_block_upgrades(account, cfg),
         *check_version_step(account, cfg),
+        *check_upgrade_drains(account, cfg),
         *check_file_system(account, cfg),
         *check_admin_entries(account, cfg),
         *check_quotas(account, cfg),

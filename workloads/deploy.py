@@ -22,6 +22,7 @@ from pydantic import SecretStr
 
 from config.amis import image_runtime
 from config.workloads import Kind, Run, RunConfig, TrainingRun
+from facts import leaderworkerset
 from facts.names import component_type
 from infra.platform import Platform
 from workloads import manifests
@@ -179,7 +180,13 @@ def _apply(
             step.name, api_version=obj["apiVersion"], kind=kind, metadata=meta, spec=spec, opts=opts
         )
     if kind == "LeaderWorkerSet":
-        # Updated in place: the LWS controller rolls its groups over to a changed template.
+        # A change Kueue's webhook allows (the image, vLLM's options) rolls the groups over in place;
+        # one it refuses on a set it manages (group size, requests, ports, placement) would fail
+        # `pulumi up`, so it replaces the set, deleting first (the same name, the same quota).
+        replace = pulumi.ResourceOptions(
+            replace_on_changes=leaderworkerset.kueue_immutable_paths(), delete_before_replace=True
+        )
+        opts = pulumi.ResourceOptions.merge(opts, replace)
         return k8s.apiextensions.CustomResource(
             step.name, api_version=obj["apiVersion"], kind=kind, metadata=meta, spec=spec, opts=opts
         )

@@ -112,6 +112,33 @@ def serving_fits(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Gr
     return problems
 
 
+def serving_recovers(name: str, run: VllmServeWorkload, cfg: StackConfig, groups: Groups) -> list[str]:
+    """A replica that restarts (its container, or its group) is not ready again before its modeled
+    start; Kueue 0.19.2 evicts and requeues a running workload whose pods stay not ready longer than
+    waitForPodsReady.recoveryTimeout (apis/config/v1beta2/configuration_types.go, RecoveryTimeout),
+    spending its requeue limit on every restart. Refused rather than raised here: the timeout is the
+    cluster's, and it also decides how long a training run missing a node waits before its requeue."""
+    ng = groups.get(run.node_group)
+    if ng is None or ng.instance.accelerator is None:
+        return []
+    parameters = run.served_parameters(cfg.workloads)
+    startup = server_start_seconds(ng.instance, cfg.storage.file_system.mb_per_second, parameters)
+    limit = cfg.queueing.recovery_timeout_minutes * 60
+    if startup < limit:
+        return []
+    need = startup // 60 + 1
+    said = (
+        f"a replica of workloads.{name} that restarts is ready again only after its {startup // 60}-minute"
+        f" start; Kueue would evict and requeue it after {limit // 60}; raise it above {need}"
+        " (training runs missing a node then also wait that long before their requeue)"
+    )
+    return [
+        problem(
+            "queueing.recoveryTimeoutMinutes", "conflict", said, value=str(limit // 60), allowed=f"more than {need}"
+        )
+    ]
+
+
 def serving_needs_leader_worker_set(cfg: StackConfig) -> list[str]:
     """A serving run larger than one node is a LeaderWorkerSet: its controller must be installed
     (without it the object is refused by the API server: no such kind)."""
@@ -172,11 +199,10 @@ def serving_problems(cfg: StackConfig, groups: Groups, balancer: str | None = "d
     out = serving_needs_leader_worker_set(cfg) + served_models_fit(cfg)
     for name, run in cfg.workloads.items():
         if isinstance(run, VllmServeWorkload):
-            out += (
-                serving_source(name, run, cfg.workloads)
-                or serving_fits(name, run, cfg, groups)
-                or serving_fit(name, run, cfg, groups)
-            )
+            out += serving_source(name, run, cfg.workloads) or [
+                *(serving_fits(name, run, cfg, groups) or serving_fit(name, run, cfg, groups)),
+                *serving_recovers(name, run, cfg, groups),
+            ]
             out += serving_endpoint(name, run, cfg.region, missing)
     return out
 

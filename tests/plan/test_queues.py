@@ -56,7 +56,10 @@ def test_kueue_is_pinned_with_job_integrations_and_all_or_nothing_admission(exam
     assert manager["integrations"]["frameworks"] == ["batch/job", "kubeflow.org/mpijob", "deployment", *lws]
     ready = manager["waitForPodsReady"]
     queueing = parsed(example_stack).queueing
-    assert ready["timeout"] == f"{queueing.pods_ready_timeout_minutes}m" and ready["recoveryTimeout"] == "15m"
+    assert (
+        ready["timeout"] == f"{queueing.pods_ready_timeout_minutes}m"
+        and ready["recoveryTimeout"] == f"{queueing.recovery_timeout_minutes}m"
+    )
     assert ready["requeuingStrategy"]["backoffLimitCount"] == 5
 
 

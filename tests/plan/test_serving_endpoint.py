@@ -333,7 +333,7 @@ def _serve_on_trn1(c: dict[str, Any]) -> None:
 
 
 def _patient_queue(c: dict[str, Any]) -> None:
-    c.setdefault(NS + "queueing", {})["podsReadyTimeoutMinutes"] = 120
+    c.setdefault(NS + "queueing", {}).update(podsReadyTimeoutMinutes=120, recoveryTimeoutMinutes=120)
 
 
 def test_the_layered_stacks_hand_the_controller_and_its_subnets_up(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def _served(stack: str, trained: str, group: str, **train_keys: Any) -> dict[str
         "maxModelLen": 4096,
         "clients": {"podLabels": {"role": "client"}},
     }
-    values.setdefault(NS + "queueing", {})["podsReadyTimeoutMinutes"] = 120
+    values.setdefault(NS + "queueing", {}).update(podsReadyTimeoutMinutes=120, recoveryTimeoutMinutes=120)
     return values
 
 

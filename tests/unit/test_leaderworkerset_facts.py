@@ -85,3 +85,20 @@ def test_neuron_serves_a_replica_in_one_process() -> None:
     neuron = upstream.facts("vllm-neuron-0.2.0")
     assert neuron["executor_for_world_size_above_1"] == "uni" != serving.MULTI_NODE_EXECUTOR
     assert neuron["worker_world_size"] == 1
+
+
+def test_the_set_is_replaced_on_what_kueue_0_19_2_refuses_to_change() -> None:
+    """Kueue v0.19.2's LWS webhook (leaderworkerset_webhook.go ValidateUpdate; pod.go SpecShape):
+    the paths the set replaces on are exactly its immutable shape, under both templates."""
+    webhook = upstream.facts("kueue-lws-webhook-v0.19.2")
+    assert webhook["feature_immutable_group_size"]["default"] is True
+    paths = lws.kueue_immutable_paths()
+    assert "spec.leaderWorkerTemplate.size" in paths
+    for template in ("leaderTemplate", "workerTemplate"):
+        spec = f"spec.leaderWorkerTemplate.{template}.spec."
+        fields = {p.removeprefix(spec) for p in paths if p.startswith(spec)}
+        shape = {f for f in webhook["pod_spec_shape"] if f not in ("containers", "initContainers")}
+        per_container = {
+            f"{c}[*].{part}" for c in ("containers", "initContainers") for part in webhook["container_shape"]
+        }
+        assert fields == shape | per_container | {"resources.requests"}, fields

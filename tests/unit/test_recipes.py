@@ -51,8 +51,8 @@ def parsed_run(
         "cluster": {"publicAccessCidrs": ["203.0.113.10/32"]},
         "nodeGroups": [{**ng, "desiredSize": max(ng["desiredSize"], run["nodes"])}],
         "huggingFaceToken": "hf_x",
-        # Above a Neuron server's first start (its compile): config.serving holds it to Kueue's timeout.
-        "queueing": {"podsReadyTimeoutMinutes": 120},
+        # Above a Neuron server's first start (its compile): config.serving holds it to Kueue's timeouts.
+        "queueing": {"podsReadyTimeoutMinutes": 120, "recoveryTimeoutMinutes": 120},
         "workloads": {"w": run},
         **(placed(ng["availabilityZone"]) if "availabilityZone" in ng else {}),
         **(stack or {}),

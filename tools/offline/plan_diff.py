@@ -151,6 +151,8 @@ def forcing(r: Mapping[str, Any], old: Mapping[str, Any], paths: set[str]) -> tu
     kind = _kubernetes_kind(r)
     if kind is not None:
         rules = [*replacements.KUBERNETES_FORCE_NEW["every_kind"], *replacements.KUBERNETES_FORCE_NEW.get(kind, [])]
+        # The resource's own replaceOnChanges option (`[*]` any element, as `under` ignores indexes).
+        rules += [p.replace("[*]", "") for p in r.get("replaceOnChanges") or []]
         return tuple(sorted({p for p in paths if under(p, rules)}))
     t = r["type"]
     if t in replacements.AWS_FORCE_NEW:

@@ -24,6 +24,15 @@ from infra.platform import InternalLoadBalancing
 from workloads.manifests.objects import Context, Obj, labels, meta
 from workloads.manifests.serve_policies import server_ingress
 
+DEREGISTRATION_SECONDS = 120
+"""The target group's deregistration delay (ELB's default is 300 s): a stopping replica's open
+connections keep flowing this long, enough for a streamed completion of several thousand tokens;
+longer would hold every rollout and drain step that much longer."""
+DEREGISTER_MARGIN_SECONDS = 15
+"""From the pod's endpoint leaving the Service to the controller's DeregisterTargets call."""
+SHUTDOWN_SECONDS = 60
+"""vLLM's own stop after SIGTERM (the grace period a server has without a load balancer)."""
+
 
 def balanced(run: VllmServeWorkload) -> bool:
     """The run asks for an internal load balancer."""
@@ -47,7 +56,28 @@ def nlb_annotations(run: VllmServeWorkload, ctx: Context) -> dict[str, str]:
     if run.certificate_arn:
         out[lbc.SSL_CERT] = run.certificate_arn
         out[lbc.SSL_PORTS] = str(lbc.TLS_PORT)
+        # The controller's default (ELBSecurityPolicy-2016-08) still accepts TLS 1.0 and 1.1.
+        out[lbc.SSL_NEGOTIATION_POLICY] = lbc.TLS_POLICY
+    out[lbc.TARGET_GROUP_ATTRIBUTES] = f"{lbc.DEREGISTRATION_DELAY}={DEREGISTRATION_SECONDS}"
     return out
+
+
+def stop_seconds() -> tuple[int, int]:
+    """A load-balanced replica's (preStop sleep, terminationGracePeriodSeconds): it keeps serving
+    until the NLB has deregistered it and drained its connections (the delay and the controller's
+    margin), then vLLM stops on SIGTERM within the rest of the grace period."""
+    pre_stop = DEREGISTRATION_SECONDS + DEREGISTER_MARGIN_SECONDS
+    return pre_stop, pre_stop + SHUTDOWN_SECONDS
+
+
+def draining(run: VllmServeWorkload) -> tuple[int, dict[str, object]]:
+    """The grace period and the container's `lifecycle` of a server pod: without a load balancer
+    vLLM's own stop; behind one, a preStop sleep (Kubernetes' sleep handler, stable since 1.34: no
+    binary from the image) that outlasts the target group's deregistration."""
+    if not balanced(run):
+        return SHUTDOWN_SECONDS, {}
+    pre_stop, grace = stop_seconds()
+    return grace, {"lifecycle": {"preStop": {"sleep": {"seconds": pre_stop}}}}
 
 
 def listener_port(run: VllmServeWorkload) -> int:

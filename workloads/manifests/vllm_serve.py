@@ -25,6 +25,7 @@ from workloads.manifests.hub import stage as stage_hub
 from workloads.manifests.lws import LEADER, group_peers, leader_service, worker_template
 from workloads.manifests.lws import disruption_budget as group_budget
 from workloads.manifests.lws import group_set as leader_worker_set
+from workloads.manifests.neuron_cache import cache_dir, cache_env, neuron_server, working_dir
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     SMALL_POD,
@@ -44,7 +45,7 @@ from workloads.manifests.objects import (
     shared_volume,
 )
 from workloads.manifests.security import container_security, non_root_env, pod_security
-from workloads.manifests.serve_endpoint import balanced, load_balancer_ingress, load_balancer_service
+from workloads.manifests.serve_endpoint import balanced, draining, load_balancer_ingress, load_balancer_service
 from workloads.manifests.serve_policies import client_egress, clients_policy, metrics_policy
 
 MODEL = VllmServeWorkload
@@ -177,15 +178,19 @@ def environment(workload_name: str, run: VllmServeWorkload, ctx: Context) -> dic
     env = {**dict.fromkeys(("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"), "1"), "HF_HOME": "/tmp/huggingface"}
     if run.model.hub:
         env.update(offline_env(ctx))
-    if ctx.node_group.accelerator == "neuron":
-        # Compiled graphs on /shared: a replica that restarts, or the next one, loads instead of compiling.
-        env["NEURON_COMPILED_ARTIFACTS"] = f"{ctx.shared_mount}/{workload_name}/neuron-cache"
+    if neuron_server(ctx):
+        # Compiled graphs on /shared, keyed by what changes them: a restart or the next replica loads.
+        env.update(cache_env(workload_name, run, ctx))
     return {**env, **run.env}
 
 
 def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
     """A server pod: the node group's placement, non-root, /shared, /dev/shm in memory, /tmp."""
-    container = _container(workload_name, run, ctx)
+    grace, lifecycle = draining(run)
+    container = {**_container(workload_name, run, ctx), **lifecycle}
+    if neuron_server(ctx):
+        # The image's working directory is root's; vllm-neuron writes local-models/ there.
+        container["workingDir"] = working_dir(workload_name, run, ctx)
     devices = run.devices(ctx.node_group.instance)
     shm = max(ctx.node_group.shm_gib * devices // ctx.node_group.instance.accelerator_count, 1)
     annotations = {
@@ -198,7 +203,7 @@ def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Ob
         "spec": {
             **on_node_group(ctx),
             **pod_security(non_root=True),
-            "terminationGracePeriodSeconds": 60,
+            "terminationGracePeriodSeconds": grace,
             **({"initContainers": waits} if (waits := model_wait(workload_name, run, ctx)) else {}),
             "containers": [container],
             "volumes": [
@@ -324,21 +329,27 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
     # Named by the image the config pins, never by the image resolved at deploy time.
     pinned = run.image_on(ctx.node_group.instance) or ctx.image
     image = image_check(workload_name, ctx, run.model_copy(update={"image": pinned}))
-    also = (hub_cache_dir(ctx), f"{ctx.shared_mount}/{workload_name}/neuron-cache")
+    also: tuple[str, ...] = (hub_cache_dir(ctx), f"{ctx.shared_mount}/{workload_name}/neuron-cache")
+    if neuron_server(ctx):
+        also += (cache_dir(workload_name, run, ctx), working_dir(workload_name, run, ctx))
     dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=also)
     model = _model_steps(workload_name, run, ctx, dirs.name)
     name = f"{workload_name}-serve"
     after = (name,)
+    # The NLB's Service before the servers: the controller's webhook gives a pod its readiness
+    # gate at creation only when a load balancer already targets it.
+    balancer = _load_balancer_steps(workload_name, run, ctx, (model[-1].name,))
+    first = (model[-1].name, *(s.name for s in balancer))
     if run.spans_nodes:
         serve = [
-            Step(name, "serve", group_set(workload_name, run, ctx), after=(model[-1].name,), awaited=False),
+            Step(name, "serve", group_set(workload_name, run, ctx), after=first, awaited=False),
             Step(f"{name}-pdb", "serve", group_budget(name, ctx, labels(workload_name, "serve")), after=after),
             Step(f"{name}-peers", "serve", group_peers(name, ctx), after=after),
         ]
         svc = leader_service(workload_name, name, ctx, labels(workload_name, "serve"), serving.PORT)
     else:
         serve = [
-            Step(name, "serve", server(workload_name, run, ctx), after=(model[-1].name,), awaited=False),
+            Step(name, "serve", server(workload_name, run, ctx), after=first, awaited=False),
             Step(f"{name}-pdb", "serve", disruption_budget(workload_name, ctx), after=after),
         ]
         svc = service(workload_name, ctx)
@@ -346,13 +357,13 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
         image,
         dirs,
         *model,
+        *balancer,
         *serve,
         Step(f"{workload_name}-svc", "service", svc, after=after),
         Step(f"{workload_name}-clients", "clients", clients_policy(workload_name, run, ctx), after=after),
         Step(f"{workload_name}-clients-egress", "clients", client_egress(workload_name, run, ctx), after=after),
         # Only where the CloudWatch add-on runs the scraper the policy would admit.
         *_metrics_steps(workload_name, ctx, after),
-        *_load_balancer_steps(workload_name, run, ctx, after),
     ]
 
 
