@@ -15,7 +15,6 @@ stack's `layer` names, reading the layer below through a stack reference.
 """
 # size: the composition root, every layer wired in order in one place a reader follows top to bottom
 
-# size: the composition root, one builder per layer and the values handed between them, read top to bottom
 from __future__ import annotations
 
 import dataclasses
