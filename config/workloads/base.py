@@ -166,8 +166,7 @@ class RunConfig(ProcessEnv):
 
     @classmethod
     def built_image_trains_on(cls, instance: instances.InstanceType) -> bool:
-        """Whether the image the stack builds for the recipe can train on an instance type: the
-        recipe's accelerator, and on Neuron its framework and the image's SDK on the family."""
+        """Whether the stack's image of the recipe trains there (accelerator; Neuron framework and SDK)."""
         built = images.IMAGES.get(cls.REPOSITORY or "")
         if built is None or instance.accelerator != cls.ACCELERATOR:
             return False
@@ -180,8 +179,7 @@ class RunConfig(ProcessEnv):
 
     @property
     def hugging_face_token_for(self) -> str | None:
-        """Why this run needs the stack's Hugging Face token (None: it does not): its recipe's reason."""
-        return self.HUGGING_FACE_TOKEN_FOR
+        return self.HUGGING_FACE_TOKEN_FOR  # why it needs the Hub token (None: it does not); a run may say otherwise
 
     @property
     def built_image(self) -> images.Image | None:

@@ -93,6 +93,8 @@ def test_a_served_model_beside_the_checkpoints_must_fit_the_file_system(tmp_path
     the runs keep (estimates.checkpoints.STORAGE_SHARE): 1,031 GB."""
     values = copy.deepcopy(stack_values("p5-serve-405b"))
     values[NS + "storage"]["storageCapacityGib"] = 1200
+    # A replica then reads its weights for 16 min: Kueue's recovery must outwait it (another rule).
+    values.setdefault(NS + "queueing", {})["recoveryTimeoutMinutes"] = 120
     code, err = plan_exit(values, tmp_path)
     assert code == 0, err  # one 405B fits
     second = copy.deepcopy(values[NS + "workloads"]["llama405"])
@@ -105,7 +107,7 @@ def hub_timeout(capacity_gib: int, per_tib: int = 125) -> int:
     values = copy.deepcopy(stack_values("p5-serve-405b"))
     values[NS + "storage"].update({"storageCapacityGib": capacity_gib, "throughputPerTib": per_tib})
     # A replica then takes as long to read the weights: Kueue must wait for it (another rule).
-    values.setdefault(NS + "queueing", {})["podsReadyTimeoutMinutes"] = 240
+    values.setdefault(NS + "queueing", {}).update(podsReadyTimeoutMinutes=240, recoveryTimeoutMinutes=240)
     plan = run_plan(values, "p5-serve-405b")
     (job,) = [r for r in plan["resources"] if r["type"] == "kubernetes:batch/v1:Job" and "-hub-" in r["name"]]
     return int(job["inputs"]["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
