@@ -43,7 +43,7 @@ def _quota_page(text: str) -> str:
     return f"{head}{QUOTA_START}\n{table.rstrip(chr(10))}\n{QUOTA_END}{tail}"
 
 
-TIMELINES = {"trn1-llama2": "2027-01-04T08:00Z", "trn2": "2027-03-20T08:00Z"}
+TIMELINES = {"trn1-llama2": "2027-01-04T08:00Z", "p5-capacity-block": "2027-02-22T08:00Z"}
 """The examples docs/operations.md pictures over time, each from a fixed start (the picture stays
 the same whatever the day `make docs` runs)."""
 
