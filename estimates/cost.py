@@ -279,7 +279,7 @@ class RunBill:
     hourly_basis: str | None = None
     """How the cost line names a cost that is per hour by nature (a server)."""
     length: RunLength | None = None
-    """What else the run does on its nodes besides its steps (validation, export)."""
+    """What else the run does on its nodes besides its steps (validation, import, export)."""
     mb_per_second: float | None = None
     """The shared file system's throughput (the export's time)."""
 
@@ -318,7 +318,7 @@ def run_cost(run: RunBill, region: str, prices: Prices) -> dict[str, Any]:
 
 
 def _besides(run: RunBill) -> float:
-    """Seconds of validation and export on the run's nodes, at the run's shown step time."""
+    """Seconds of validation, import and export on the run's nodes, at the run's shown step time."""
     if run.length is None or run.step_seconds is None:
         return 0.0
     step = shown_seconds(run.step_seconds)

@@ -52,6 +52,9 @@ class RunLength:
     validation: Validation | None = None
     export_bytes: int = 0
     """Bytes the export after the last step reads and writes on the run's first node (0: none)."""
+    import_bytes: int = 0
+    """Bytes the import before the first step reads and writes (Hugging Face weights into a
+    Megatron checkpoint, Megatron Bridge's SFT: its own Job on the run's node group; 0: none)."""
 
     @property
     def validation_steps(self) -> float:
@@ -65,9 +68,16 @@ class RunLength:
             return 0.0
         return 2 * self.export_bytes / (mb_per_second * 1e6)
 
+    def import_seconds(self, mb_per_second: float | None) -> float:
+        """The import at the file system's throughput (read once, written once); a floor, as the export's."""
+        if not self.import_bytes or not mb_per_second:
+            return 0.0
+        return 2 * self.import_bytes / (mb_per_second * 1e6)
+
     def seconds(self, step_seconds: float, mb_per_second: float | None = None) -> float:
-        """Wall time on the nodes: steps and validation at `step_seconds`, plus the export."""
-        return (self.steps + self.validation_steps) * step_seconds + self.export_seconds(mb_per_second)
+        """Wall time on the nodes: the import, steps and validation at `step_seconds`, the export."""
+        conversions = self.import_seconds(mb_per_second) + self.export_seconds(mb_per_second)
+        return (self.steps + self.validation_steps) * step_seconds + conversions
 
     @property
     def validation_share(self) -> float:
@@ -85,6 +95,8 @@ class RunLength:
         export = self.export_seconds(mb_per_second)
         if export:
             out["exportSeconds"] = round(export)
+        if imported := self.import_seconds(mb_per_second):
+            out["importSeconds"] = round(imported)
         if step_seconds is not None:
             out["seconds"] = round(self.seconds(step_seconds, mb_per_second))
         out["line"] = self.line(step_seconds, mb_per_second)
@@ -105,6 +117,8 @@ class RunLength:
             )
         else:
             text += ", no validation"
+        if imported := self.import_seconds(mb_per_second):
+            text += f"; import {imported:,.0f}+ s before the first step (the file system's time)"
         if export := self.export_seconds(mb_per_second):
             text += (
                 f"; export {export:,.0f}+ s on the run's nodes (the file system's time; the conversion's not modelled)"

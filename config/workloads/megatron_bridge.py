@@ -267,9 +267,10 @@ class MegatronBridgeWorkload(TrainingRun):
 
     @property
     def run_length(self) -> RunLength:
-        """Steps, validation every interval and after the last step, the export's bf16 weights."""
-        export = self.checkpoint_parameters * bridge.WEIGHT_BYTES_PER_PARAMETER if self.export else 0
-        return self.validation.length(self.library_recipe.schedule, self.training.train_iters, export)
+        """Steps, validation every interval and after the last step, the import's and export's bf16 weights."""
+        weights = self.checkpoint_parameters * bridge.WEIGHT_BYTES_PER_PARAMETER
+        export, imported = weights if self.export else 0, weights if self.imports else 0
+        return self.validation.length(self.library_recipe.schedule, self.training.train_iters, export, imported)
 
     @property
     def revision(self) -> str:

@@ -87,10 +87,11 @@ class ValidationConfig(Model):
         json_schema_extra={"x-default": "the library recipe's (32)"},
     )
 
-    def length(self, recipe: RecipeSchedule, steps: int, export_bytes: int) -> RunLength:
-        """The run's steps, its validation (these keys, else the library recipe's) and its export."""
+    def length(self, recipe: RecipeSchedule, steps: int, export_bytes: int, import_bytes: int = 0) -> RunLength:
+        """The run's steps, its validation (these keys, else the library recipe's), its import and export."""
         interval, iters = self.interval or recipe.eval_interval, self.iters or recipe.eval_iters
-        return RunLength(steps, Validation(interval, iters, keys="validation.interval, validation.iters"), export_bytes)
+        validation = Validation(interval, iters, keys="validation.interval, validation.iters")
+        return RunLength(steps, validation, export_bytes, import_bytes)
 
 
 def refuse_misfit(sized: schedule.Schedule, keys: dict[str, str], prefix: str) -> None:

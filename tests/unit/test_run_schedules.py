@@ -134,17 +134,19 @@ def test_the_megatron_recipes_hold_the_floor_for_constant_steps() -> None:
     assert run.run_length.validation.passes(t.max_steps) == 1  # val_check_interval = max_steps, once at the end
 
 
-def test_validation_and_export_are_in_the_cost() -> None:
+def test_validation_import_and_export_are_in_the_cost() -> None:
     """Bridge's SFT recipes validate every 30 steps for 32 iterations: 1,088 forward iterations over
-    1,000 steps, about a third of a step each (+36%), on the run's nodes, so in its cost."""
+    1,000 steps, about a third of a step each (+36%), on the run's nodes, so in its cost; so are the
+    import of the Hugging Face weights before the first step and the export after the last."""
     cfg = _cfg("p5en-megatron-bridge", {"qwen3-sft": {"stepSeconds": 5.0, "checkpoints": {"saveInterval": 500}}})
     bill = next(b for b in costs.run_bills(cfg) if b.name == "qwen3-sft")
     entry = cost.run_cost(bill, cfg.region, cost.Prices())
     length = cfg.workloads["qwen3-sft"].run_length
     export = length.export_seconds(cfg.storage.file_system.mb_per_second)
-    assert export > 0
-    assert entry["hours"] == pytest.approx((1000 + 1088 / 3) * 5.0 / 3600 + export / 3600, abs=1e-4)
-    assert entry["besidesSeconds"] == round(1088 / 3 * 5.0 + export)
+    imported = length.import_seconds(cfg.storage.file_system.mb_per_second)
+    assert export > 0 and imported == export  # SFT imports the weights it later exports: the same bytes
+    assert entry["hours"] == pytest.approx((1000 + 1088 / 3) * 5.0 / 3600 + (export + imported) / 3600, abs=1e-4)
+    assert entry["besidesSeconds"] == round(1088 / 3 * 5.0 + export + imported)
 
 
 def test_a_length_counts_passes_as_the_loop_does() -> None:

@@ -118,6 +118,8 @@ def _run(
     why = (
         basis if length is None else f"{steps:,} steps x {seconds:g} s with validation ({basis}), {writes} checkpoints"
     )
+    if imported := (plan.get("length") or {}).get("importSeconds"):
+        phases.append(Phase("import", float(imported), "the Hugging Face weights into a Megatron checkpoint"))
     phases.append(Phase("training", length, why))
     export = (plan.get("length") or {}).get("exportSeconds")
     if export:

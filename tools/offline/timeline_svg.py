@@ -13,6 +13,7 @@ from estimates.timeline import Capacity, Timeline
 WIDTH, LEFT, RIGHT, ROW, TOP, COST_H = 1100, 170, 30, 22, 40, 90
 COLOURS = {
     "compile": "#9c6ade",
+    "import": "#b5838d",
     "acceptance": "#2a9d8f",
     "training": "#264653",
     "replica start": "#e9c46a",
