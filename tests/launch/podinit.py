@@ -188,7 +188,12 @@ def main(spec_path: str) -> None:
     socket.sethostname(spec["hostname"])
     setpriv = shutil.which("setpriv")
     os.chroot(root)
-    os.chdir(spec.get("workingDir") or "/")
+    # As runc does in the jail, as root, before the process starts (opencontainers/runc
+    # libcontainer/rootfs_linux.go prepareRootfs: os.MkdirAll(cwd, 0o755)): a missing
+    # workingDir is created, not an error.
+    workdir = spec.get("workingDir") or "/"
+    os.makedirs(workdir, mode=0o755, exist_ok=True)
+    os.chdir(workdir)
     set_nofile(*spec["nofile"])
     command = [str(setpriv), *identity(spec), "--", *spec["command"]]
     os.execvpe(command[0], command, spec["env"])

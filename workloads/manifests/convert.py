@@ -11,6 +11,7 @@ data user: the run's checkpoints are readable by all, the output is the serving 
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import shlex
 from collections.abc import Callable
 
@@ -153,8 +154,10 @@ def conversion(workload_name: str, ctx: Context, convert: Converter, after: tupl
     marker = trained_marker(ctx, source.workload, source.run_id)
     polls = 0 if wait.follow else wait.wait_minutes * 60 // POLL_SECONDS
     link = served_link(ctx, workload_name, source)
-    # Replaced in one rename: a server that starts meanwhile reads the old folder or the new one.
-    serve = f"ln -sfn {out} {link}.next && mv -T {link}.next {link}\n" if wait.follow else ""
+    # Replaced in one rename: a server that starts meanwhile reads the old folder or the new one. The
+    # link is relative (the folder beside it), so it resolves wherever the file system is mounted.
+    assert posixpath.dirname(out) == posixpath.dirname(link), "the served link and its folder share models/"
+    serve = f"ln -sfn {posixpath.basename(out)} {link}.next && mv -T {link}.next {link}\n" if wait.follow else ""
     waits = (
         f"until test -f {marker} ; do sleep {POLL_SECONDS}; done\n"
         if wait.follow
