@@ -66,6 +66,10 @@ class Reservation:
     placement_group_arn: str | None
     upcoming: int | None
     """Instances a Capacity Block will have once it starts (`UPCOMING_TAG`), if tagged."""
+    platform: str | None = None
+    """InstancePlatform (`Linux/UNIX`, `Windows`, `Red Hat Enterprise Linux`, ...): an ODCR's choice."""
+    tenancy: str | None = None
+    """Tenancy: `default` or `dedicated` (an ODCR's choice)."""
 
 
 @dataclass(frozen=True)

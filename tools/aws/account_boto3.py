@@ -71,6 +71,8 @@ def reservation_from(cr: Mapping[str, Any], tags: Mapping[str, str]) -> Reservat
         end=cr.get("EndDate"),
         placement_group_arn=cr.get("PlacementGroupArn") or None,
         upcoming=_count(tags.get(UPCOMING_TAG)),
+        platform=cr.get("InstancePlatform"),
+        tenancy=cr.get("Tenancy"),
     )
 
 

@@ -93,8 +93,10 @@ class ProviderAccount:
         return int(info.efa_maximum_interfaces or 0) if info.efa_supported else 0
 
     def reservation(self, reservation_id: str) -> Reservation | None:
-        # Despite its name, this data source describes any reservation by id: it calls
-        # DescribeCapacityReservations with the id and no type filter.
+        # Despite its name, this data source describes any reservation by id, ODCRs too: it calls
+        # DescribeCapacityReservations (the ODCR API) with the id and no type filter, and flattens
+        # the whole CapacityReservation, the ODCR's own members (InstancePlatform, Tenancy,
+        # InstanceMatchCriteria, EndDateType) included (tests/upstream/pulumi-aws-invokes-7.51.1.yaml).
         cr = self._invoke(
             aws.ec2.get_capacity_block_reservation,
             "ec2:DescribeCapacityReservations",
@@ -117,6 +119,8 @@ class ProviderAccount:
             end=_date(cr.end_date),
             placement_group_arn=cr.placement_group_arn or None,
             upcoming=int(upcoming) if upcoming and str(upcoming).isdigit() else None,
+            platform=cr.instance_platform or None,
+            tenancy=cr.tenancy or None,
         )
 
     def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
