@@ -57,6 +57,7 @@ from facts import instances
 from facts.names import SYSTEM_NODE_GROUP
 from facts.quotas import QUOTA_CODES
 from infra.context import StackContext, aws_provider
+from infra.nodegroups import nodeadm_user_data
 from tools.aws.account import Account, AccountError, DeployedNodeGroup
 from tools.aws.account_boto3 import Boto3Account
 from tools.aws.account_invokes import ProviderAccount
@@ -107,8 +108,9 @@ def check_capacity_block_upgrades(account: Account, cfg: StackConfig) -> list[Fi
     """EKS updates a Capacity Block node group only at desired size 0 (EKS user guide,
     capacity-blocks-mng): an update that rolls the nodes of a deployed block group that still runs
     some would evict its training mid-block. Refused while it has nodes: a Kubernetes version change,
-    and an AMI release change (a releaseVersion edit, or the newest release moving when facts/amis.py
-    is refreshed); the way through is after the block, or at desired size 0 first."""
+    an AMI release change (a releaseVersion edit, or the newest release moving when facts/amis.py
+    is refreshed), and any launch template edit (compared with the version the group runs); the way
+    through is after the block, or at desired size 0 first."""
     out = []
     for ng in cfg.node_groups:
         if ng.capacity.type != "capacity-block":
@@ -118,11 +120,13 @@ def check_capacity_block_upgrades(account: Account, cfg: StackConfig) -> list[Fi
         if found is None:
             out.append(Finding("upgrade", subject, True, "not deployed yet"))
             continue
-        out.append(_block_roll(found, cfg, ng, subject))
+        out.append(_block_roll(account, found, cfg, ng, subject))
     return out
 
 
-def _block_roll(found: DeployedNodeGroup, cfg: StackConfig, ng: NodeGroupConfig, subject: str) -> Finding:
+def _block_roll(
+    account: Account, found: DeployedNodeGroup, cfg: StackConfig, ng: NodeGroupConfig, subject: str
+) -> Finding:
     version, desired = found.version, found.desired
     pinned = amis.pinned_release(cfg, ng)
     release = pinned.release_version if pinned else None
@@ -142,7 +146,36 @@ def _block_roll(found: DeployedNodeGroup, cfg: StackConfig, ng: NodeGroupConfig,
             f" let it move to {release}"
         )
         return Finding("upgrade", subject, False, message)
+    edits = _template_edits(account, found, ng) if desired > 0 else []
+    if edits:
+        message = (
+            f"runs {desired} nodes; this update changes its launch template ({'; '.join(edits)}): a new template"
+            " version, which rolls every node of the group under its training (EKS updates a Capacity Block group"
+            f" only at desired size 0): make the edit after the block ends, or {way} make it"
+        )
+        return Finding("upgrade", subject, False, message)
     return Finding("upgrade", subject, True, f"Kubernetes {version}, AMI {found.release_version}, desired {desired}")
+
+
+def _template_edits(account: Account, found: DeployedNodeGroup, ng: NodeGroupConfig) -> list[str]:
+    """What this update changes in the group's launch template, of the fields config alone sets
+    (infra/nodegroups.py `_launch_template`), against the version the deployed group runs. Any change
+    is a new version (EC2 CreateLaunchTemplateVersion, tools/offline/versions.py), which the node group
+    takes with UpdateNodegroupVersion: every node replaced. Empty when nothing changes or the deployed
+    version cannot be read."""
+    if found.launch_template is None:
+        return []
+    deployed = account.launch_template(*found.launch_template)
+    if deployed is None:
+        return []
+    reservation = ng.capacity.reservation_id
+    pairs = [
+        ("rootVolumeSizeGiB", deployed.root_volume_gib, ng.root_volume_size_gib),
+        ("capacity.reservationId", deployed.reservation_id, reservation),
+        ("user data (the NVMe layout)", deployed.user_data, nodeadm_user_data(ng.instance)),
+        ("market type", deployed.market_type, "capacity-block"),
+    ]
+    return [f"{key} {was} -> {now}" if len(str(now)) < 40 else key for key, was, now in pairs if was != now]
 
 
 def _minor(version: str) -> tuple[int, int]:

@@ -160,3 +160,27 @@ def test_base_reads_the_file_at_a_git_ref() -> None:
     assert "no changes" in out
     code, _, err = run("--stack", "p5-train-serve", "--base", "no-such-ref-0123")
     assert code == 2 and "--base no-such-ref-0123" in err
+
+
+def test_a_template_edit_of_a_block_group_with_nodes_names_the_way_through(tmp_path: Path) -> None:
+    """EKS user guide capacity-blocks-mng (awsdocs/amazon-eks-user-guide at 0a7189e9, see
+    tests/upstream/aws-eks-capacity-blocks-2026-11.yaml): a Capacity Block group is updated only at
+    desired size 0. Any launch template edit (here the root volume) is a new version and a roll; the
+    line says how to make it: after the block, or at desired size 0 first. At 0 nothing is said."""
+
+    def bigger_root(c: dict[str, Any]) -> None:
+        group = c["llm-training-eks:nodeGroups"][0]
+        group["rootVolumeSizeGiB"] = group.get("rootVolumeSizeGiB", 200) + 100
+
+    code, out = run_pair(tmp_path, "trn2-torchtitan", bigger_root)
+    assert code == 3
+    (line,) = [line for line in out.splitlines() if "! node group trn2:" in line]
+    assert "roll (launchTemplate.version)" in line
+    assert "make this edit after the block ends, or deploy desiredSize: 0 and minSize: 0 first" in line
+
+    def paused(c: dict[str, Any]) -> None:
+        c["llm-training-eks:nodeGroups"][0].update(desiredSize=0, maxSize=2)
+
+    (tmp_path / "paused").mkdir()
+    code, out = run_pair(tmp_path / "paused", "trn2-torchtitan", bigger_root, before=paused)
+    assert "after the block ends" not in out

@@ -93,6 +93,10 @@ def reservation_answer(cr: dict[str, Any]) -> dict[str, Any]:
         end_date=rfc3339(cr.get("EndDate")),
         placement_group_arn=cr.get("PlacementGroupArn"),
         tags={t["Key"]: t["Value"] for t in cr.get("Tags", [])},
+        instance_platform=cr.get("InstancePlatform"),
+        tenancy=cr.get("Tenancy"),
+        end_date_type=cr.get("EndDateType"),
+        instance_match_criteria=cr.get("InstanceMatchCriteria"),
     )
 
 

@@ -66,6 +66,10 @@ class Reservation:
     placement_group_arn: str | None
     upcoming: int | None
     """Instances a Capacity Block will have once it starts (`UPCOMING_TAG`), if tagged."""
+    platform: str | None = None
+    """InstancePlatform (`Linux/UNIX`, `Windows`, `Red Hat Enterprise Linux`, ...): an ODCR's choice."""
+    tenancy: str | None = None
+    """Tenancy: `default` or `dedicated` (an ODCR's choice)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,20 @@ class DeployedNodeGroup:
     desired: int
     release_version: str | None = None
     """The AMI release the group runs (DescribeNodegroup releaseVersion), where EKS reports it."""
+    launch_template: tuple[str, str] | None = None
+    """The id and version of the group's own launch template (DescribeNodegroup launchTemplate)."""
+
+
+@dataclass(frozen=True)
+class DeployedTemplate:
+    """The fields of a deployed launch template version the stack sets from config alone, so
+    preflight can tell whether this update writes a new version (which rolls the group's nodes).
+    None where the template has no such field."""
+
+    root_volume_gib: int | None
+    user_data: str | None
+    reservation_id: str | None
+    market_type: str | None
 
 
 @dataclass(frozen=True)
@@ -157,6 +175,11 @@ class Account(Protocol):
         """The deployed EKS node group the stack calls `name` (its EKS name is `name`, or, since
         node groups are replaced create-first, `name-` and a unique suffix with the node-group
         label `name`: `candidates`), or None when it (or its cluster) does not exist yet."""
+        ...
+
+    def launch_template(self, template_id: str, version: str) -> DeployedTemplate | None:
+        """That version of the launch template (EC2 DescribeLaunchTemplateVersions), or None when
+        it is gone."""
         ...
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:

@@ -18,6 +18,7 @@ from tools.aws.account import (
     AccountError,
     DeployedFileSystem,
     DeployedNodeGroup,
+    DeployedTemplate,
     PlacementGroup,
     Reservation,
     Subnet,
@@ -70,6 +71,8 @@ def reservation_from(cr: Mapping[str, Any], tags: Mapping[str, str]) -> Reservat
         end=cr.get("EndDate"),
         placement_group_arn=cr.get("PlacementGroupArn") or None,
         upcoming=_count(tags.get(UPCOMING_TAG)),
+        platform=cr.get("InstancePlatform"),
+        tenancy=cr.get("Tenancy"),
     )
 
 
@@ -150,8 +153,31 @@ class Boto3Account:
             group = found[0]["nodegroup"] if found else {}
             if group and is_group(eks_name, group.get("labels"), name):
                 desired = int(group.get("scalingConfig", {}).get("desiredSize", 0))
-                return DeployedNodeGroup(str(group.get("version")), desired, group.get("releaseVersion"))
+                lt = group.get("launchTemplate") or {}
+                template = (str(lt["id"]), str(lt["version"])) if lt.get("id") and lt.get("version") else None
+                return DeployedNodeGroup(str(group.get("version")), desired, group.get("releaseVersion"), template)
         return None
+
+    def launch_template(self, template_id: str, version: str) -> DeployedTemplate | None:
+        pages = self._call(
+            "ec2",
+            "describe_launch_template_versions",
+            missing=("InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateId.VersionNotFound"),
+            LaunchTemplateId=template_id,
+            Versions=[version],
+        )
+        found = [v for p in pages or [] for v in p.get("LaunchTemplateVersions", [])]
+        if not found:
+            return None
+        data = found[0].get("LaunchTemplateData", {})
+        root: dict[str, Any] = next((m["Ebs"] for m in data.get("BlockDeviceMappings", []) if m.get("Ebs")), {})
+        target = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {})
+        return DeployedTemplate(
+            root_volume_gib=root.get("VolumeSize"),
+            user_data=data.get("UserData"),
+            reservation_id=target.get("CapacityReservationId"),
+            market_type=data.get("InstanceMarketOptions", {}).get("MarketType"),
+        )
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
         filters = [

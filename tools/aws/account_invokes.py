@@ -26,6 +26,7 @@ from tools.aws.account import (
     AccountError,
     DeployedFileSystem,
     DeployedNodeGroup,
+    DeployedTemplate,
     PlacementGroup,
     Reservation,
     Subnet,
@@ -92,8 +93,10 @@ class ProviderAccount:
         return int(info.efa_maximum_interfaces or 0) if info.efa_supported else 0
 
     def reservation(self, reservation_id: str) -> Reservation | None:
-        # Despite its name, this data source describes any reservation by id: it calls
-        # DescribeCapacityReservations with the id and no type filter.
+        # Despite its name, this data source describes any reservation by id, ODCRs too: it calls
+        # DescribeCapacityReservations (the ODCR API) with the id and no type filter, and flattens
+        # the whole CapacityReservation, the ODCR's own members (InstancePlatform, Tenancy,
+        # InstanceMatchCriteria, EndDateType) included (tests/upstream/pulumi-aws-invokes-7.51.1.yaml).
         cr = self._invoke(
             aws.ec2.get_capacity_block_reservation,
             "ec2:DescribeCapacityReservations",
@@ -116,6 +119,8 @@ class ProviderAccount:
             end=_date(cr.end_date),
             placement_group_arn=cr.placement_group_arn or None,
             upcoming=int(upcoming) if upcoming and str(upcoming).isdigit() else None,
+            platform=cr.instance_platform or None,
+            tenancy=cr.tenancy or None,
         )
 
     def node_group(self, cluster: str, name: str) -> DeployedNodeGroup | None:
@@ -131,8 +136,30 @@ class ProviderAccount:
             if is_group(eks_name, group.labels, name):
                 scaling = (group.scaling_configs or [None])[0]
                 desired = int(scaling.desired_size) if scaling else 0
-                return DeployedNodeGroup(str(group.version), desired, group.release_version or None)
+                lt = (group.launch_templates or [None])[0]
+                template = (str(lt.id), str(lt.version)) if lt and lt.id and lt.version else None
+                return DeployedNodeGroup(str(group.version), desired, group.release_version or None, template)
         return None
+
+    def launch_template(self, template_id: str, version: str) -> DeployedTemplate | None:
+        # getLaunchTemplate reads the template's latest version (terraform-provider-aws
+        # ec2_launch_template_data_source.go @0762c41e: DescribeLaunchTemplates, then the version
+        # LatestVersionNumber), the one the stack gives its node group. Another version: None.
+        lt = self._invoke(
+            aws.ec2.get_launch_template, "ec2:DescribeLaunchTemplateVersions", not_found=True, id=template_id
+        )
+        if lt is None or str(lt.latest_version) != version:
+            return None
+        root = next((e for m in lt.block_device_mappings or [] for e in m.ebs or []), None)
+        spec = (lt.capacity_reservation_specifications or [None])[0]
+        target = (spec.capacity_reservation_targets or [None])[0] if spec else None
+        market = (lt.instance_market_options or [None])[0]
+        return DeployedTemplate(
+            root_volume_gib=int(root.volume_size) if root and root.volume_size else None,
+            user_data=lt.user_data or None,
+            reservation_id=(target.capacity_reservation_id or None) if target else None,
+            market_type=(market.market_type or None) if market else None,
+        )
 
     def instances_in(self, reservation_id: str, tags: Mapping[str, str]) -> int:
         found = self._invoke(

@@ -121,13 +121,24 @@ def check_reservations(
     return out
 
 
+LINUX = "Linux/UNIX"
+"""botocore ec2 model, CapacityReservationInstancePlatform: the platform of AL2023 nodes."""
+
+
 def match_problems(cr: Reservation, ng: NodeGroupConfig, az: str) -> list[str]:
-    """The reservation is for the node group's instance type, AZ and capacity type."""
+    """The reservation is for the node group's instance type, AZ, platform, tenancy and capacity type."""
     out = []
     if cr.instance_type != ng.instance_type:
         out.append(f"is for {cr.instance_type}, not {ng.instance_type}: fix instanceType or the id")
     if cr.availability_zone != az:
         out.append(f"is in {cr.availability_zone}, the node group in {az}: set availabilityZone to it")
+    # An ODCR holds only instances that match its platform and tenancy too (EC2 user guide,
+    # capacity-reservations-using: instance type, platform, AZ, tenancy). EKS nodes run AL2023
+    # (Linux/UNIX) and the launch template sets no tenancy (default).
+    if cr.platform and cr.platform != LINUX:
+        out.append(f"is for {cr.platform} instances, EKS nodes are {LINUX}: use a {LINUX} reservation")
+    if cr.tenancy and cr.tenancy != "default":
+        out.append(f"has {cr.tenancy} tenancy, the nodes launch with default tenancy: use a default-tenancy one")
     kind = "capacity-block" if cr.kind == "capacity-block" else "reservation"
     if kind != ng.capacity.type:
         out.append(f"is a {kind}, config says capacity.type {ng.capacity.type}")

@@ -5,7 +5,8 @@ two offline plans, the consequences a person cares about, each one line.
   EKS updates its version (terraform-provider-aws internal/service/eks/node_group.go
   resourceNodeGroupUpdate: a change of `launch_template`, `release_version` or `version` calls
   UpdateNodegroupVersion, which replaces every node; labels, taints, scaling and update config go
-  through UpdateNodegroupConfig, which replaces none: facts.replacements.EKS_NODE_GROUP_ROLLS).
+  through UpdateNodegroupConfig, which replaces none: facts.replacements.EKS_NODE_GROUP_ROLLS). A
+  Capacity Block group with nodes: the line names the way through (after the block, or at 0).
 - A run restarts: its MPIJob is replaced or deleted, or the nodes under it roll; it resumes from
   its latest checkpoint where it has one, at the modeled cost the plan shows.
 - A server rolls: its Deployment or LeaderWorkerSet is updated (a rolling update) or replaced, or
@@ -117,6 +118,8 @@ def effects(plans: Plans, groups: Mapping[str, int], runs: Mapping[str, RunFacts
         nodes = _nodes_before(plans, group)
         text = f"node group {group}: its {nodes} node(s) roll ({', '.join(why)})"
         text += f"; on them: {', '.join(f'{n} ({runs[n].kind})' for n in on)}" if on else "; nothing runs on them"
+        if nodes > 0 and _capacity_block(plans, group):
+            text += f"; {BLOCK_WAY_THROUGH}"
         out.append(Effect("roll", text, bool(on) and nodes > 0, f"nodeGroups.{group}"))
     out += _run_effects(plans, runs, rolled)
     out += _job_waits(plans, groups)
@@ -130,6 +133,22 @@ def effects(plans: Plans, groups: Mapping[str, int], runs: Mapping[str, RunFacts
                               " its replacement rules were not read (facts/replacements.py): it may be replaced",
                               False, urn))  # fmt: skip
     return out
+
+
+# EKS user guide, capacity-blocks-mng: a Capacity Block group is updated only at desired size 0. A roll
+# needs new nodes while the old drain, and a block has no instance beyond the ones it runs.
+BLOCK_WAY_THROUGH = (
+    "a Capacity Block group rolls only at desired size 0 (preflight refuses it with nodes): make this edit"
+    " after the block ends, or deploy desiredSize: 0 and minSize: 0 first"
+)
+
+
+def _capacity_block(plans: Plans, group: str) -> bool:
+    """Whether the node group launches into a Capacity Block (EKS capacityType CAPACITY_BLOCK)."""
+    return any(
+        r["type"] == NODE_GROUP and node_group_of(r) == group and r["inputs"].get("capacityType") == "CAPACITY_BLOCK"
+        for r in plans.before.values()
+    )
 
 
 def _nodes_before(plans: Plans, group: str) -> int:
