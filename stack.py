@@ -395,6 +395,8 @@ def runs_stack(cfg: StackConfig) -> Outputs:
     ]
     if problems:
         raise ConfigError(problems)
+    for line in checks.unscraped_servers(cfg.workloads, platform.serving_metrics, cfg.lower_stack):
+        pulumi.log.warn(line)
     provider = kubernetes_provider("cluster-k8s", ref.require_output(KUBECONFIG_OUTPUT), pulumi.ResourceOptions())
     types = {name: g.instance.name for name, g in platform.node_groups.items()}
     plans = with_startup(run_plans(cfg.workloads, platform.storage, cfg, types), cfg.workloads, platform.node_groups)

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from facts import load_balancer_controller as lbc
-from facts.names import DEFAULT_QUEUE, app_labels, component_type
+from facts.names import DEFAULT_QUEUE, KUEUE_MANAGED_LABEL, app_labels, component_type
 from infra import tenancy
 from infra.addons.components import old_parent
 from infra.tenancy import Tenant
@@ -39,7 +39,8 @@ class TenantNamespaces(pulumi.ComponentResource):
         """`readiness_gates`: the AWS Load Balancer Controller runs; its pod webhook gives the pods
         of these namespaces that are load-balancer targets the target-health readiness gate."""
         super().__init__(component_type("infra", "TenantNamespaces"), name, None, opts)
-        labels = app_labels()
+        # Kueue's pod-based integrations (and their fail-closed webhooks) reach these namespaces only.
+        labels = {**app_labels(), KUEUE_MANAGED_LABEL: "true"}
         if readiness_gates:
             labels[lbc.READINESS_GATE_INJECT] = lbc.READINESS_GATE_INJECT_ENABLED
         self.namespaces, self.network_policies = {}, {}

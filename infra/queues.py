@@ -28,6 +28,7 @@ from facts.names import (
     COHORT,
     DEFAULT_QUEUE,
     EFA_RESOURCE,
+    KUEUE_MANAGED_LABEL,
     NODE_GROUP_LABEL,
     SYSTEM_NODE_GROUP,
     app_labels,
@@ -257,10 +258,15 @@ def kueue_manager_config(q: QueueingConfig, leader_worker_set: bool = False) -> 
     """Kueue's controller configuration (chart value `managerConfig.controllerManagerConfigYaml`).
 
     MPIJobs, the Jobs a run's steps put on accelerated nodes (data, directory and image steps:
-    workloads.manifests.objects.queued_labels) and the serving Deployments are managed (Kueue
-    0.19.2's `deployment` integration turns on `pod` itself, ImplicitlyEnabledFrameworkNames), each
+    workloads.manifests.objects.queued_labels) and the serving Deployments are managed, each
     only when it names a queue (`manageJobsWithoutQueueName: false`); TensorBoard and the shell
     tolerate no accelerator taint, so they stay on the system nodes, unmanaged.
+    `pod` is listed although `deployment` turns it on itself (ImplicitlyEnabledFrameworkNames):
+    Kueue 0.19.2's chart makes a webhook fail closed only for a listed framework, so a serving pod
+    created while Kueue is down would otherwise start unadmitted, outside its team's quota. Listed,
+    its creation is refused until Kueue is back (the ReplicaSet retries). The pod-based
+    integrations reach only the tenants' namespaces (managedJobsNamespaceSelector on their
+    label), so a Kueue outage never stops a system pod (tests/plan/test_kueue_pods.py).
     `waitForPodsReady` makes admission all-or-nothing: a run whose pods are not all ready in
     time is evicted and requeued with backoff, so it never holds half a placement group.
     With `leader_worker_set` (its controller installed), LeaderWorkerSets too: each group of a
@@ -275,6 +281,7 @@ def kueue_manager_config(q: QueueingConfig, leader_worker_set: bool = False) -> 
         "webhook:\n  port: 9443\n"
         "leaderElection:\n  leaderElect: true\n  resourceName: c1f6bfd2.kueue.x-k8s.io\n"
         "manageJobsWithoutQueueName: false\n"
+        f"managedJobsNamespaceSelector:\n  matchLabels:\n    {KUEUE_MANAGED_LABEL}: 'true'\n"
         "waitForPodsReady:\n"
         f"  timeout: {q.pods_ready_timeout_minutes}m\n"
         f"  recoveryTimeout: {q.recovery_timeout_minutes}m\n"
@@ -284,7 +291,7 @@ def kueue_manager_config(q: QueueingConfig, leader_worker_set: bool = False) -> 
         f"    backoffLimitCount: {q.requeue_limit}\n"
         "    backoffBaseSeconds: 60\n"
         "    backoffMaxSeconds: 3600\n"
-        "integrations:\n  frameworks:\n  - batch/job\n  - kubeflow.org/mpijob\n  - deployment\n"
+        "integrations:\n  frameworks:\n  - batch/job\n  - kubeflow.org/mpijob\n  - deployment\n  - pod\n"
         f"{lws}"
     )
 

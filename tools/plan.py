@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -44,7 +45,7 @@ from pulumi.runtime import rpc
 
 import config
 import stack
-from config import costs
+from config import checks, costs
 from config.stackfile import SECRET, UsageError, engine_value, read_stack_file, secret_keys
 from estimates import cost
 from facts.names import LOWER_LAYER, NODE_GROUP_LABEL, PROJECT
@@ -127,7 +128,8 @@ def run(
     if cfg.layer in LOWER_LAYER:
         below = recorded if recorded is not None else lower_outputs(cfg, stack_dir, seen or (name,))
         referenced[cfg.lower_stack] = below
-    monitor = mocks.install(cfg.region, PROJECT, name, referenced, deployed)
+    logged = _Warnings()
+    monitor = mocks.install(cfg.region, PROJECT, name, referenced, deployed, logged.logger)
     runtime_config.set_all_config({k: engine_value(v) for k, v in values.items()}, secret_keys(values))
     outputs: dict[str, Any] = {}
 
@@ -158,7 +160,25 @@ def run(
             {r["type"] for r in resources},
         ),
         "policy": [v.as_dict() for v in violations],
+        **({"warnings": logged.lines} if logged.lines else {}),
     }
+
+
+class _Warnings(logging.Handler):
+    """The stack's own warnings (`pulumi.log.warn` lines that start with checks.WARNING_PREFIX),
+    which `pulumi preview` shows and the offline plan repeats on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+        self.logger = logging.getLogger(f"{PROJECT}.plan.{id(self)}")
+        self.logger.propagate = False
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(checks.WARNING_PREFIX):
+            self.lines.append(message.removeprefix(checks.WARNING_PREFIX))
 
 
 def run_node_types(cfg: config.StackConfig, below: dict[str, Any]) -> dict[str, str]:
@@ -399,6 +419,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
             except OSError as e:
                 return bad_input(UsageError(f"--out {args.out}: cannot write there: {e.strerror or e}"), stderr)
         for line in [
+            *(f"warning: {w}" for w in plan.get("warnings", [])),
             *secrets_to_set(placeholder_secrets(path)),
             *config.offline_warnings(config.parse_stack_values(values)),
         ]:

@@ -19,7 +19,7 @@ from config.checks.capacity import capacity_problems
 from config.checks.groups import Groups, groups_of
 from config.checks.network import flavors_fit, network_problems
 from config.checks.runs import checkpoint_share, checkpoints_fit, hub_tokens, images_exist, run_names, runs_problems
-from config.checks.serving import layered_serving, serving_problems
+from config.checks.serving import WARNING_PREFIX, layered_serving, serving_problems, unscraped_servers
 from config.checks.teams import (
     default_queue_decided,
     pods_ready_covers_launcher_pull,
@@ -35,6 +35,7 @@ from config.stack import StackConfig
 
 __all__ = [
     "RAW_RULES",
+    "WARNING_PREFIX",
     "Groups",
     "checkpoint_share",
     "checkpoints_fit",
@@ -49,6 +50,7 @@ __all__ = [
     "serving_problems",
     "team_problems",
     "unowned_nodes",
+    "unscraped_servers",
 ]
 
 RAW_RULES = (vpc_azs_in_region, node_group_names_unique, node_group_azs_in_vpc, layer_problems, *PLACEMENT_RULES)

@@ -222,3 +222,23 @@ def layered_serving(workloads: Mapping[str, WorkloadConfig], leader_worker_set: 
         for name, run in sorted(workloads.items())
         if isinstance(run, VllmServeWorkload) and run.spans_nodes and not leader_worker_set
     ]
+
+
+WARNING_PREFIX = "llm-training-eks: "
+"""Starts each warning line a stack logs (`pulumi.log.warn`) that the offline plan repeats on stderr."""
+
+
+def unscraped_servers(workloads: Mapping[str, WorkloadConfig], scraped: bool, lower_stack: str) -> list[str]:
+    """Warnings, not refusals: a runs-layer server is scraped only where the aws layer runs the
+    CloudWatch add-on's serving scraper (`addons.observability.servingMetrics`, which the aws
+    layer cannot default from runs it does not see). `false` may be the user's choice, so the
+    server deploys; the line names the key that turns its metrics on."""
+    if scraped:
+        return []
+    return [
+        f"{WARNING_PREFIX}workloads.{name}: its /metrics are not scraped: the aws layer under {lower_stack}"
+        " runs no serving scraper (addons.observability.servingMetrics is false there); set"
+        " addons.observability.servingMetrics: true in the aws stack and deploy it, then this stack"
+        for name, run in sorted(workloads.items())
+        if isinstance(run, VllmServeWorkload)
+    ]

@@ -187,6 +187,13 @@ class VllmServeWorkload(ServingRun):
     )
     model: ServeModelConfig = Field(description="What to serve: a Hub model or a training run of this stack.")
     replicas: int = Field(1, ge=1, le=64, description="Server replicas (pods), each with its own accelerators.")
+    max_unavailable: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Replicas a node drain (an upgrade, a scale-in) may take down at once: the PodDisruptionBudget."
+        " 1 keeps the endpoint up; replicas that start slower than EKS's 15-minute drain need all of them (preflight).",
+    )
     tensor_parallel: int = Field(
         1,
         ge=1,

@@ -53,7 +53,7 @@ def test_kueue_is_pinned_with_job_integrations_and_all_or_nothing_admission(exam
     assert manager["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     # LeaderWorkerSets too where the stack installs their controller (a serving run across nodes).
     lws = ["leaderworkerset.x-k8s.io/leaderworkerset"] if parsed(example_stack).leader_worker_set else []
-    assert manager["integrations"]["frameworks"] == ["batch/job", "kubeflow.org/mpijob", "deployment", *lws]
+    assert manager["integrations"]["frameworks"] == ["batch/job", "kubeflow.org/mpijob", "deployment", "pod", *lws]
     ready = manager["waitForPodsReady"]
     queueing = parsed(example_stack).queueing
     assert (

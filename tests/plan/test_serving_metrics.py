@@ -293,3 +293,7 @@ def test_a_runs_layer_server_admits_the_scraper_only_where_the_aws_layer_runs_it
     }
     assert "qwen-clients" in names, names
     assert ("qwen-metrics" in names) is scrape, names
+    # Unscraped by the aws layer's choice: said on stderr (and by `pulumi preview`), naming the key.
+    code, _, err = _plan_file(d / f"Pulumi.{LAYERED['runs']}.yaml")
+    said = "warning: workloads.qwen: its /metrics are not scraped" in err
+    assert said is not scrape and ("addons.observability.servingMetrics: true" in err) is not scrape, err

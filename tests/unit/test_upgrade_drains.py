@@ -44,6 +44,7 @@ def test_an_upgrade_under_two_slow_replicas_is_refused_naming_the_way_through() 
     (finding,) = upgrade_checks.check_upgrade_drains(Deployed(older), cfg)  # type: ignore[arg-type]
     assert not finding.ok and finding.subject == "workloads.qwen", finding
     assert EKS["failure"] in finding.message and "workloads.qwen.replicas: 1" in finding.message
+    assert "workloads.qwen.maxUnavailable: 2" in finding.message
     assert any(f.check == "upgrade" and not f.ok for f in preflight.check_upgrade_drains(Deployed(older), cfg))  # type: ignore[arg-type]
 
 
@@ -54,3 +55,20 @@ def test_no_upgrade_or_one_replica_passes() -> None:
     values[f"{NS}workloads"]["qwen"]["replicas"] = 1
     one = config.parse_stack_values(values)
     assert upgrade_checks.check_upgrade_drains(Deployed("1.34"), one) == []  # type: ignore[arg-type]
+
+
+def test_a_budget_of_every_replica_lets_the_drain_through() -> None:
+    """The user's budget (maxUnavailable: 2 of 2 replicas): the drain never waits on a replacement,
+    so EKS's window holds; the finding says the endpoint may be down meanwhile."""
+    values = copy.deepcopy(stack_values("trn2-serve"))
+    values[f"{NS}workloads"]["qwen"]["maxUnavailable"] = 2
+    (finding,) = upgrade_checks.check_upgrade_drains(Deployed("1.34"), config.parse_stack_values(values))  # type: ignore[arg-type]
+    assert finding.ok and "maxUnavailable 2" in finding.message, finding
+
+
+def test_a_budget_short_of_every_replica_is_still_refused() -> None:
+    """Three replicas, two allowed down: the third eviction waits on a replacement past the window."""
+    values = copy.deepcopy(stack_values("trn2-serve"))
+    values[f"{NS}workloads"]["qwen"].update(replicas=3, maxUnavailable=2)
+    (finding,) = upgrade_checks.check_upgrade_drains(Deployed("1.34"), config.parse_stack_values(values))  # type: ignore[arg-type]
+    assert not finding.ok and "workloads.qwen.maxUnavailable: 3" in finding.message, finding

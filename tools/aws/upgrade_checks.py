@@ -3,11 +3,12 @@
 EKS upgrades a managed node group node by node: it drains each node, and "if the pods don't leave
 the node within 15 minutes and there's no force flag, the upgrade phase fails with a
 PodEvictionFailure error" (EKS user guide, managed-node-update-behavior;
-tests/upstream/aws-eks-managed-node-update-2026-12.yaml). A server's disruption budget allows
-one replica unavailable: the drain evicts one, then waits for its replacement to be ready before
-it may evict the next. With two or more replicas whose modeled start (estimates.startup) is
-longer than those 15 minutes, the update stops half-way. Said before the upgrade, with the ways
-through."""
+tests/upstream/aws-eks-managed-node-update-2026-12.yaml). A server's disruption budget
+(`maxUnavailable`, 1 by default) lets the drain evict that many replicas, then makes it wait for a
+replacement to be ready before it may evict the next. With replicas whose modeled start
+(estimates.startup) is longer than those 15 minutes, every replacement is still starting when the
+next node drains, so only a budget of every replica lets the update through; a smaller one stops
+it part-way. Said before the upgrade, with the ways through."""
 
 from __future__ import annotations
 
@@ -50,13 +51,27 @@ def check_upgrade_drains(account: Account, cfg: StackConfig) -> list[Finding]:
         if start <= EVICTION_WINDOW_SECONDS:
             out.append(Finding(CHECK, subject, True, f"a replica starts in {start // 60} min, within the drain's 15"))
             continue
-        message = (
-            f"the upgrade of node group {ng.name!r} ({deployed} -> {cfg.cluster.kubernetes_version}) drains"
-            f" {run.replicas} replicas one at a time (their budget allows one unavailable), each replacement"
-            f" ready only after ~{start // 60} min; EKS evicts within 15 min, so the update fails with"
-            f" PodEvictionFailure. Ways through: before the upgrade set workloads.{name}.replicas: 1 (the budget"
-            " then lets the drain evict it; the endpoint is down while it starts again) and restore it after;"
-            " or keep the version and upgrade when the server can stop"
-        )
-        out.append(Finding(CHECK, subject, False, message))
+        if run.max_unavailable >= run.replicas:
+            ok = (
+                f"maxUnavailable {run.max_unavailable} of {run.replicas} replicas: the drain need not wait for a"
+                f" replacement; the endpoint may be down while they start again (~{start // 60} min each)"
+            )
+            out.append(Finding(CHECK, subject, True, ok))
+            continue
+        out.append(Finding(CHECK, subject, False, _refusal(name, run, ng.name, (deployed, cfg), start)))
     return out
+
+
+def _refusal(name: str, run: VllmServeWorkload, group: str, versions: tuple[str, StackConfig], start: int) -> str:
+    """Why the drain fails and the two keys that let it through, and what each costs."""
+    deployed, cfg = versions
+    key = f"workloads.{name}"
+    return (
+        f"the upgrade of node group {group!r} ({deployed} -> {cfg.cluster.kubernetes_version}) drains"
+        f" {run.replicas} replicas {run.max_unavailable} at a time (their budget, {key}.maxUnavailable), each"
+        f" replacement ready only after ~{start // 60} min; EKS evicts within 15 min, so the update fails with"
+        f" PodEvictionFailure. Ways through, before the upgrade and restored after: {key}.maxUnavailable:"
+        f" {run.replicas} (the budget lets the drain evict every replica; the endpoint may be down while they"
+        f" start again), or {key}.replicas: 1 (down while it starts); or keep the version and upgrade when the"
+        " server can stop"
+    )

@@ -11,6 +11,7 @@ registration as the engine would, including dependencies and resource options su
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -399,6 +400,7 @@ def install(
     stack: str,
     stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
     deployed: Mapping[str, Any] | None = None,
+    logger: logging.Logger | None = None,
 ) -> RecordingMonitor:
     """Point the Pulumi runtime at fresh mocks (and a fresh root stack); return the monitor.
     `deployed`: the plan of what is deployed (plan JSON), whose launch-template versions this
@@ -408,5 +410,5 @@ def install(
     mocks = PlanMocks(region, stack_outputs)
     templates = {r["urn"]: r for r in (deployed or {}).get("resources", []) if r["type"] == LAUNCH_TEMPLATE}
     monitor = RecordingMonitor(mocks, templates)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, logger=logger, monitor=monitor)
     return monitor

@@ -99,13 +99,18 @@ def group_peers(set_name: str, ctx: Context) -> Obj:
     }
 
 
-def disruption_budget(set_name: str, ctx: Context, object_labels: dict[str, str]) -> Obj:
-    """One budget over every pod of the set, one pod at a time. A pod evicted recreates its whole
-    group, whose pods are then unavailable until it is ready again, so a drain takes one group at a
-    time. A budget per group would allow one eviction in every group at once: all of them down."""
+def disruption_budget(
+    set_name: str, ctx: Context, object_labels: dict[str, str], groups: int = 1, size: int = 1
+) -> Obj:
+    """One budget over every pod of the set, for `groups` groups (of `size` pods) down at once.
+    A pod evicted recreates its whole group, whose pods are then unavailable until it is ready
+    again: with groups-1 groups down, (groups-1) x size + 1 pods leave one more eviction and no
+    more (one group: one pod). A budget per group would allow one eviction in every group at
+    once: all of them down."""
+    pods = (groups - 1) * size + 1
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": meta(set_name, ctx, object_labels),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {lws.NAME_LABEL: set_name}}},
+        "spec": {"maxUnavailable": pods, "selector": {"matchLabels": {lws.NAME_LABEL: set_name}}},
     }

@@ -276,13 +276,13 @@ def _container(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
     }
 
 
-def disruption_budget(workload_name: str, ctx: Context) -> Obj:
-    """Voluntary evictions (a node drain, an upgrade) take one replica at a time."""
+def disruption_budget(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
+    """Voluntary evictions (a node drain, an upgrade) take `maxUnavailable` replicas at a time."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": meta(f"{workload_name}-serve", ctx, labels(workload_name, "serve")),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels(workload_name, "serve")}},
+        "spec": {"maxUnavailable": run.max_unavailable, "selector": {"matchLabels": labels(workload_name, "serve")}},
     }
 
 
@@ -343,14 +343,19 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
     if run.spans_nodes:
         serve = [
             Step(name, "serve", group_set(workload_name, run, ctx), after=first, awaited=False),
-            Step(f"{name}-pdb", "serve", group_budget(name, ctx, labels(workload_name, "serve")), after=after),
+            Step(
+                f"{name}-pdb",
+                "serve",
+                group_budget(name, ctx, labels(workload_name, "serve"), run.max_unavailable, run.nodes),
+                after=after,
+            ),
             Step(f"{name}-peers", "serve", group_peers(name, ctx), after=after),
         ]
         svc = leader_service(workload_name, name, ctx, labels(workload_name, "serve"), serving.PORT)
     else:
         serve = [
             Step(name, "serve", server(workload_name, run, ctx), after=first, awaited=False),
-            Step(f"{name}-pdb", "serve", disruption_budget(workload_name, ctx), after=after),
+            Step(f"{name}-pdb", "serve", disruption_budget(workload_name, run, ctx), after=after),
         ]
         svc = service(workload_name, ctx)
     return [
