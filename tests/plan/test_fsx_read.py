@@ -72,11 +72,14 @@ def test_raising_the_throughput_later_reruns_it_against_the_new_figure() -> None
     assert _mpijob(after, "fabric")["urn"] not in changed  # the fabric's figures are not the file system's
 
 
-def test_its_files_leave_shared_however_fio_ends() -> None:
+def test_its_files_leave_shared_however_fio_ends_and_a_replay_starts_clean() -> None:
     script = _launcher(_mpijob(stack_plan("p4d")))
     (line,) = [ln for ln in script.splitlines() if ln.startswith("$MPIRUN bash -c ")]
     per_node = shlex.split(line)[3]
     assert re.search(r"fio .* \|\| rc=\$\?; rm -rf \"\$d\"; exit \$rc$", per_node), per_node
+    # A replaced MPIJob plays in the same directory: it starts without the earlier play's JSON.
+    cleared = script.index('rm -rf "$RUN_DIR/reads"')
+    assert cleared < script.index("$MPIRUN bash -c ") < script.index("sums=$(")
 
 
 def test_it_runs_after_the_fabric_acceptance_on_the_same_nodes() -> None:

@@ -530,7 +530,7 @@ def fio_options(objs: Objects) -> int:
     facts = upstream.facts("fio-3.42")
     checked = 0
     for text in launcher_scripts(objs):
-        # A run of fio passes options; a bare word ending in /fio is a path ("$RUN_DIR/fio").
+        # A run of fio passes options; a bare word ending in /fio (a path) runs nothing.
         runs = [words for words in invocations(text, facts["binary"]) if words]
         for words in runs:
             given = dict(w[2:].partition("=")[::2] for w in words if w.startswith("--"))

@@ -28,8 +28,8 @@ TIMEOUT_SECONDS = WORKER_WAIT_SECONDS + CHECKS_SECONDS
 """What `pulumi up` waits at most: the workers' wait, then the reads (their model must fit: problems_on)."""
 # Sums every node's JSON: fio 3.42's jobs[].read.bw_bytes (bytes/s; group_reporting: one entry per node).
 SUM = (
-    "import json, sys; print(len(sys.argv) - 1,"
-    ' round(sum(j["read"]["bw_bytes"] for f in sys.argv[1:] for j in json.load(open(f))["jobs"]) / 1e6))'
+    "import glob, json, sys; found = glob.glob(sys.argv[1] + '/*.json'); print(len(found),"
+    ' round(sum(j["read"]["bw_bytes"] for f in found for j in json.load(open(f))["jobs"]) / 1e6))'
 )
 
 
@@ -51,9 +51,8 @@ def fio_command(run: FsxReadRun) -> str:
         "--output-format=json",
         '--output="$d.json"',
     ]
-    return (
-        f'd="$RUN_DIR/fio/$(hostname)"; mkdir -p "$d"; rc=0; {FIO} {" ".join(options)} || rc=$?; rm -rf "$d"; exit $rc'
-    )
+    run_fio = f"{FIO} {' '.join(options)} || rc=$?"
+    return f'd="$RUN_DIR/reads/$(hostname)"; mkdir -p "$d"; rc=0; {run_fio}; rm -rf "$d"; exit $rc'
 
 
 def read_script(workload_name: str, run: FsxReadRun, ctx: Context) -> str:
@@ -72,9 +71,12 @@ def read_script(workload_name: str, run: FsxReadRun, ctx: Context) -> str:
     )
     return (
         f"echo {shlex.quote(header)}\n"
-        'mkdir -p "$RUN_DIR/fio"\n'
+        # A replaced MPIJob plays again in the same directory: an earlier play's JSON (of a worker
+        # this play may not have) would be summed with this one's.
+        f'rm -rf "$RUN_DIR/reads" "$RUN_DIR/{REPORT}"\nmkdir -p "$RUN_DIR/reads"\n'
         f"$MPIRUN bash -c {shlex.quote(fio_command(run))}\n"
-        f'read -r n mb <<< "$(python -c {shlex.quote(SUM)} "$RUN_DIR"/fio/*.json)"\n'
+        f'sums=$(python -c {shlex.quote(SUM)} "$RUN_DIR/reads")\n'
+        'n=$(echo "$sums" | cut -d" " -f1); mb=$(echo "$sums" | cut -d" " -f2)\n'
         f'[ "$n" -eq {run.nodes} ] || {{ echo "FAIL: $n of {run.nodes} nodes reported"; exit 1; }}\n'
         f'[ "$mb" -ge {floor} ] || {{ echo "FAIL: the nodes read $mb MB/s, under {floor} MB/s'
         f' ({run.min_share:g} of {provisioned} provisioned)"; exit 1; }}\n'
