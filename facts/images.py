@@ -87,6 +87,10 @@ NEURON_FABRIC = Runtime(OpenMpi("/opt/amazon/openmpi", prefix_by_default=False),
 """images/neuron-fabric: the EFA installer's Open MPI in /opt/amazon/openmpi; Neuron SDK 2.32.0's
 runtime library (aws-neuronx-runtime-lib 2.34.10.0, tests/upstream/neuron-sdk-2.32.0-packages.yaml),
 named as its release notes name it (facts.drivers.RUNTIME_OF_SDK)."""
+PUBLIC_CPU_RUNTIME = Runtime(OpenMpi("/usr/local", prefix_by_default=False))
+"""Horovod's CPU image (recipe ddp-cpu, and images/fio built on it): Open MPI 4.1.4 under
+/usr/local (its configure flags are not recorded, so not assumed prefix-by-default; mpirun by
+absolute path works either way)."""
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,15 @@ IMAGES: dict[str, Image] = {
             "Ubuntu plus apt packages and the EFA installer: nothing compiles; 128 GB of disk",
             NEURON_FABRIC,
         ),
+        Image(
+            "fio",
+            None,
+            "fio 3.42 (axboe/fio tag fio-3.42) on Horovod's CPU image 0.28.1 (its Open MPI 4.1.4 and sshd)",
+            "BUILD_GENERAL1_MEDIUM",
+            30,
+            "the public CPU image plus fio compiled from source (a few minutes on 4 vCPUs); 128 GB of disk",
+            PUBLIC_CPU_RUNTIME,
+        ),
     )
 }
 """Repository -> the image built for it."""
@@ -246,9 +259,6 @@ at 1d217b59): Ubuntu 20.04, PyTorch 1.12.1 (torchrun, gloo) for Python 3.8 (`pyt
 4.1.4 under /usr/local (mpirun and orted on sshd's default PATH) and OpenSSH's sshd. Its CI
 pushes `horovod/horovod-cpu:<version>` to Docker Hub on the release tag
 (tests/upstream/horovod-cpu-0.28.1.yaml)."""
-PUBLIC_CPU_RUNTIME = Runtime(OpenMpi("/usr/local", prefix_by_default=False))
-"""Horovod's CPU image: Open MPI 4.1.4 under /usr/local (its configure flags are not recorded, so
-not assumed prefix-by-default; mpirun by absolute path works either way)."""
 
 
 def runtime_of(image: str | None, built: Image | None, sdk: str | None, *, sdk_stated: bool) -> Runtime:

@@ -184,6 +184,7 @@ PROGRAMS: dict[str, Program] = {
         # Across nodes it also needs NEURON_RT_ROOT_COMM_ID (the launch harness's stand-in holds that).
         Program("nccom-test", "nccom-test-2.29.1", accelerator=True),
         Program("all_reduce_perf", "awsome-distributed-training-efa", accelerator=True),
+        Program("fio", "fio-3.42"),  # reads and writes /shared only: no endpoint, device or port
         Program("mpirun", "open-mpi-orterun", remote_daemons=True),
         # The rendezvous on the first node (train_setup.sh sets MASTER_PORT 41000; ours is outside the ephemeral range).
         Program("torchrun", "neuronx-nemo-megatron-2.21", binds=(Port(env="MASTER_PORT"),)),

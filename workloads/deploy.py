@@ -139,7 +139,9 @@ def deploy(
             def spec(imgs: list[str], i: int = i, run: Run = run, name: str = workload_name, src: Any = source) -> Any:
                 return manifests.steps(name, run, context(platform, run, imgs[0], src, imgs[1]))[i].obj.get("spec")
 
-            gate = [] if run.KIND == "acceptance" else gates.get(run.node_group, [])
+            # Every run waits for the acceptance runs before it on its group, an acceptance run too:
+            # two at once would take the same nodes, the second held by Kueue within its own timeout.
+            gate = gates.get(run.node_group, [])
             opts = pulumi.ResourceOptions(
                 parent=component,
                 provider=platform.provider,

@@ -159,6 +159,9 @@ def versions_fit(key: str, run: RunConfig, ng: NodeGroup) -> list[str]:
     on the node group's instance family, and the recipe's framework is still supported by it."""
     if ng.instance.accelerator != "neuron" or run.PUBLIC_IMAGES:
         return []  # a pinned public image is chosen per instance family (facts.serving); the SDK rules are training's
+    built = run.built_image
+    if run.ACCELERATOR is None and run.image is None and built is not None and built.neuron_sdk is None:
+        return []  # the recipe's own image uses no device and carries no SDK (fsx-read's fio): nothing to fit
     sdk, source = run.sdk
     if sdk is None:
         return [

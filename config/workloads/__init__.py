@@ -27,6 +27,7 @@ from config.workloads.custom import CustomWorkload
 from config.workloads.ddp_cpu import DdpCpuWorkload
 from config.workloads.fabric_gpu import FabricGpuRun
 from config.workloads.fabric_neuron import FabricNeuronRun
+from config.workloads.fsx_read import FsxReadRun
 from config.workloads.llama2_neuron import Llama2NeuronWorkload
 from config.workloads.llama3_nxd import Llama3NxdWorkload
 from config.workloads.megatron import MegatronRun
@@ -44,6 +45,7 @@ __all__ = [
     "DdpCpuWorkload",
     "FabricGpuRun",
     "FabricNeuronRun",
+    "FsxReadRun",
     "Kind",
     "Llama2NeuronWorkload",
     "Llama3NxdWorkload",
@@ -68,6 +70,7 @@ Run = (
     | MegatronBridgeWorkload
     | FabricGpuRun
     | FabricNeuronRun
+    | FsxReadRun
     | Llama3NxdWorkload
     | TorchTitanNeuronWorkload
     | VllmServeWorkload

@@ -56,6 +56,8 @@ STANDIN_FACTS = {
         "shards": 16,
     },
     "hf": upstream.facts("huggingface-hub-1.24.0")["download"],
+    # fio's options, and what each node's stand-in reads at: 1 GB/s, above any pass line of a stack here.
+    "fio": {"options": upstream.facts("fio-3.42")["options"], "readBytesPerSecond": 10**9},
     "bridge": {
         # Each library recipe's repository, the revision it reads it at, and its tokenizer's revision.
         "recipes": {

@@ -36,7 +36,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,7 @@ STANDIN_FILES = {
     "run_conversion.py": "run_conversion.py",
     "vllm": "vllm.py",
     "convert_llama_nemo_to_hf.py": "convert_llama_nemo_to_hf.py",
+    "fio": "fio.py",
 }
 PYTHON_TOOLS = ("python", "python3", "torchrun")  # this machine's PyTorch (CPU), behind wrappers
 # What the NVIDIA container toolkit mounts into a GPU pod from the host driver.
@@ -92,6 +93,7 @@ FRAMEWORKS = {
     "nemo-megatron-bridge": "megatron-bridge",
     "gpu-fabric": "fabric",
     "neuron-fabric": "fabric",
+    "fio": "fsx-read",
     "vllm-openai": "vllm",
     "pytorch-inference-vllm-neuronx": "vllm",
 }
@@ -193,6 +195,12 @@ def describe(reference: str) -> Image:
         )
     if name not in IMAGES:
         raise KeyError(f"{reference!r} is not built from images/ (known: {sorted(IMAGES)}): no description of it")
+    base_image = re.search(r"^FROM (\S+)", IMAGES[name].dockerfile.read_text(), re.M)
+    if base_image and base_image.group(1) in PUBLIC:  # images/fio: the public CPU image plus what it adds
+        public, provides = describe(base_image.group(1)), dockerfile(IMAGES[name].dockerfile)
+        return replace(
+            public, reference=reference, name=name, paths=provides.paths, programs=public.programs | provides.programs
+        )
     path = IMAGES[name].dockerfile
     text = path.read_text()
     provides = dockerfile(path)

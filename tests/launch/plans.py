@@ -16,7 +16,6 @@ from typing import Any
 import config
 from config.stackfile import read_stack_file
 from config.workloads import RECIPES, VllmServeWorkload
-from config.workloads.fabric import FabricAcceptanceRun
 from facts import instances
 from facts.names import NODE_GROUP_LABEL
 from tests import upstream
@@ -58,6 +57,7 @@ SHORT = {
     # The acceptance runs train nothing: they run as the stack has them.
     "fabric-gpu": {},
     "fabric-neuron": {},
+    "fsx-read": {},
 }
 # A run that stops itself once (ddp-cpu's interruptOnceAtStep) stops halfway, as dev's does.
 INTERRUPT_AT = 120
@@ -114,8 +114,8 @@ def launch_nodes(stack: str, workload: str) -> tuple[int, ...]:
 
 
 def is_acceptance_run(stack: str, workload: str) -> bool:
-    """A fabric acceptance run (it trains nothing: no checkpoint to resume from)."""
-    return issubclass(RECIPES[recipe(stack, workload)], FabricAcceptanceRun)
+    """An acceptance run, fabric or fsx-read (it trains nothing: no checkpoint to resume from)."""
+    return RECIPES[recipe(stack, workload)].KIND == "acceptance"
 
 
 def recipe(stack: str, workload: str) -> str:

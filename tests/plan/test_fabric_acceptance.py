@@ -32,7 +32,10 @@ needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 def acceptance_job(stack: str) -> dict[str, Any]:
-    (job,) = [r["inputs"] for r in resources(stack_plan(stack), MPIJOB) if r["name"].endswith("-accept")]
+    """The fabric run's MPIJob (p4d also runs fsx-read, another acceptance run)."""
+    runs = stack_values(stack)["llm-training-eks:workloads"]
+    names = {f"{n}-{r['runId']}-accept" for n, r in runs.items() if r["recipe"].startswith("fabric-")}
+    (job,) = [r["inputs"] for r in resources(stack_plan(stack), MPIJOB) if r["name"] in names]
     return job
 
 

@@ -25,6 +25,7 @@ DEFAULT_REPOSITORIES = {
     "torchtitan",
     "gpu-fabric",
     "neuron-fabric",
+    "fio",
 }
 """One per recipe image built from images/."""
 

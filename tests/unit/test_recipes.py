@@ -32,6 +32,7 @@ FULL: dict[str, dict[str, Any]] = {
     "megatron-bridge": {"mode": "sft", "data": {"source": "jsonl", "datasetRoot": "/shared/sft"}, "tensorboard": True},
     "fabric-gpu": {"sweep": True},
     "fabric-neuron": {"sweep": True},
+    "fsx-read": {"jobsPerNode": 2, "readSeconds": 30},
     "llama3-nxd": {"tensorboard": True},
     "torchtitan-neuron": {"tensorboard": True},
 }

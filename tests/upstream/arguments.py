@@ -522,3 +522,25 @@ def hf_downloads(objs: Objects) -> int:
 
 CHECKS[BRIDGE] = bridge_training
 CHECKS["huggingface-hub-1.24.0"] = hf_downloads
+
+
+def fio_options(objs: Objects) -> int:
+    """Every fio run passes only options fio 3.42 defines (`--<name>=<value>` or a bare flag), an
+    rw mode it has, and the launcher sums the JSON fields fio 3.42 writes."""
+    facts = upstream.facts("fio-3.42")
+    checked = 0
+    for text in launcher_scripts(objs):
+        # A run of fio passes options; a bare word ending in /fio (a path) runs nothing.
+        runs = [words for words in invocations(text, facts["binary"]) if words]
+        for words in runs:
+            given = dict(w[2:].partition("=")[::2] for w in words if w.startswith("--"))
+            assert set(given) <= set(facts["options"]), sorted(set(given) - set(facts["options"]))
+            assert given.get("rw") in facts["rw_values"], given.get("rw")
+            checked += 1
+        if runs:
+            read, bw = facts["json"]["read_bytes_per_second"]
+            assert f'["{facts["json"]["jobs"]}"]' in text and f'["{read}"]["{bw}"]' in text
+    return checked
+
+
+CHECKS["fio-3.42"] = fio_options

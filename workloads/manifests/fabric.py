@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shlex
 
+from config.workloads.base import AcceptanceRun
 from config.workloads.fabric import CHECKS_SECONDS, FabricAcceptanceRun
 from facts import fabric
 from workloads.manifests.healthcheck import ALL_REDUCE_PERF, NCCOM_TEST, NEURON_ROOT_COMM_PORT, health_gate
@@ -127,18 +128,24 @@ def acceptance_script(workload_name: str, run: FabricAcceptanceRun, ctx: Context
     return "\n".join(p for p in parts if p) + "\n"
 
 
-def steps(workload_name: str, run: FabricAcceptanceRun, ctx: Context) -> list[Step]:
-    """Image check -> the acceptance MPIJob, awaited (and its NetworkPolicy before it)."""
+def acceptance_steps(workload_name: str, run: AcceptanceRun, ctx: Context, script: str, timeout: int) -> list[Step]:
+    """Image check -> an acceptance MPIJob running `script`, awaited up to `timeout` (and its
+    NetworkPolicy before it): what every acceptance recipe renders (fabric-*, fsx-read)."""
     name = f"{workload_name}-{run.run_id}-accept"
     image = image_check(workload_name, ctx, run)
-    env = base_env(workload_name, run, ctx, name)
     spec = MPIJobSpec(
         name,
         "accept",
-        acceptance_script(workload_name, run, ctx, env),
+        script,
         awaited=True,
-        timeout_seconds=TIMEOUT_SECONDS,
+        timeout_seconds=timeout,
         backoff_limit=0,  # a failed acceptance is the answer, not something to retry
     )
     peers = Step(f"{name}-peers", "accept", job_peers(name, ctx))
     return [image, peers, Step(name, "accept", mpijob(workload_name, run, ctx, spec), after=(image.name, peers.name))]
+
+
+def steps(workload_name: str, run: FabricAcceptanceRun, ctx: Context) -> list[Step]:
+    """Image check -> the acceptance MPIJob, awaited (and its NetworkPolicy before it)."""
+    env = base_env(workload_name, run, ctx, f"{workload_name}-{run.run_id}-accept")
+    return acceptance_steps(workload_name, run, ctx, acceptance_script(workload_name, run, ctx, env), TIMEOUT_SECONDS)
