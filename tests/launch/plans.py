@@ -118,6 +118,12 @@ def is_acceptance_run(stack: str, workload: str) -> bool:
     return RECIPES[recipe(stack, workload)].KIND == "acceptance"
 
 
+def gates_nodes(stack: str, workload: str) -> bool:
+    """Whether the run checks every node before its work (the health gate: device counts, the
+    fabric); a storage acceptance run (fsx-read) measures the file system and checks no device."""
+    return "health_check" not in RECIPES[recipe(stack, workload)].UNUSED_KEYS
+
+
 def recipe(stack: str, workload: str) -> str:
     return str(read_stack_file(example_file(stack))[f"{PREFIX}workloads"][workload]["recipe"])
 

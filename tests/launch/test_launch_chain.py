@@ -48,6 +48,8 @@ EVERY_WORKLOAD = [(stack, wl, plans.launch_nodes(stack, wl)[0]) for stack, wl, _
 PER_RECIPE_AT = [(stack, wl, n) for stack, wl in PER_RECIPE for n in plans.launch_nodes(stack, wl)]
 """Each recipe's example at each node count it is played at (2 and 3; whole UltraServers: 4)."""
 PER_RECIPE_ONCE = [(stack, wl, plans.launch_nodes(stack, wl)[0]) for stack, wl in PER_RECIPE]
+GATED_ONCE = [(stack, wl, n) for stack, wl, n in PER_RECIPE_ONCE if plans.gates_nodes(stack, wl)]
+"""PER_RECIPE_ONCE's runs that check every node before their work (a device fault stops them)."""
 """Each recipe's example at its first node count: the faults that stop a launch before it trains
 (a failing node check, a worker never up) end the same way at 3 nodes as at 2; played once each to
 keep CI's harness within its time (the killed worker, which resumes, plays at the last count)."""
@@ -218,11 +220,25 @@ def assert_accepted(run: WorkloadRun, log: str) -> None:
         assert (run_dir / "all_reduce_perf.json").exists(), tail(log)
 
 
+def assert_storage_accepted(run: WorkloadRun, log: str) -> None:
+    """A storage acceptance run (fsx-read): every worker answered, the nodes' reads were summed
+    against the file system's provisioned throughput, and the report in the run's directory says so."""
+    env = {e["name"]: e.get("value") for e in plans.containers(run.training)["env"]}
+    run_dir = run.shared / str(env["RUN_DIR"]).removeprefix("/shared/")
+    report = json.loads((run_dir / "fsx-read.json").read_text())
+    assert report["passed"] is True and report["nodes"] == run.nodes, report
+    assert report["readMBPerSecond"] >= report["minShare"] * report["provisionedMBPerSecond"], report
+    assert re.search(r"^PASS fsx-read: ", log, re.M), tail(log)
+
+
 def assert_first_launch(run: WorkloadRun, log: str, attempt: int | None = None) -> None:
     """A launch on fresh storage: the gate passed on every node and across them, with
     nccom-test (Neuron) on the first worker rooted at its address or NCCL on EFA (GPU); the
     precompile filled the compile cache on /shared; then training started. A fabric acceptance
     run instead reports its measurement (assert_accepted)."""
+    if plans.is_acceptance(run.training) and not plans.gates_nodes(run.stack, run.workload):
+        assert_storage_accepted(run, log)
+        return
     if plans.is_acceptance(run.training):
         assert_accepted(run, log)
         return
@@ -266,7 +282,7 @@ def test_health_gate_passes_then_training_completes(launch: Any, stack: str, wor
         assert_stopped_once_and_resumed(results[-1], values)
 
 
-@pytest.mark.parametrize(("stack", "workload", "nodes"), PER_RECIPE_ONCE)
+@pytest.mark.parametrize(("stack", "workload", "nodes"), GATED_ONCE)
 def test_failing_node_check_stops_the_launch_at_once(launch: Any, stack: str, workload: str, nodes: int) -> None:
     run = launch(stack, workload, nodes, faults=True)
     faults, failed = node_fault(run, nodes - 1)
