@@ -10,7 +10,9 @@ first checkpoint at or past that step (a marker in $RUN_DIR remembers it), so th
 restart and the resume are exercised; the run then fails unless it did resume. Every rank
 meets at a barrier before destroying the process group: a rank that tears down its gloo pairs
 while rank 0 still writes the result can abort at exit ("terminate called without an active
-exception", SIGABRT; seen once in CI, rank 2 of 3), which would fail a finished run.
+exception", SIGABRT; seen once in CI, rank 2 of 3), which would fail a finished run; the
+process then leaves with os._exit, past the interpreter's teardown, where the same abort was seen
+once more after the barrier.
 """
 
 from __future__ import annotations
@@ -109,4 +111,11 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without the interpreter's teardown: the barrier above made every rank finish, yet a
+    # gloo thread still joinable when C++ statics are destroyed aborts the process ("terminate
+    # called without an active exception", SIGABRT; fresh-clone CI on 970b3d5, rank 1 of 2, after
+    # "done"), which would fail a finished run. Everything the run keeps is written and flushed.
+    os._exit(code)
