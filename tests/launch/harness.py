@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from facts import instances
+from facts import awaits, instances
 from facts.fabric import FLOORS
 from facts.megatron_bridge import HUB_TOKENIZER_FILES, HUB_WEIGHT_FILES
 from facts.names import SYSTEM_NODE_GROUP
@@ -239,7 +239,7 @@ class WorkloadRun:
             else:
                 result = self.run_mpijob(job, faults if job is self.training else Faults())
             self.results.append(result)
-            if not result.succeeded and plans.is_awaited(job):
+            if not result.succeeded and awaits.awaits_completion(job):
                 break
         return self.results
 

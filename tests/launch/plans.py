@@ -266,14 +266,6 @@ def is_acceptance(job: dict[str, Any]) -> bool:
     return component(job) == "accept"
 
 
-def is_awaited(obj: dict[str, Any]) -> bool:
-    """`pulumi up` waits for a Job to complete unless told not to; an MPIJob only when told to."""
-    annotations = obj["metadata"].get("annotations", {})
-    if obj["kind"] == "Job":
-        return annotations.get("pulumi.com/skipAwait") != "true"
-    return annotations.get("pulumi.com/waitFor") == "condition=Succeeded"
-
-
 def component(obj: dict[str, Any]) -> str:
     return str(obj["metadata"]["labels"].get("app.kubernetes.io/component", ""))
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from facts import awaits
 from tests.plan.day2 import Step, Update
 from tools.offline import edit_effects
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 NODE_GROUP_LABEL = "llm-training-eks/node-group"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-AWAITED_KINDS = ("Job", "MPIJob")
+AWAITED_KINDS = awaits.COMPLETION_KINDS
 
 
 def _leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -72,16 +73,14 @@ def runs_on(plan: Mapping[str, Any], group: str) -> list[str]:
 
 def awaited_on(plan: Mapping[str, Any], group: str) -> list[str]:
     """Names of the queued Jobs and MPIJobs whose pods select node group `group` and that
-    `pulumi up` awaits (no `pulumi.com/skipAwait: "true"`)."""
+    `pulumi up` awaits to completion (facts.awaits, the provider's rule)."""
     out = []
     for r in plan["resources"]:
         inputs = r["inputs"]
-        if not r["type"].startswith("kubernetes:") or inputs.get("kind") not in AWAITED_KINDS:
+        if not r["type"].startswith("kubernetes:") or not awaits.awaits_completion(inputs):
             continue
         meta = inputs.get("metadata") or {}
-        if QUEUE_LABEL not in (meta.get("labels") or {}) or group not in _selected(inputs):
-            continue
-        if (meta.get("annotations") or {}).get("pulumi.com/skipAwait") != "true":
+        if QUEUE_LABEL in (meta.get("labels") or {}) and group in _selected(inputs):
             out.append(str(meta.get("name")))
     return sorted(out)
 

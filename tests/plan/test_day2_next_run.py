@@ -16,12 +16,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests import upstream
+from facts import awaits
 from tests.conftest import plan_exit, run_plan, stack_plan, stack_values
 from tests.plan import day2
 
 STACK = "p5-train-serve"
-SKIP_AWAIT = upstream.facts("pulumi-kubernetes-4.32.0-await")["skip_await_annotation"]
 
 
 def edited(edit: Any) -> dict[str, Any]:
@@ -41,7 +40,7 @@ def kind_named(plan: dict[str, Any], kind: str, part: str) -> list[dict[str, Any
 
 
 def awaited(resource: dict[str, Any]) -> bool:
-    return resource["inputs"]["metadata"].get("annotations", {}).get(SKIP_AWAIT) != "true"
+    return awaits.awaits_completion(resource["inputs"])
 
 
 def test_the_next_training_run_leaves_the_server_serving() -> None:

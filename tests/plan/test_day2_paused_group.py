@@ -21,7 +21,6 @@ from tests.plan import day2, day2_nodes
 
 STACK = "trn1-llama2"
 NS = "llm-training-eks:"
-AWAITED_KINDS = ("Job", "MPIJob")
 
 
 def paused(stack: str) -> dict[str, Any]:

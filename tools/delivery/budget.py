@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from facts import awaits
+
 KUBERNETES_DEFAULT_SECONDS = 600
 HELM_RELEASE_DEFAULT_SECONDS = 300
 AWS_CREATE_TIMEOUTS = {
@@ -42,11 +44,6 @@ read (subnet, NAT gateway); API calls without a timeout return within the provid
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
-def _annotations(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = inputs.get("metadata") or {}
-    return meta.get("annotations") or {} if isinstance(meta, Mapping) else {}
-
-
 def create_bound_seconds(resource: Mapping[str, Any]) -> int:
     """The longest `pulumi up` can wait for this resource's create."""
     type_, inputs = resource["type"], resource.get("inputs") or {}
@@ -55,10 +52,9 @@ def create_bound_seconds(resource: Mapping[str, Any]) -> int:
     if type_ == HELM_RELEASE:
         return 0 if inputs.get("skipAwait") else int(inputs.get("timeout") or HELM_RELEASE_DEFAULT_SECONDS)
     if type_.startswith("kubernetes:"):
-        annotations = _annotations(inputs)
-        if str(annotations.get("pulumi.com/skipAwait", "")).lower() == "true":
+        if awaits.skips_await(inputs):
             return 0
-        return int(annotations.get("pulumi.com/timeoutSeconds") or KUBERNETES_DEFAULT_SECONDS)
+        return awaits.timeout_seconds(inputs) or KUBERNETES_DEFAULT_SECONDS
     if type_.startswith("aws:"):
         return AWS_CREATE_TIMEOUTS.get(type_, OTHER_AWS_SECONDS)
     return OTHER_AWS_SECONDS

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from facts import replacements
+from facts import awaits, replacements
 from facts.names import NODE_GROUP_LABEL
 from tools.offline.plan_diff import Step, Update, under
 
@@ -223,10 +223,7 @@ def _job_waits(plans: Plans, groups: Mapping[str, int]) -> list[Effect]:
         if step.op not in ("create", "replace") or urn not in plans.after:
             continue
         r = plans.after[urn]
-        notes = (r["inputs"].get("metadata") or {}).get("annotations") or {}
-        awaited = (r["type"] == JOB and notes.get("pulumi.com/skipAwait") != "true") or (
-            r["type"] == MPIJOB and "pulumi.com/waitFor" in notes
-        )
+        awaited = awaits.awaits_completion(r["inputs"])
         held = node_group_of(r)
         if not awaited and r["type"] == JOB and held is not None and groups.get(held, 1) == 0:
             name = urn.rsplit("::", 1)[-1]
@@ -236,7 +233,7 @@ def _job_waits(plans: Plans, groups: Mapping[str, int]) -> list[Effect]:
         if not awaited:
             continue
         group = node_group_of(r)
-        limit = notes.get("pulumi.com/timeoutSeconds")
+        limit = awaits.timeout_seconds(r["inputs"])
         within = f" up to {int(limit):,} s" if limit else ""
         name = urn.rsplit("::", 1)[-1]
         if group is not None and groups.get(group, 1) == 0:

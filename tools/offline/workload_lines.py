@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from facts import awaits
 from facts.names import component_type
 from tools.offline.plan_view import PlanView
 
@@ -56,10 +57,9 @@ def workload_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
                 f"{k}: {v}" for k, v in requests
             )
             queue = obj.get("metadata", {}).get("labels", {}).get("kueue.x-k8s.io/queue-name")
-            notes = obj.get("metadata", {}).get("annotations", {})
-            awaited = "awaited" if "pulumi.com/waitFor" in notes else "not awaited"
-            if "pulumi.com/timeoutSeconds" in notes:
-                awaited += f" at most {int(notes['pulumi.com/timeoutSeconds']):,} s"
+            awaited = "awaited" if awaits.awaits_completion(obj) else "not awaited"
+            if (limit := awaits.timeout_seconds(obj)) is not None:
+                awaited += f" at most {limit:,} s"
             line += f": {workers.get('replicas')} workers ({devices}), queue {queue}, {awaited}"
         facts.append(line)
     facts += startup_facts(i.get("startup"))

@@ -23,14 +23,10 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from facts.awaits import COMPLETION_KINDS, SKIP_AWAIT, TIMEOUT, TRUE, WAIT_FOR
 from facts.names import NODE_GROUP_LABEL, QUEUE_LABEL
 from facts.nodegroups import NodeGroup
-from workloads.manifests.objects import TIMEOUT, Context, Obj, Step
-
-SKIP_AWAIT = "pulumi.com/skipAwait"
-WAIT_FOR = "pulumi.com/waitFor"
-AWAITED_KINDS = ("Job", "MPIJob")
-"""The kinds pulumi-kubernetes awaits to completion (a Job always, an MPIJob through waitFor)."""
+from workloads.manifests.objects import Context, Obj, Step
 
 
 def admits(group: NodeGroup) -> bool:
@@ -60,7 +56,7 @@ def _selected(value: Any) -> Iterator[str]:
 def held(obj: Obj, groups: Mapping[str, NodeGroup]) -> bool:
     """A queued Job or MPIJob with pods on a group Kueue admits nothing on now."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    if obj.get("kind") not in AWAITED_KINDS or QUEUE_LABEL not in labels:
+    if obj.get("kind") not in COMPLETION_KINDS or QUEUE_LABEL not in labels:
         return False
     return any(name in groups and not admits(groups[name]) for name in _selected(obj.get("spec")))
 
@@ -71,6 +67,6 @@ def unawaited_where_held(step: Step, groups: Mapping[str, NodeGroup]) -> Step:
         return step
     meta = step.obj["metadata"]
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in (WAIT_FOR, TIMEOUT)}
-    annotations[SKIP_AWAIT] = "true"
+    annotations[SKIP_AWAIT] = TRUE
     obj = {**step.obj, "metadata": {**meta, "annotations": annotations}}
     return dataclasses.replace(step, obj=obj, awaited=False)

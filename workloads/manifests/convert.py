@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Callable
 
 from config.training import ModelConfig
+from facts.awaits import SKIP_AWAIT, TRUE
 from facts.nodegroups import NodeGroup
 from workloads.manifests.objects import (
     DATA_JOB_CPUS,
@@ -28,8 +29,6 @@ from workloads.manifests.objects import (
     short_hash,
     trained_marker,
 )
-
-SKIP_AWAIT = "pulumi.com/skipAwait"
 
 Converter = Callable[[Source, str, Context], str]
 """(the training run, the output folder, the serving run's context) -> the converter's script."""
@@ -199,7 +198,7 @@ def conversion(workload_name: str, ctx: Context, convert: Converter, after: tupl
     if awaited:
         obj["spec"]["activeDeadlineSeconds"] = CONVERT_TIMEOUT + polls * POLL_SECONDS - 60
     else:
-        obj["metadata"].setdefault("annotations", {})[SKIP_AWAIT] = "true"
+        obj["metadata"].setdefault("annotations", {})[SKIP_AWAIT] = TRUE
     return Step(name, "convert", obj, after=after, awaited=awaited)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 
 from facts import leaderworkerset as lws
+from facts.awaits import SKIP_AWAIT, TRUE
 from facts.names import app_labels
 from infra.tenancy import NETWORK_POLICY_API_VERSION
 from workloads.manifests.objects import Context, Obj, meta, queued_labels
@@ -46,7 +47,7 @@ def group_set(
         "apiVersion": lws.API_VERSION,
         "kind": lws.KIND,
         # `pulumi up` returns once it is created: Kueue admits each group when the quota allows.
-        "metadata": meta(name, ctx, labels, {"pulumi.com/skipAwait": "true"}),
+        "metadata": meta(name, ctx, labels, {SKIP_AWAIT: TRUE}),
         "spec": {
             "replicas": replicas,
             "startupPolicy": lws.LEADER_CREATED,

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from config.workloads import RunConfig, TrainingRun
+from facts.awaits import SKIP_AWAIT, TIMEOUT, TRUE, WAIT_FOR
 from facts.names import NODE_GROUP_LABEL, PRIORITY_LABEL, QUEUE_LABEL, ROLE_LABEL, SYSTEM_NODE_GROUP
 from infra.platform import LAUNCHER_LIMITS, LAUNCHER_REQUESTS
 from workloads.manifests.objects import (
@@ -267,9 +268,9 @@ def mpijob(workload_name: str, run: RunConfig, ctx: Context, spec: MPIJobSpec) -
         job_labels[QUEUE_LABEL] = ctx.queue
     if ctx.priority_class:
         job_labels[PRIORITY_LABEL] = ctx.priority_class
-    annotations = {"pulumi.com/waitFor": "condition=Succeeded"} if spec.awaited else {"pulumi.com/skipAwait": "true"}
+    annotations = {WAIT_FOR: "condition=Succeeded"} if spec.awaited else {SKIP_AWAIT: TRUE}
     if spec.awaited and spec.timeout_seconds:
-        annotations["pulumi.com/timeoutSeconds"] = str(spec.timeout_seconds)
+        annotations[TIMEOUT] = str(spec.timeout_seconds)
     annotations.update(privileged_exception("worker", WORKER_EXCEPTION))
     return {
         "apiVersion": MPIJOB_API_VERSION,

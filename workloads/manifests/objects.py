@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.workloads import RunConfig, TrainingRun
+from facts.awaits import TIMEOUT
 from facts.images import PULL_SECONDS, Runtime
 from facts.names import EGRESS_INTERNET, EGRESS_LABEL, PRIORITY_LABEL, QUEUE_LABEL, RUN_ID_LABEL, app_labels
 from facts.nodegroups import NodeGroup
@@ -33,7 +34,6 @@ from workloads.manifests.security import (
 
 Obj = dict[str, Any]
 TENSORBOARD_PORT = 6006
-TIMEOUT = "pulumi.com/timeoutSeconds"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Data Jobs run on an accelerated node before its training starts (CPU only, no devices): 32
 # CPUs, the worker count neuronx-nemo-megatron's tutorial tokenizes with. Through the run's Kueue

@@ -16,7 +16,7 @@ import shlex
 from config.workloads import VllmServeWorkload
 from estimates.staging import hub_download_seconds
 from estimates.startup import server_start_seconds
-from facts import leaderworkerset, needs, serving
+from facts import awaits, leaderworkerset, needs, serving
 from facts.names import PRIORITY_LABEL, QUEUE_LABEL
 from workloads.manifests.convert import Await, Converter, conversion, model_dir, served_link
 from workloads.manifests.hub import cache_dir as hub_cache_dir
@@ -241,7 +241,7 @@ def server(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Obj:
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         # `pulumi up` returns once it is created: Kueue admits each replica when the quota allows.
-        "metadata": meta(f"{workload_name}-serve", ctx, object_labels, {"pulumi.com/skipAwait": "true"}),
+        "metadata": meta(f"{workload_name}-serve", ctx, object_labels, {awaits.SKIP_AWAIT: awaits.TRUE}),
         "spec": {
             "replicas": run.replicas,
             "selector": {"matchLabels": labels(workload_name, "serve")},
