@@ -10,6 +10,7 @@ The steps of a workload are its Jobs and MPIJobs in the order `pulumi up` create
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -348,18 +349,28 @@ def serving_values(stack: str, workload: str, nodes: int = 2) -> dict[str, Any]:
     return values
 
 
-@cache
-def _serving_plan(stack: str, workload: str) -> dict[str, Any]:
-    values = serving_values(stack, workload)
+def _plan_serving(stack: str, values: dict[str, Any]) -> dict[str, Any]:
     layered = config.parse_stack_values(values).lower_stack
     return plan_mod.run(values, f"launch-{stack}", EXAMPLES, _lower_outputs(stack) if layered else None)
 
 
-def serving(stack: str, workload: str) -> dict[str, Any]:
+@cache
+def _serving_plan(stack: str, workload: str) -> dict[str, Any]:
+    return _plan_serving(stack, serving_values(stack, workload))
+
+
+def serving(stack: str, workload: str, edit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """What the harness plays of a serving workload, from its plan: `source` (the Jobs and
     MPIJobs of the training run it serves, in order; none for a Hub model), `steps` (its own
-    Jobs and its Deployment or LeaderWorkerSet, in order), `services` and `policies` (every NetworkPolicy)."""
-    resources = _serving_plan(stack, workload)["resources"]
+    Jobs and its Deployment or LeaderWorkerSet, in order), `services` and `policies` (every NetworkPolicy).
+    With `edit`: the plan of the values `serving_values` gives after `edit` changed them (a
+    day-2 after-stack: the next run, a new maxModelLen)."""
+    if edit is None:
+        resources = _serving_plan(stack, workload)["resources"]
+    else:
+        values = serving_values(stack, workload)
+        edit(values)
+        resources = _plan_serving(stack, values)["resources"]
 
     def of(name: str, types: tuple[str, ...]) -> list[dict[str, Any]]:
         mine = [

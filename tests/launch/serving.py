@@ -8,7 +8,8 @@ the namespaces' NetworkPolicies, enforced per port (pods.Cluster._connect).
 
 Not modelled: kube-proxy (the Service's name resolves to a pod's address, so its port must be
 the container's: checked), the liveness probe, container restarts (CrashLoopBackOff), the
-Deployment's rollout and the PodDisruptionBudget, Kueue's admission of the replicas.
+PodDisruptionBudget, Kueue's admission of the replicas. The rollout and a pod's deletion are
+rollout.py's.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tests.launch.pods import Cluster, Pod, PodSpec
 
 PROBER = Path(__file__).with_name("prober.py")
 CLIENT = Path(__file__).with_name("standins") / "completion_client.py"
+NEURON_CACHE = upstream.facts("vllm-neuron-compile-cache")
 PROBE_SCALE = 0.02
 """The harness's clock for probes: a rendered second lasts 20 ms (a 10 s period, 0.2 s)."""
 SOURCE_NODES = 2
@@ -41,41 +43,50 @@ class Deployment(Controller):
 
     def start(self) -> list[Pod]:
         spec = self.obj["spec"]
-        template = spec["template"]
-        labels = template["metadata"].get("labels", {})
+        labels = spec["template"]["metadata"].get("labels", {})
         selector = spec["selector"]["matchLabels"]
         if any(labels.get(k) != v for k, v in selector.items()):
             raise AssertionError(f"{self.name}: selector {selector} does not select its template's labels {labels}")
+        return [self.replica(str(i)) for i in range(int(spec.get("replicas", 1)))]
+
+    @property
+    def template_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.obj["spec"]["template"], sort_keys=True).encode()).hexdigest()[:10]
+
+    def replica(self, suffix: str) -> Pod:
+        """One pod of the template, `<deployment>-<template hash>-<suffix>`, started."""
+        template = self.obj["spec"]["template"]
+        labels = template["metadata"].get("labels", {})
         container = plans.containers(self.obj)
         ports = {p["name"]: int(p["containerPort"]) for p in container.get("ports", []) if "name" in p}
-        digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
-        pods = []
-        for i in range(int(spec.get("replicas", 1))):
-            name = f"{self.name}-{digest}-{i}"
-            pod = self.pod(container, name, {}, pod_spec=template["spec"], labels=labels)
-            pod.dns_names = []
-            pod.peer = Peer(name, self.namespace, dict(labels), ports)
-            pods.append(self.cluster.start(pod))
-        return pods
+        name = f"{self.name}-{self.template_hash}-{suffix}"
+        pod = self.pod(container, name, {}, pod_spec=template["spec"], labels=labels)
+        pod.dns_names = []
+        pod.peer = Peer(name, self.namespace, dict(labels), ports)
+        return self.cluster.start(pod)
+
+    def prober(self, pod: Pod, scale: float = PROBE_SCALE) -> subprocess.Popen[str]:
+        """The kubelet's startup then readiness probe of one pod, running (prober.py)."""
+        container = plans.containers(self.obj)
+        probes = {k: container[k] for k in ("startupProbe", "readinessProbe")}
+        spec = {
+            "address": pod.address,
+            "port": self.port(container, probes["startupProbe"]["httpGet"]["port"]),
+            "path": probes["startupProbe"]["httpGet"]["path"],
+            "startup": probes["startupProbe"],
+            "readiness": probes["readinessProbe"],
+            "scale": scale,
+        }
+        if probes["readinessProbe"]["httpGet"] != probes["startupProbe"]["httpGet"]:
+            raise NotImplementedError(f"{self.name}: a readiness probe on another endpoint than the startup one")
+        command = ["ip", "netns", "exec", pod.netns, sys.executable, "-S", str(PROBER), json.dumps(spec)]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
 
     def probe(self, pods: list[Pod], scale: float = PROBE_SCALE) -> dict[str, str]:
         """Each pod's probes to their end: "ready", or the startup probe's last failure."""
         container = plans.containers(self.obj)
         probes = {k: container[k] for k in ("startupProbe", "readinessProbe")}
-        running = {}
-        for pod in pods:
-            spec = {
-                "address": pod.address,
-                "port": self.port(container, probes["startupProbe"]["httpGet"]["port"]),
-                "path": probes["startupProbe"]["httpGet"]["path"],
-                "startup": probes["startupProbe"],
-                "readiness": probes["readinessProbe"],
-                "scale": scale,
-            }
-            if probes["readinessProbe"]["httpGet"] != probes["startupProbe"]["httpGet"]:
-                raise NotImplementedError(f"{self.name}: a readiness probe on another endpoint than the startup one")
-            command = ["ip", "netns", "exec", pod.netns, sys.executable, "-S", str(PROBER), json.dumps(spec)]
-            running[pod.spec.name] = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        running = {pod.spec.name: self.prober(pod, scale) for pod in pods}
         budget = max(p["periodSeconds"] * (p["failureThreshold"] + 1) for p in probes.values()) * scale + 30
         outcome = {}
         for name, prober in running.items():
@@ -152,6 +163,9 @@ class ServingRun(WorkloadRun):
             facts["vllmSeries"] = upstream.facts(f"{pinned.facts}-metrics")
             instance = instances.get(plans.instance_type(self.stack, self.workload))
             facts["servingCoresPerDevice"] = serving.neuron_cores_per_device(instance)
+            if pinned.accelerator == "neuron":  # the plugin of its vLLM: 0.24's torch.compile cache, else NxD's
+                plugin = "vllm_024_plugin" if pinned.vllm == "0.24.0" else "nxdi_plugin"
+                facts["neuronPlugin"] = NEURON_CACHE[plugin]
         return facts
 
     def run_jobs(self, until: str | None = None) -> bool:
@@ -166,6 +180,24 @@ class ServingRun(WorkloadRun):
                 continue
             if until and plans.component(job) == until:
                 return True
+            result = JobController(self.cluster, job, self.facts(job), {}, self.policies, self.node()).run()
+            self.results.append(result)
+            if not result.succeeded:
+                return False
+        return True
+
+    def apply(self, after: dict[str, Any]) -> bool:
+        """A day-2 `pulumi up` of the after-stack's plan (`plans.serving(..., edit)`) as far as
+        its Jobs go: each Job that is not the same object as before is (re)created and run, in
+        order (a Job's template is immutable: a changed one is replaced); the Deployment's pods are
+        left to the caller (a rollout). True when every such Job succeeded."""
+        before = self.jobs
+        self.plan, self.jobs = after, list(after["steps"])
+        self.policies = tuple(after["policies"])
+        self.cluster.policies = list(self.policies)
+        for job in self.jobs:
+            if job["kind"] != "Job" or job in before:
+                continue
             result = JobController(self.cluster, job, self.facts(job), {}, self.policies, self.node()).run()
             self.results.append(result)
             if not result.succeeded:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,20 +40,6 @@ def clients(stack: str, workload: str) -> dict[str, Any]:
     """The workload's `clients` as its stack file gives them."""
     wl = read_stack_file(example_file(stack))[f"{plans.PREFIX}workloads"][workload]
     return dict(wl.get("clients") or {})
-
-
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Any]:
-    runs: list[ServingRun] = []
-
-    def make(stack: str, workload: str) -> ServingRun:
-        run = ServingRun(tmp_path / workload, stack, workload)
-        runs.append(run)
-        return run
-
-    yield make
-    for run in runs:
-        run.close()
 
 
 def logs(run: ServingRun) -> str:

@@ -263,14 +263,26 @@ def _job(
     }
 
 
-def shared_dirs(workload_name: str, ctx: Context, after: tuple[str, ...] = (), also: tuple[str, ...] = ()) -> Step:
+def shared_dirs(
+    workload_name: str,
+    ctx: Context,
+    after: tuple[str, ...] = (),
+    also: tuple[str, ...] = (),
+    kept: tuple[str, ...] = (),
+) -> Step:
     """The step that makes `/shared/<workload>/` (root's, like the runs' directories) and hands
     its `data/` (and the directories `also` names, shared by the tenant's runs) to the non-root
     user of the data steps. Runs as root with CHOWN alone; once per workload (its name never
-    changes), and harmless to repeat."""
+    changes), and harmless to repeat. Without CAP_DAC_OVERRIDE root makes directories only in
+    its own, so the parents of what a later run of this Job adds (`kept`: a compile cache whose
+    keys change with the config) stay root's, and are given back to root where an earlier run
+    handed them over (tests/plan/test_day2_cache_dirs.py)."""
     name = f"{workload_name}-dirs"
     top, owned = f"{ctx.shared_mount}/{workload_name}", " ".join([data_dir(ctx, workload_name), *also])
     script = f"mkdir -p {owned}\nchown {NON_ROOT_UID}:{NON_ROOT_UID} {owned}\nls -ld {top} {owned}"
+    if kept:
+        roots = " ".join(kept)
+        script = f"mkdir -p {roots}\nchown 0:0 {roots}\n{script.replace('ls -ld', f'ls -ld {roots}', 1)}"
     container = {
         "name": "dirs",
         "image": ctx.image,

@@ -329,10 +329,9 @@ def steps(workload_name: str, run: VllmServeWorkload, ctx: Context) -> list[Step
     # Named by the image the config pins, never by the image resolved at deploy time.
     pinned = run.image_on(ctx.node_group.instance) or ctx.image
     image = image_check(workload_name, ctx, run.model_copy(update={"image": pinned}))
-    also: tuple[str, ...] = (hub_cache_dir(ctx), f"{ctx.shared_mount}/{workload_name}/neuron-cache")
-    if neuron_server(ctx):
-        also += (cache_dir(workload_name, run, ctx), working_dir(workload_name, run, ctx))
-    dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=also)
+    keyed = (cache_dir(workload_name, run, ctx), working_dir(workload_name, run, ctx)) if neuron_server(ctx) else ()
+    kept = (f"{ctx.shared_mount}/{workload_name}/neuron-cache",)  # root's: a next key is made in it
+    dirs = shared_dirs(workload_name, ctx, after=(image.name,), also=(hub_cache_dir(ctx), *keyed), kept=kept)
     model = _model_steps(workload_name, run, ctx, dirs.name)
     name = f"{workload_name}-serve"
     after = (name,)

@@ -20,17 +20,30 @@ long for the N - 1 others (else torch's "Timed out after ... waiting for clients
 serves on --host:--port: GET /health (200), GET /metrics (the Prometheus series of its vLLM,
 job facts "vllmSeries") and POST /v1/completions for the name of --served-model-name (a
 completion; another name: vLLM's 404 error body).
+
+On a Neuron node (job facts "neuronPlugin", tests/upstream/vllm-neuron-compile-cache.yaml) the
+plugin's compile cache before it serves: vLLM Neuron 0.24 keys torch.compile's graphs by the
+configuration under `$VLLM_CACHE_ROOT/neuron/compile_cache/<hash>`, NxD Inference loads whatever
+NEURON_COMPILED_ARTIFACTS holds; each compiles (and writes the artifacts) where they are absent
+and loads them where present, recording which ("vllm-neuron-cache"). SIGTERM is uvicorn's
+graceful shutdown (vLLM's API server runs uvicorn): the listener is closed, requests in flight
+are answered, the process exits 0; no other signal is handled (a pod's first process ignores
+the rest until SIGKILL).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import glob
+import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -133,6 +146,37 @@ def writable(path: str) -> None:
         (Path(path) / f".probe-{os.getpid()}").unlink()
     except OSError as e:
         fail(f"OSError: {path} is not writable: {e}")
+
+
+def neuron_compile(a: argparse.Namespace, facts: dict) -> None:
+    """The Neuron plugin's compiled graphs: loaded where its cache holds them, else compiled there."""
+    plugin = facts.get("neuronPlugin")
+    if not plugin or not glob.glob("/dev/neuron[0-9]*"):
+        return
+    if "cache_root_env" in plugin:  # vLLM Neuron 0.24: torch.compile's cache, keyed by graph and config
+        root = os.environ.get(plugin["cache_root_env"]) or os.path.expanduser(plugin["cache_root_default"])
+        config = [a.model, a.revision, a.tensor_parallel_size, a.max_model_len, a.max_num_seqs, a.dtype]
+        key = hashlib.sha256(json.dumps(config, default=str).encode()).hexdigest()[:16]
+        folder = Path(root) / plugin["compile_cache_under_root"] / key
+    else:  # NxD Inference: the artifacts folder as it is, whatever the configuration
+        default = Path(plugin["writes_relative_to_working_directory"]) / a.model / "neuron-compiled-artifacts"
+        folder = Path(os.environ.get(plugin["artifacts_env"]) or default)
+    artifact = folder / "model.neff"
+    folder.mkdir(parents=True, exist_ok=True)
+    # One process compiles, another waits for it (the plugins' lock; the wait is bounded by
+    # NEURON_LIBTORCH_COMPILATION_TIMEOUT, not played) and then loads what it wrote.
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        compiled = not artifact.is_file()
+        if compiled:
+            print(f"INFO: no compiled graphs in {folder}: compiling", flush=True)
+            time.sleep(float(facts.get("compileSeconds", 0)))
+            partial = folder / f".model.neff.{os.getpid()}"  # whole or absent for a reader
+            partial.write_text(json.dumps({"tp": a.tensor_parallel_size, "maxModelLen": a.max_model_len}))
+            partial.rename(artifact)
+        else:
+            print(f"INFO: loading compiled graphs from {folder}", flush=True)
+    record("vllm-neuron-cache", folder=str(folder), compiled=compiled)
 
 
 def join_group(a: argparse.Namespace, facts: dict) -> list[socket.socket]:
@@ -269,20 +313,28 @@ def main() -> None:
     writable(os.path.join(os.path.expanduser("~"), ".cache", "vllm"))
     if os.environ.get("NEURON_COMPILED_ARTIFACTS"):
         writable(os.environ["NEURON_COMPILED_ARTIFACTS"])
+    neuron_compile(a, facts)
     group = join_group(a, facts)
     if group and a.headless is True:  # a worker serves no HTTP: it runs its ranks until the group ends
         group[0].settimeout(None)
         group[0].recv(1)
         fail("vllm: the leader closed the group's connection")
     served = a.served_model_name if isinstance(a.served_model_name, str) else a.model
-    record("vllm-loaded", modelDir=str(folder), weights=weights, served=served, nodes=len(group) + 1)
+    # What it read: a link (a followed run's `-served`) is resolved once, at load; the weights stay in memory.
+    loaded = str(folder.resolve())
+    record("vllm-loaded", modelDir=str(folder), resolved=loaded, weights=weights, served=served, nodes=len(group) + 1)
     port = a.port or int(facts["vllm"]["default_port"])
     host = a.host if isinstance(a.host, str) else "0.0.0.0"
     server = ThreadingHTTPServer(
         (host, port), handler(served, int(float(str(a.max_model_len or 4096).rstrip("kKmMgG"))))
     )
+    server.daemon_threads = False  # a request in flight is answered before the process exits
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", flush=True)
     server.serve_forever()
+    server.server_close()  # the listener closed; joins the requests in flight (block_on_close)
+    print("INFO:     Shutting down", flush=True)
+    record("vllm-stopped", served=served)
 
 
 if __name__ == "__main__":
