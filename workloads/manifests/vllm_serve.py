@@ -8,6 +8,7 @@ training recipe's converter, workloads/manifests/convert.py). Each replica takes
 its tensor-parallel degree needs, requests equal to limits, and runs as the non-root user.
 """
 
+# size: one recipe's server and its steps; its endpoint, policies, caches, staging and groups are split out
 from __future__ import annotations
 
 import dataclasses
@@ -25,7 +26,7 @@ from workloads.manifests.hub import stage as stage_hub
 from workloads.manifests.lws import LEADER, group_peers, leader_service, worker_template
 from workloads.manifests.lws import disruption_budget as group_budget
 from workloads.manifests.lws import group_set as leader_worker_set
-from workloads.manifests.neuron_cache import cache_dir, cache_env, neuron_server, working_dir
+from workloads.manifests.neuron_cache import cache_dir, cache_env, neuron_scheduling, neuron_server, working_dir
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     SMALL_POD,
@@ -202,6 +203,7 @@ def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Ob
         "metadata": {"labels": labels(workload_name, "serve", run.run_id), "annotations": annotations},
         "spec": {
             **on_node_group(ctx),
+            **neuron_scheduling(devices, ctx),
             **pod_security(non_root=True),
             "terminationGracePeriodSeconds": grace,
             **({"initContainers": waits} if (waits := model_wait(workload_name, run, ctx)) else {}),
