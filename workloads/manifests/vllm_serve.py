@@ -23,6 +23,7 @@ from workloads.manifests.convert import Await, Converter, conversion, model_dir,
 from workloads.manifests.hub import cache_dir as hub_cache_dir
 from workloads.manifests.hub import offline_env
 from workloads.manifests.hub import stage as stage_hub
+from workloads.manifests.hub_check import shape_check
 from workloads.manifests.lws import LEADER, group_peers, leader_service, worker_template
 from workloads.manifests.lws import disruption_budget as group_budget
 from workloads.manifests.lws import group_set as leader_worker_set
@@ -314,9 +315,9 @@ def _model_steps(workload_name: str, run: VllmServeWorkload, ctx: Context, dirs:
         seconds = hub_download_seconds(
             (run.parameters or 0) * serving.BYTES_PER_PARAMETER, ctx.file_system_mb_per_second
         )
-        hub = stage_hub(
-            workload_name, ctx, run.hub_repos, (dirs, token.name), token_secret=token.name, cli=cli, timeout=seconds
-        )
+        # A model whose shape the plan does not know is checked once its config.json is on /shared.
+        check, after = shape_check(workload_name, run, hub_cache_dir(ctx)), (dirs, token.name)
+        hub = stage_hub(workload_name, ctx, run.hub_repos, after, token.name, cli, seconds, check)
         return [token, dataclasses.replace(hub, role="model")]
     source = _source(ctx)
     convert = CONVERTERS[source.run.RECIPE]
