@@ -263,6 +263,7 @@ def build_cluster(cfg: StackConfig, inputs: ClusterInputs) -> ClusterLayer:
     platform = Platform(
         provider=provider,
         leader_worker_set=cfg.leader_worker_set,
+        neuron_scheduler=cfg.addons.neuron_scheduler,
         pods_ready_timeout_minutes=cfg.queueing.pods_ready_timeout_minutes,
         recovery_timeout_minutes=cfg.queueing.recovery_timeout_minutes,
         namespaces={key: t.namespace for key, t in tenants.items()},
@@ -366,9 +367,11 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
 
 
 def on_cluster_queues(cfg: StackConfig, platform: Platform) -> StackConfig:
-    """`cfg` with the cluster layer's Kueue timeouts (a runs stack does not set `queueing`)."""
+    """`cfg` with the cluster layer's Kueue timeouts and Neuron scheduler extension (a runs stack
+    sets neither `queueing` nor `addons`)."""
     timeout = {k: getattr(platform, k) for k in ("pods_ready_timeout_minutes", "recovery_timeout_minutes")}
-    return cfg.model_copy(update={"queueing": cfg.queueing.model_copy(update=timeout)})
+    addons = cfg.addons.model_copy(update={"neuron_scheduler": platform.neuron_scheduler})
+    return cfg.model_copy(update={"queueing": cfg.queueing.model_copy(update=timeout), "addons": addons})
 
 
 def runs_stack(cfg: StackConfig) -> Outputs:

@@ -226,8 +226,9 @@ class AddonsConfig(Model):
     )
     neuron_scheduler: bool = Field(
         False,
-        description="Install the Neuron scheduler extension (Neuron stacks): a second kube-scheduler (EKS Distro, the"
-        " cluster's Kubernetes minor) for pods that ask for it by schedulerName; no run of this project does.",
+        description="Install the Neuron scheduler extension (Neuron stacks): a second kube-scheduler (`my-scheduler`,"
+        " EKS Distro at the cluster's Kubernetes minor) that places pods on connected Neuron devices. Required by a"
+        " vLLM server taking more than one device but not its whole node, whose pods then name that scheduler.",
     )
     eks_addon_versions: EksAddonVersions = Field(
         default_factory=EksAddonVersions, description="EKS managed add-on versions."

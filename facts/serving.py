@@ -112,6 +112,24 @@ def image_for_name(image: str) -> ServingImage | None:
     return next((i for i in IMAGES if i.image == image), None)
 
 
+NEURON_SCHEDULER_NAME = "my-scheduler"
+"""The second kube-scheduler the Neuron chart runs with the scheduler extension (`addons.neuronScheduler`):
+its profile's schedulerName (neuron-helm-chart 1.1.2 custom-scheduler.yaml, customScheduler's full
+name). EKS keeps its own scheduler's configuration, so pods name this one (aws-neuron-sdk v2.32.0
+deploy/includes/k8s-multiple-scheduler.rst)."""
+NEURON_SCHEDULER_DEVICE_COUNTS: dict[str, tuple[int, ...]] = {"trn1": (1, 4, 8, 16), "trn1n": (1, 4, 8, 16)}
+"""Instance family -> the devices a pod may take that the extension places: on trn1's 2D torus it
+"enforces that containers request 1, 4, 8, or all 16 devices" and never schedules another count
+(aws-neuron-sdk v2.32.0 deploy/infrastructure/scheduler.rst). Not recorded for trn2: the page
+gives it no rule (tests/upstream/neuron-scheduler-extension-2.32.0.yaml)."""
+
+
+def shares_neuron_node(instance: InstanceType, devices: int) -> bool:
+    """A pod taking `devices` Neuron devices of fewer than its node's all: the device plugin alone may
+    give it unconnected ones (aws-neuron-sdk v2.32.0 deploy/faq.rst), unless it takes just one."""
+    return instance.accelerator == "neuron" and devices < instance.accelerator_count
+
+
 def neuron_cores_per_device(instance: InstanceType) -> int:
     """Logical NeuronCores per Neuron device (trn2 runs two physical cores as one, LNC=2)."""
     return instance.ranks_per_node // instance.accelerator_count if instance.accelerator_count else 0

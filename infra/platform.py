@@ -75,6 +75,9 @@ class Platform:
     leader_worker_set: bool = False
     """Whether the cluster runs the LeaderWorkerSet controller (and Kueue's integration for it):
     a serving run across nodes needs it."""
+    neuron_scheduler: bool = False
+    """Whether the cluster runs the Neuron scheduler extension (`addons.neuronScheduler`): a Neuron
+    server of several devices but not a whole node needs it, and its pods name its scheduler."""
     load_balancing: InternalLoadBalancing | None = None
     """Where internal load balancers go; None: no Load Balancer Controller (or a VPC the stack did not create)."""
     serving_metrics: bool = False

@@ -77,6 +77,7 @@ def context(
         file_system_mb_per_second=platform.storage.file_system.mb_per_second,
         load_balancing=platform.load_balancing,
         serving_metrics=platform.serving_metrics,
+        neuron_scheduler=platform.neuron_scheduler,
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from config.aws import acm_certificate_region
 from config.base import did_you_mean
 from config.checks.groups import Groups
+from config.checks.neuron_placement import neuron_replicas_placed
 from config.checks.serving_fit import served_models_fit, serving_fit
 from config.problems import problem
 from config.stack import StackConfig
@@ -197,6 +198,8 @@ def serving_problems(cfg: StackConfig, groups: Groups, balancer: str | None = "d
     platform has no internal load balancing (None: it has); by default, this stack's own config."""
     missing = balancer_missing(cfg) if balancer == "derive" else balancer
     out = serving_needs_leader_worker_set(cfg) + served_models_fit(cfg)
+    where = f" in the cluster layer ({cfg.lower_stack})" if cfg.layer == "runs" else ""
+    out += neuron_replicas_placed(cfg, groups, where)
     for name, run in cfg.workloads.items():
         if isinstance(run, VllmServeWorkload):
             out += serving_source(name, run, cfg.workloads) or [

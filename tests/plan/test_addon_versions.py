@@ -105,7 +105,9 @@ def neuron_scheduler(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_scheduler_extension_is_off_unless_asked():
-    """No run of this project sets schedulerName; the extension only ran a 1.28 kube-scheduler."""
+    """Off by default (the chart's default too): a training run takes whole nodes and sets no
+    schedulerName; only servers sharing a Neuron node name the extension's scheduler
+    (tests/plan/test_neuron_placement.py). The chart's own kube-scheduler is 1.28's, replaced below."""
     chart = upstream.facts("chart-neuron-helm-chart-1.1.2")
     assert chart["scheduler_enabled_default"] is False
     assert config.addons.AddonsConfig().neuron_scheduler is False

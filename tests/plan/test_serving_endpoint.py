@@ -334,6 +334,8 @@ def _serve_on_trn1(c: dict[str, Any]) -> None:
 
 def _patient_queue(c: dict[str, Any]) -> None:
     c.setdefault(NS + "queueing", {}).update(podsReadyTimeoutMinutes=120, recoveryTimeoutMinutes=120)
+    # _serve_on_trn1's replica takes 4 of a trn1's 16 devices: the Neuron scheduler extension places it.
+    c.setdefault(NS + "addons", {})["neuronScheduler"] = True
 
 
 def test_the_layered_stacks_hand_the_controller_and_its_subnets_up(tmp_path: Path) -> None:

@@ -40,6 +40,8 @@ def _served(stack: str, trained: str, group: str, **train_keys: Any) -> dict[str
         "clients": {"podLabels": {"role": "client"}},
     }
     values.setdefault(NS + "queueing", {}).update(podsReadyTimeoutMinutes=120, recoveryTimeoutMinutes=120)
+    if group == "trn2":  # 2 of 16 devices a replica: placed by the Neuron scheduler extension
+        values.setdefault(NS + "addons", {})["neuronScheduler"] = True
     return values
 
 

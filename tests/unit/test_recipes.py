@@ -55,6 +55,8 @@ def parsed_run(
         # Above a Neuron server's first start (its compile): config.serving holds it to Kueue's timeouts.
         "queueing": {"podsReadyTimeoutMinutes": 120, "recoveryTimeoutMinutes": 120},
         "workloads": {"w": run},
+        # A server of 4 of a trn1's 16 devices is placed by the Neuron scheduler extension.
+        **({"addons": {"neuronScheduler": True}} if recipe == "vllm-serve" else {}),
         **(placed(ng["availabilityZone"]) if "availabilityZone" in ng else {}),
         **(stack or {}),
     }
@@ -75,6 +77,7 @@ def built_with(recipe: str, extra: dict[str, Any], stack: dict[str, Any] | None 
     class _Platform:
         storage_claim, shared_mount, storage = "shared-fsx", "/shared", cfg.storage
         load_balancing, serving_metrics = None, True
+        neuron_scheduler = cfg.addons.neuron_scheduler
         node_groups = {
             ng.name: ng.node_group(cfg.node_group_az(ng)),
             SYSTEM_NODE_GROUP: cfg.system_node_group.node_group(cfg.availability_zones),

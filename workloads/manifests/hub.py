@@ -64,17 +64,20 @@ def stage(
     token_secret: str | None = None,
     cli: needs.HubCli = needs.HUB_CLI_LEGACY,
     timeout: int = 3600,
+    check: str = "",
 ) -> Step:
     """The Job that stages `repos` into the tenant's Hub cache (it may reach the internet; it
     runs as the non-root data user, which owns the cache: shared_dirs makes it). With
     `token_secret`, the Secret's token is a read-only file the client reads (a gated model); `cli`:
     the command line of the image's huggingface-hub (the training images': `huggingface-cli`);
-    `timeout`: what `pulumi up` waits for it (a served model's: estimates.staging)."""
+    `timeout`: what `pulumi up` waits for it (a served model's: estimates.staging); `check`: bash
+    run after the files are staged, at every run (a served model's shape: hub_check)."""
     name = f"{workload_name}-hub-{short_hash(repos)}"
     cache = cache_dir(ctx)
     marker, version = needs.CACHE_MARKER
     script = (
         "".join(_stage(repo, cache, cli) for repo in repos)
+        + check
         # transformers' cache version: without it every rank would try to migrate the cache.
         + f"test -f {cache}/{marker} || echo {version} > {cache}/{marker}"
     )

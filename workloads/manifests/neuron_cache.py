@@ -34,6 +34,17 @@ def neuron_server(ctx: Context) -> bool:
     return ctx.node_group.accelerator == "neuron"
 
 
+def neuron_scheduling(devices: int, ctx: Context) -> dict[str, str]:
+    """The pod's scheduler: the Neuron scheduler extension's where the cluster runs it and the pod
+    takes part of a node (it places the pod on connected devices; config/checks/neuron_placement.py
+    requires it above one device). A one-device server goes through it too: the extension keeps its
+    own map of each node's allocated devices (node annotations), blind to pods the default
+    scheduler placed beside them. A whole node needs no choice of devices."""
+    if ctx.neuron_scheduler and serving.shares_neuron_node(ctx.node_group.instance, devices):
+        return {"schedulerName": serving.NEURON_SCHEDULER_NAME}
+    return {}
+
+
 def cache_key(run: VllmServeWorkload, ctx: Context) -> str:
     """What the compiled graphs depend on, readable, with a short hash of the image (its compiler)."""
     if run.model.hub:

@@ -85,6 +85,8 @@ class Context:
     """Where an internal load balancer goes (a serving run's `endpoint: internalLoadBalancer`)."""
     serving_metrics: bool = False
     """Whether the cluster's CloudWatch add-on scrapes servers (a server admits it then only)."""
+    neuron_scheduler: bool = False
+    """Whether the cluster runs the Neuron scheduler extension (a Neuron server sharing a node names it)."""
 
     @property
     def mpirun(self) -> str:

@@ -8,6 +8,7 @@ training recipe's converter, workloads/manifests/convert.py). Each replica takes
 its tensor-parallel degree needs, requests equal to limits, and runs as the non-root user.
 """
 
+# size: one recipe's server and its steps; its endpoint, policies, caches, staging and groups are split out
 from __future__ import annotations
 
 import dataclasses
@@ -22,10 +23,11 @@ from workloads.manifests.convert import Await, Converter, conversion, model_dir,
 from workloads.manifests.hub import cache_dir as hub_cache_dir
 from workloads.manifests.hub import offline_env
 from workloads.manifests.hub import stage as stage_hub
+from workloads.manifests.hub_check import shape_check
 from workloads.manifests.lws import LEADER, group_peers, leader_service, worker_template
 from workloads.manifests.lws import disruption_budget as group_budget
 from workloads.manifests.lws import group_set as leader_worker_set
-from workloads.manifests.neuron_cache import cache_dir, cache_env, neuron_server, working_dir
+from workloads.manifests.neuron_cache import cache_dir, cache_env, neuron_scheduling, neuron_server, working_dir
 from workloads.manifests.objects import (
     HUGGING_FACE_TOKEN,
     SMALL_POD,
@@ -202,6 +204,7 @@ def pod_template(workload_name: str, run: VllmServeWorkload, ctx: Context) -> Ob
         "metadata": {"labels": labels(workload_name, "serve", run.run_id), "annotations": annotations},
         "spec": {
             **on_node_group(ctx),
+            **neuron_scheduling(devices, ctx),
             **pod_security(non_root=True),
             "terminationGracePeriodSeconds": grace,
             **({"initContainers": waits} if (waits := model_wait(workload_name, run, ctx)) else {}),
@@ -312,9 +315,9 @@ def _model_steps(workload_name: str, run: VllmServeWorkload, ctx: Context, dirs:
         seconds = hub_download_seconds(
             (run.parameters or 0) * serving.BYTES_PER_PARAMETER, ctx.file_system_mb_per_second
         )
-        hub = stage_hub(
-            workload_name, ctx, run.hub_repos, (dirs, token.name), token_secret=token.name, cli=cli, timeout=seconds
-        )
+        # A model whose shape the plan does not know is checked once its config.json is on /shared.
+        check, after = shape_check(workload_name, run, hub_cache_dir(ctx)), (dirs, token.name)
+        hub = stage_hub(workload_name, ctx, run.hub_repos, after, token.name, cli, seconds, check)
         return [token, dataclasses.replace(hub, role="model")]
     source = _source(ctx)
     convert = CONVERTERS[source.run.RECIPE]
