@@ -117,11 +117,17 @@ NEURON_SCHEDULER_NAME = "my-scheduler"
 its profile's schedulerName (neuron-helm-chart 1.1.2 custom-scheduler.yaml, customScheduler's full
 name). EKS keeps its own scheduler's configuration, so pods name this one (aws-neuron-sdk v2.32.0
 deploy/includes/k8s-multiple-scheduler.rst)."""
-NEURON_SCHEDULER_DEVICE_COUNTS: dict[str, tuple[int, ...]] = {"trn1": (1, 4, 8, 16), "trn1n": (1, 4, 8, 16)}
-"""Instance family -> the devices a pod may take that the extension places: on trn1's 2D torus it
-"enforces that containers request 1, 4, 8, or all 16 devices" and never schedules another count
-(aws-neuron-sdk v2.32.0 deploy/infrastructure/scheduler.rst). Not recorded for trn2: the page
-gives it no rule (tests/upstream/neuron-scheduler-extension-2.32.0.yaml)."""
+TORUS_DEVICE_SETS = (1, 4, 8, 16)
+NEURON_SCHEDULER_DEVICE_COUNTS: dict[str, tuple[int, ...]] = {
+    family: TORUS_DEVICE_SETS for family in ("trn1", "trn1n", "trn2", "trn2u")
+}
+"""Instance family -> the devices a pod may take that the extension places (aws-neuron-sdk v2.32.0,
+tests/upstream/neuron-scheduler-extension-2.32.0.yaml). On trn1's 4x4 2D torus it "enforces that
+containers request 1, 4, 8, or all 16 devices" and never schedules another count
+(deploy/infrastructure/scheduler.rst). trn2 and trn2u are the same 4x4 2D torus within a node
+(about-neuron/arch/neuron-hardware/trn2-arch.rst), and the only connected subsets of a
+trn2.48xlarge the SDK names are sets of 1, 4, 8 or 16 (deploy/eks/dra.rst, which says this use case
+needed the extension before DRA): a 2-device replica there has no documented placement."""
 
 
 def shares_neuron_node(instance: InstanceType, devices: int) -> bool:

@@ -7,7 +7,8 @@ Neuron core or device"; one device, or all of a node's, is always valid (aws-neu
 deploy/faq.rst, deploy/troubleshooting.rst, deploy/infrastructure/scheduler.rst;
 tests/upstream/neuron-scheduler-extension-2.32.0.yaml). So such a server needs
 `addons.neuronScheduler`, its pods name the extension's scheduler
-(workloads/manifests/vllm_serve.py), and on trn1 it takes a count the extension places.
+(workloads/manifests/vllm_serve.py), and on the 2D torus of trn1 and trn2 it takes a count the
+extension places (refused first: no switch places another count).
 """
 
 from __future__ import annotations
@@ -30,7 +31,19 @@ def neuron_replicas_placed(cfg: StackConfig, groups: Groups, where: str = "") ->
         instance, devices = ng.instance, run.devices(ng.instance)
         if devices < 2 or not serving.shares_neuron_node(instance, devices):
             continue
-        if not cfg.addons.neuron_scheduler:
+        counts = serving.NEURON_SCHEDULER_DEVICE_COUNTS.get(instance.family)
+        if counts is not None and devices not in counts:
+            # Checked first: no switch places this count, so naming addons.neuronScheduler would mislead.
+            cores = serving.neuron_cores_per_device(instance)
+            valid = ", ".join(str(c * cores) for c in counts)
+            said = (
+                f"{run.tensor_parallel} takes {devices} Neuron devices a replica; on {instance.name}'s 2D torus"
+                f" only sets of {', '.join(map(str, counts))} devices are connected (the scheduler extension"
+                f" leaves any other count Pending); use a tensorParallel of {valid} ({cores} NeuronCores a device)"
+            )
+            key = f"workloads.{name}.tensorParallel"
+            out.append(problem(key, "not-supported", said, value=str(run.tensor_parallel), allowed=valid))
+        elif not cfg.addons.neuron_scheduler:
             said = (
                 f"false{where}, but workloads.{name} takes {devices} of a {instance.name}'s"
                 f" {instance.accelerator_count} Neuron devices a replica: the device plugin alone may give it"
@@ -38,16 +51,4 @@ def neuron_replicas_placed(cfg: StackConfig, groups: Groups, where: str = "") ->
                 " scheduler extension places it on connected devices), or take 1 device or the whole node"
             )
             out.append(problem("addons.neuronScheduler", "required", said, value="false", allowed="true"))
-            continue
-        counts = serving.NEURON_SCHEDULER_DEVICE_COUNTS.get(instance.family)
-        if counts is not None and devices not in counts:
-            cores = serving.neuron_cores_per_device(instance)
-            valid = ", ".join(str(c * cores) for c in counts)
-            said = (
-                f"{run.tensor_parallel} takes {devices} Neuron devices a replica; on {instance.name} the"
-                f" scheduler extension places only {', '.join(map(str, counts))} devices a pod and leaves any"
-                f" other count Pending; use a tensorParallel of {valid} ({cores} NeuronCores a device)"
-            )
-            key = f"workloads.{name}.tensorParallel"
-            out.append(problem(key, "not-supported", said, value=str(run.tensor_parallel), allowed=valid))
     return out

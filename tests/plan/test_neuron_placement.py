@@ -7,7 +7,9 @@ tests/upstream/chart-neuron-helm-chart-1.1.2.yaml, the chart infra/charts.py pin
 - the extension "is required for scheduling Pods that request more than one Neuron core or
   device"; one device or all of a node's are always valid (deploy/infrastructure/scheduler.rst);
 - on EKS pods name its second scheduler, `my-scheduler` (k8s-multiple-scheduler.rst; the chart's
-  custom-scheduler.yaml profile); on trn1/trn1n it places only 1, 4, 8 or 16 devices a pod.
+  custom-scheduler.yaml profile); on trn1/trn1n it places only 1, 4, 8 or 16 devices a pod, and
+  trn2/trn2u are the same 4x4 2D torus (about-neuron/arch/neuron-hardware/trn2-arch.rst) whose only
+  connected sets the SDK names are 1, 4, 8 or 16 (deploy/eks/dra.rst).
 Over time: a replica restarted or moved by a node roll is a new pod of the same template, so it
 goes through the extension again; a Kubernetes minor upgrade with the extension on moves its
 kube-scheduler to the new minor and leaves the servers' template alone."""
@@ -38,6 +40,16 @@ def _values(stack: str = STACK, addons: dict[str, Any] | None = None, **server: 
     return values
 
 
+def _trn1(addons: dict[str, Any] | None = None, tensor_parallel: int = 8) -> dict[str, Any]:
+    """trn2-serve's server on a trn1.32xlarge (2 NeuronCores a device): TP 8 is 4 of its 16 devices."""
+    values = _values(addons=addons, tensorParallel=tensor_parallel)
+    values[f"{NS}nodeGroups"][0]["instanceType"] = "trn1.32xlarge"
+    return values
+
+
+ON = {"neuronScheduler": True}
+
+
 def _pod(plan: dict[str, Any]) -> dict[str, Any]:
     (d,) = [r["inputs"] for r in plan["resources"] if r["inputs"].get("kind") == "Deployment"]
     return dict(d["spec"]["template"]["spec"])
@@ -61,31 +73,43 @@ def test_the_extensions_name_is_the_charts_and_the_sdks() -> None:
     assert SDK["device_plugin_alone_contiguous"] is False and SDK["extension_required_above_devices"] == 1
     assert serving.NEURON_SCHEDULER_NAME == SDK["scheduler_name"] == CHART["custom_scheduler_profile_name"]
     assert "aws.amazon.com/neuron" in CHART["extender_managed_resources"] and CHART["extender_ignorable"] is False
-    assert dict(serving.NEURON_SCHEDULER_DEVICE_COUNTS) == {
+    counts = serving.NEURON_SCHEDULER_DEVICE_COUNTS
+    assert {k: counts[k] for k in SDK["extension_device_counts"]} == {
         k: tuple(v) for k, v in SDK["extension_device_counts"].items()
     }
+    assert SDK["trn2_topology"] == "4x4 2D torus" and SDK["trn2_connected_sets_needed_the_extension_before_dra"]
+    assert counts["trn2"] == counts["trn2u"] == tuple(SDK["dra_trn2_connected_sets"])
 
 
-def test_a_replica_of_two_devices_goes_through_the_extension() -> None:
-    """trn2-serve: TP 8 over 2 of 16 devices, two replicas a node: placed by `my-scheduler`."""
-    plan = stack_plan(STACK)
+def test_a_replica_of_four_devices_goes_through_the_extension() -> None:
+    """TP 8 on trn1: 4 of 16 devices, several replicas a node: placed by `my-scheduler`."""
+    plan = run_plan(_trn1(ON), STACK)
     pod = _pod(plan)
-    assert pod["containers"][0]["resources"]["limits"]["aws.amazon.com/neuron"] == "2"
+    assert pod["containers"][0]["resources"]["limits"]["aws.amazon.com/neuron"] == "4"
     assert pod["schedulerName"] == SDK["scheduler_name"]
     assert _scheduler_values(plan)["enabled"] is True
 
 
 def test_without_the_extension_it_is_refused_naming_the_key(tmp_path: Path) -> None:
-    code, err = plan_exit(_values(addons={"neuronScheduler": False}), tmp_path)
+    code, err = plan_exit(_trn1(), tmp_path)
     assert code == 2 and "addons.neuronScheduler" in err and "workloads.qwen" in err, err
 
 
 def test_one_device_a_replica_needs_no_extension() -> None:
-    """TP 4 on trn2 (LNC 2): one device, always contiguous; the default scheduler places it."""
-    plan = run_plan(_values(addons={"neuronScheduler": False}, tensorParallel=4), STACK)
+    """trn2-serve: TP 4 on trn2 (LNC 2) is one device, always contiguous; the default scheduler
+    places it and the extension is not installed."""
+    plan = stack_plan(STACK)
     pod = _pod(plan)
     assert pod["containers"][0]["resources"]["limits"]["aws.amazon.com/neuron"] == "1"
     assert "schedulerName" not in pod
+    assert _scheduler_values(plan)["enabled"] is False
+
+
+def test_two_trn2_devices_have_no_documented_placement(tmp_path: Path) -> None:
+    """TP 8 on trn2 is 2 devices: not a connected set of the 4x4 torus the SDK names, so refused
+    naming tensorParallel, with the extension on as without it (it was accepted with it on)."""
+    code, err = plan_exit(_values(addons=ON, tensorParallel=8), tmp_path)
+    assert code == 2 and "workloads.qwen.tensorParallel" in err and "1, 4, 8, 16" in err, err
 
 
 def test_a_trn1_count_the_extension_never_places_is_refused(tmp_path: Path) -> None:
@@ -100,7 +124,7 @@ def test_restarts_and_node_rolls_keep_the_scheduler_and_a_minor_upgrade_moves_on
     """1.35 -> 1.36 with the extension on: the nodes roll (new AMIs), the extension's kube-scheduler
     takes the new minor, and the servers' template, schedulerName included, is unchanged: every
     pod the roll recreates goes through the extension again."""
-    before_values = _values(addons={"eksAddonVersions": UNRECORDED_136})
+    before_values = _trn1({**ON, "eksAddonVersions": UNRECORDED_136})
     after_values = copy.deepcopy(before_values)
     after_values[f"{NS}cluster"] = {**after_values[f"{NS}cluster"], "kubernetesVersion": "1.36"}
     before_values[f"{NS}cluster"] = {**before_values[f"{NS}cluster"], "kubernetesVersion": "1.35"}
@@ -114,10 +138,10 @@ def test_restarts_and_node_rolls_keep_the_scheduler_and_a_minor_upgrade_moves_on
 
 
 def test_turning_the_extension_on_replaces_the_replicas_one_at_a_time() -> None:
-    """From a one-device server to two devices: the template changes (schedulerName, devices), so the
-    Deployment rolls its replicas (maxUnavailable 1); nothing is replaced."""
-    before = run_plan(_values(addons={"neuronScheduler": False}, tensorParallel=4), STACK)
-    update = day2.diff(_judged(before), _judged(stack_plan(STACK)))
+    """From one device a replica to four on trn1: the template changes (schedulerName, devices), so
+    the Deployment rolls its replicas (maxUnavailable 1); nothing is replaced."""
+    before = run_plan(_trn1(tensor_parallel=2), STACK)
+    update = day2.diff(_judged(before), _judged(run_plan(_trn1(ON), STACK)))
     assert update.named("qwen-serve").op == "update"
 
 

@@ -63,7 +63,7 @@ REFUSED = [
         "workloads.qwen.tensorParallel",
         "do not fit",
     ),
-    ("trn2-serve", lambda v: _run(v, "qwen").update(replicas=9), "workloads.qwen.replicas", "at most 1"),
+    ("trn2-serve", lambda v: _run(v, "qwen").update(replicas=17), "workloads.qwen.replicas", "at most 1"),
     # A Neuron replica's first start (the compile) beyond Kueue's readiness timeout.
     (
         "trn2-serve",

@@ -35,13 +35,11 @@ def _served(stack: str, trained: str, group: str, **train_keys: Any) -> dict[str
         "runId": "v1",
         "model": {"workload": trained},
         "replicas": 1,
-        "tensorParallel": 8 if group != "trn1" else 32,
+        "tensorParallel": {"trn1": 32, "trn2": 4}.get(group, 8),
         "maxModelLen": 4096,
         "clients": {"podLabels": {"role": "client"}},
     }
     values.setdefault(NS + "queueing", {}).update(podsReadyTimeoutMinutes=120, recoveryTimeoutMinutes=120)
-    if group == "trn2":  # 2 of 16 devices a replica: placed by the Neuron scheduler extension
-        values.setdefault(NS + "addons", {})["neuronScheduler"] = True
     return values
 
 

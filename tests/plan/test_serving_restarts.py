@@ -57,7 +57,7 @@ def test_the_compile_cache_is_on_shared_keyed_and_the_timeouts_are_the_compile()
     env = _env(_server(plan))
     plugin = FACTS["vllm_024_plugin"]
     root = env[plugin["cache_root_env"]]
-    assert root.startswith("/shared/") and "len8192" in root and "tp8" in root, root
+    assert root.startswith("/shared/") and "len8192" in root and "tp4" in root, root
     for timeout in (plugin["compile_wait_timeout_env"], plugin["compile_timeout_env"]):
         assert int(env[timeout]) >= serving.NEURON_COMPILE_SECONDS > plugin["compile_wait_timeout_default_seconds"]
     artifacts = env[FACTS["nxdi_plugin"]["artifacts_env"]]
@@ -82,6 +82,7 @@ def test_a_trn1_server_has_a_working_directory_it_can_write() -> None:
     values = _values()
     values[f"{NS}nodeGroups"][0]["instanceType"] = "trn1.32xlarge"
     values[f"{NS}nodeGroups"][0]["name"] = "trn2"
+    values[f"{NS}workloads"]["qwen"]["tensorParallel"] = 2  # one trn1 device (2 NeuronCores)
     plan = run_plan(values, STACK)
     container = _server(plan)
     work = container.get("workingDir", "")

@@ -70,7 +70,10 @@ def test_a_max_length_beyond_the_models_positions_fails_the_staging_job(tmp_path
 
 def test_heads_tensor_parallel_does_not_split_fail_it_too(tmp_path: Path) -> None:
     """A 20-head model at TP 8 (the issue's trained 20-head model)."""
-    done = _run_staged(_hub_script(run_plan(_values(), STACK)), tmp_path, _config(heads=20, kv=4))
+    values = _values(tensorParallel=8, replicas=1)
+    values[f"{NS}nodeGroups"][0]["instanceType"] = "trn1.32xlarge"  # TP 8: 4 of its devices
+    values.setdefault(f"{NS}addons", {})["neuronScheduler"] = True
+    done = _run_staged(_hub_script(run_plan(values, STACK)), tmp_path, _config(heads=20, kv=4))
     assert done.returncode == 1, done
     assert "workloads.qwen.tensorParallel: 8" in done.stdout and "num_attention_heads" in done.stdout, done
 
