@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import math
+from pathlib import Path
 from typing import Any
 
 import config
@@ -39,7 +40,7 @@ def cloud(update: day2.Update) -> dict[str, str]:
     }
 
 
-def test_a_slower_checkpoint_adds_the_scale_down_action_only() -> None:
+def test_a_slower_checkpoint_adds_the_scale_down_action_only(tmp_path: Path) -> None:
     before = stack_plan(STACK)
     values = slower_storage()
     cfg = config.parse_stack_values(values)
@@ -62,11 +63,18 @@ def test_a_slower_checkpoint_adds_the_scale_down_action_only() -> None:
         0,
         0,
     )
+    # make diff says when the group stops and why, and that nothing running is disrupted.
+    code, out, _ = day2.make_diff(tmp_path, STACK, stack_values(STACK), values)
+    assert code == 0, out
+    assert f"- node group trn2: scaled to 0 at {action['startTime']}, ahead of EKS's own scale-down (40 min" in out
 
 
-def test_the_reverse_edit_deletes_the_action_only() -> None:
+def test_the_reverse_edit_deletes_the_action_only(tmp_path: Path) -> None:
     slow = run_plan(slower_storage(), STACK)
     back = run_plan(copy.deepcopy(stack_values(STACK)), STACK, deployed=slow)
     update = day2.diff(slow, back)
     assert cloud(update) == {ACTION: "delete", "storage-lustre": "update"}, cloud(update)
     assert day2_nodes.rolls(update) == {} and update.blocked == []
+    code, out, _ = day2.make_diff(tmp_path, STACK, slower_storage(), copy.deepcopy(stack_values(STACK)))
+    assert code == 0, out
+    assert "- node group trn2: its own scale-down goes; EKS's own scale-down (40 min before the block ends)" in out

@@ -67,3 +67,4 @@ def test_the_next_ultraserver_block_moves_the_group_to_it(tmp_path: Path) -> Non
     assert "its 4 node(s) roll (launchTemplate.version); on them: titan (training)" in line
     assert "make this edit after the block ends, or deploy desiredSize: 0 and minSize: 0 first" in line
     assert "+ Schedule ng-trn2u-capacity-block-start create" in out
+    assert f"- node group trn2u: raised to 4 node(s) at {NEXT['startsAt']}, the block's start" in out
