@@ -12,13 +12,16 @@ the last block's end took the group to 0) and a scheduled action raises the grou
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import config
 from tests.conftest import plan_exit, run_plan, stack_plan, stack_values
 from tests.plan import day2, day2_nodes
+from tests.unit.preflight_sources import TOKENS, reservation, reservation_answer
 
 STACK = "trn2"
 NS = "llm-training-eks:"
@@ -68,3 +71,34 @@ def test_the_next_ultraserver_block_moves_the_group_to_it(tmp_path: Path) -> Non
     assert "make this edit after the block ends, or deploy desiredSize: 0 and minSize: 0 first" in line
     assert "+ Schedule ng-trn2u-capacity-block-start create" in out
     assert f"- node group trn2u: raised to 4 node(s) at {NEXT['startsAt']}, the block's start" in out
+
+
+def test_preflight_in_up_passes_the_next_block_before_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bought ahead, the next block is `scheduled` with 0 free instances (EC2 API reference,
+    CapacityReservation): preflight holds startsAt and endsAt to its StartDate and EndDate and passes
+    the group, which its start action raises then (with the deployed group at 0, the last block's end)."""
+    values = with_capacity({**stack_values(STACK)[NS + "nodeGroups"][0]["capacity"], **NEXT})
+    cfg = config.parse_stack_values(values)
+    block = reservation(
+        CapacityReservationId=NEXT["reservationId"],
+        InstanceType="trn2u.48xlarge",
+        AvailabilityZone="us-east-2c",
+        ReservationType="capacity-block",
+        State="scheduled",
+        TotalInstanceCount=4,
+        AvailableInstanceCount=0,
+        StartDate=dt.datetime.fromisoformat(NEXT["startsAt"].replace("Z", "+00:00")),
+        EndDate=dt.datetime.fromisoformat(NEXT["endsAt"].replace("Z", "+00:00")),
+    )
+    gate = day2.preflight_in_up(cfg, {TOKENS["reservation"]: reservation_answer(block)}, {}, monkeypatch)
+    assert not gate.refused and gate.errors == [], gate
+    # The same block named with another start: refused, naming the date EC2 reports.
+    other = with_capacity(
+        {**stack_values(STACK)[NS + "nodeGroups"][0]["capacity"], **NEXT, "startsAt": "2027-04-06T11:30:00Z"}
+    )
+    gate = day2.preflight_in_up(
+        config.parse_stack_values(other), {TOKENS["reservation"]: reservation_answer(block)}, {}, monkeypatch
+    )
+    assert gate.refused
+    said = f"FAIL reservation nodeGroups[trn2u] {NEXT['reservationId']}: starts at 2027-04-05 11:30 UTC, config says"
+    assert any(e.startswith(said) and "set capacity.startsAt to its start" in e for e in gate.errors), gate
