@@ -8,7 +8,8 @@ Both offline plans, the steps of the update per component, and their consequence
 The stack's file is one side: with --file it is the "before" (deployed) and EDITED the "after";
 with --base it is the "after" and the same file at GITREF (`git show`) the "before". Both are
 planned offline (tools.plan.run, no AWS, no Pulumi CLI); the update between them is
-tools.offline.plan_diff's, the consequences tools.offline.edit_effects's.
+tools.offline.plan_diff's, the consequences tools.offline.edit_effects's, and each node group whose
+bill changes is priced before and after as the plans price it (estimates.cost: per capacity kind).
 
 Exit 0: nothing running is touched; 3: the edit disrupts running work (nodes under runs roll, a
 run restarts, a server stops serving) or `pulumi up` would stop (a protected resource deleted, an
@@ -131,8 +132,35 @@ def _component(urn: str) -> str:
     return f"{parts[2].rsplit('$', 1)[-1].rsplit(':', 1)[-1]} {parts[-1]}"
 
 
-def report(update: Update, plans: Plans, found: list[Effect]) -> dict[str, Any]:
-    """The diff as data (FORMAT=json)."""
+def _priced(item: Mapping[str, Any] | None) -> str:
+    """A node group's cost item as the plan prices it (estimates.cost: each capacity kind as AWS bills it)."""
+    if item is None:
+        return "none"
+    rate = f"{item['unitPriceHourly']:,.4f}".rstrip("0").rstrip(".")
+    text = f"{item['quantity']:g} x {item['unit']} at ${rate}/h = ${item['hourly']:,.2f}/h"
+    if item.get("prepaidTotal") is not None:
+        text += f", prepaid ${item['prepaidTotal']:,.2f} for {item['prepaidHours']:,.0f} h"
+    return text
+
+
+def cost_lines(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Each node group whose bill the edit changes (count, capacity kind, rate or prepaid block):
+    its priced figures before and after, the plan's own (facts/prices.py)."""
+
+    def groups(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        items = plan.get("cost", {}).get("items", [])
+        return {i["name"].removeprefix("node-group/"): i for i in items if i.get("kind") == "nodes"}
+
+    old, new = groups(before), groups(after)
+    return [
+        f"node group {n}: {_priced(old.get(n))} -> {_priced(new.get(n))}"
+        for n in sorted({*old, *new})
+        if _priced(old.get(n)) != _priced(new.get(n))
+    ]
+
+
+def report(update: Update, plans: Plans, found: list[Effect], cost: Sequence[str] = ()) -> dict[str, Any]:
+    """The diff as data (FORMAT=json); `cost`: the node groups' changed bills (`cost_lines`)."""
     counts: dict[str, int] = defaultdict(int)
     for urn, step in update.touched().items():
         counts[step.op] += 1 if plans.resource(urn)["custom"] else 0
@@ -140,6 +168,7 @@ def report(update: Update, plans: Plans, found: list[Effect]) -> dict[str, Any]:
         "steps": dict(sorted(counts.items())),
         "components": components(update, plans),
         "effects": [e.as_dict() for e in found],
+        "cost": list(cost),
         "disrupts": any(e.disrupts for e in found),
     }
 
@@ -151,6 +180,8 @@ def as_table(data: Mapping[str, Any], stack: str) -> str:
     effects = data["effects"]
     lines += ["", "What it does to running work:" if effects else "What it does to running work: nothing"]
     lines += [f"    {'!' if e['disrupts'] else '-'} {e['line']}" for e in effects]
+    if data.get("cost"):
+        lines += ["", "What it costs (the plan's prices, facts/prices.py):"] + [f"    $ {c}" for c in data["cost"]]
     for comp, steps in data["components"].items():
         lines += ["", comp] + [f"    {s}" for s in steps]
     return "\n".join(lines) + "\n"
@@ -187,7 +218,7 @@ def main(argv: Sequence[str] | None = None, stdout: Any = None, stderr: Any = No
     plans = Plans(before, after, update)
     groups = {g.name: g.desired_size for g in after_cfg.node_groups}
     found = edit_effects.effects(plans, groups, run_facts_before)
-    data = report(update, plans, found)
+    data = report(update, plans, found, cost_lines(before, after))
     stdout.write(json.dumps(data, indent=2) + "\n" if json_out else as_table(data, stack_name(args)))
     return DISRUPTED if data["disrupts"] else 0
 

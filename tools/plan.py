@@ -195,14 +195,18 @@ launch template names the reservation)."""
 
 
 def planned_node_count(
-    name: str | None, itype: str, inputs: Mapping[str, Any], hours: Mapping[str, float]
+    name: str | None, itype: str, inputs: Mapping[str, Any], hours: Mapping[str, float], reserved: bool = False
 ) -> cost.NodeCount:
     """A planned node group as AWS bills it: a Capacity Block at its maxSize (prepaid whatever the
-    desired size), with its length from config (`hours`, config.costs.block_hours)."""
+    desired size), with its length from config (`hours`, config.costs.block_hours); an ODCR (an
+    ON_DEMAND group whose launch template targets a reservation: `reserved`) at its maxSize too, the
+    instances it holds, billed used or not; other groups at their desired size."""
     sizes = inputs.get("scalingConfig") or {}
     kind = PLANNED_CAPACITY.get(str(inputs.get("capacityType")), "on-demand")
     if kind == "capacity-block":
         return cost.NodeCount(name, itype, sizes.get("maxSize", 0), kind, hours.get(name or ""))
+    if kind == "on-demand" and reserved:
+        return cost.NodeCount(name, itype, sizes.get("maxSize", 0), "reservation")
     return cost.NodeCount(name, itype, sizes.get("desiredSize", 0), kind)
 
 
@@ -215,13 +219,17 @@ def bill_from_plan(
     types = [r.get("type") for r in resources]
     clusters = int(any(t in ("eks:index:Cluster", "aws:eks/cluster:Cluster") for t in types))
     groups, file_systems = [], []
+    # Launch templates that target a reservation: an ON_DEMAND group naming one is an ODCR's.
+    specs = {str(r.get("id")): (r.get("inputs") or {}).get("capacityReservationSpecification") or {} for r in resources}
+    reserving = {i for i, spec in specs.items() if spec.get("capacityReservationTarget")}
     for r in resources:
         t, i = r.get("type"), r.get("inputs") or {}
         if t == "aws:eks/nodeGroup:NodeGroup":
             # The group's name is its label: its EKS name gets a unique suffix at create.
             name = (i.get("labels") or {}).get(NODE_GROUP_LABEL)
             itype = (i.get("instanceTypes") or ["?"])[0]
-            groups.append(planned_node_count(name, itype, i, hours))
+            reserved = str((i.get("launchTemplate") or {}).get("id")) in reserving
+            groups.append(planned_node_count(name, itype, i, hours, reserved))
         elif t == "aws:fsx/lustreFileSystem:LustreFileSystem":
             tier = int(i.get("perUnitStorageThroughput") or 125)
             file_systems.append(cost.FileSystemBill(r.get("name"), float(i.get("storageCapacity") or 0), tier))

@@ -136,9 +136,12 @@ def match_problems(cr: Reservation, ng: NodeGroupConfig, az: str) -> list[str]:
     # capacity-reservations-using: instance type, platform, AZ, tenancy). EKS nodes run AL2023
     # (Linux/UNIX) and the launch template sets no tenancy (default).
     if cr.platform and cr.platform != LINUX:
-        out.append(f"is for {cr.platform} instances, EKS nodes are {LINUX}: use a {LINUX} reservation")
+        out.append(
+            f"is for {cr.platform} instances, EKS nodes are {LINUX}: set capacity.reservationId to a {LINUX} one"
+        )
     if cr.tenancy and cr.tenancy != "default":
-        out.append(f"has {cr.tenancy} tenancy, the nodes launch with default tenancy: use a default-tenancy one")
+        to = "set capacity.reservationId to a default-tenancy one"
+        out.append(f"has {cr.tenancy} tenancy, the nodes launch with default tenancy: {to}")
     kind = "capacity-block" if cr.kind == "capacity-block" else "reservation"
     if kind != ng.capacity.type:
         out.append(f"is a {kind}, config says capacity.type {ng.capacity.type}")

@@ -14,6 +14,8 @@ two offline plans, the consequences a person cares about, each one line.
 - `pulumi up` waits on a Job (pulumi-kubernetes awaits a Job's completion unless it is annotated
   `pulumi.com/skipAwait`) and whether Kueue can admit it (its node group has nodes).
 - A protected resource the edit would delete or replace: `pulumi up` stops there.
+- A Capacity Block group's scheduled actions: when the group is raised at a block's start, and a
+  scale-down of its own ahead of EKS's (40 minutes before the end) for its runs' last checkpoint.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from facts import awaits, replacements
+from facts.capacity_blocks import EKS_SCALE_DOWN_MINUTES_BEFORE_END
 from facts.names import NODE_GROUP_LABEL
 from tools.offline.plan_diff import Step, Update, under
 
@@ -40,7 +43,7 @@ class Effect:
     `pulumi up`), and the config key or resource it is about."""
 
     kind: str
-    """roll | restart | serve | wait | protected | unknown"""
+    """roll | restart | serve | wait | schedule | protected | unknown"""
     line: str
     disrupts: bool
     subject: str
@@ -123,6 +126,7 @@ def effects(plans: Plans, groups: Mapping[str, int], runs: Mapping[str, RunFacts
         out.append(Effect("roll", text, bool(on) and nodes > 0, f"nodeGroups.{group}"))
     out += _run_effects(plans, runs, rolled)
     out += _job_waits(plans, groups)
+    out += _block_schedules(plans)
     for urn, step in sorted(plans.update.steps.items()):
         if step.blocked:
             name = urn.rsplit("::", 1)[-1]
@@ -244,4 +248,33 @@ def _job_waits(plans: Plans, groups: Mapping[str, int]) -> list[Effect]:
             out.append(
                 Effect("wait", f"`pulumi up` waits{within} for {name} on node group {group or 'any'}", False, urn)
             )
+    return out
+
+
+SCHEDULE = "aws:autoscaling/schedule:Schedule"
+START, END = "-capacity-block-start", "-capacity-block-end"
+
+
+def _block_schedules(plans: Plans) -> list[Effect]:
+    """What an edit does to a Capacity Block group's scheduled actions (infra/nodegroups.py): the
+    scale-up at the block's start, and the group's own scale-down, which exists only where 30 minutes
+    plus its runs' longest checkpoint write exceed EKS's own action (estimates/capacity_blocks.py)."""
+    out = []
+    for urn, step in sorted(plans.update.steps.items()):
+        r = plans.resource(urn)
+        name = str(r["name"])
+        if r["type"] != SCHEDULE or step.op == "same" or not name.endswith((START, END)):
+            continue
+        group = name.removeprefix("ng-").removesuffix(START).removesuffix(END)
+        i, eks = r["inputs"], f"EKS's own scale-down ({EKS_SCALE_DOWN_MINUTES_BEFORE_END} min before the block ends)"
+        if name.endswith(START):
+            line = (f"node group {group}: no scale-up at a block's start any more" if step.op == "delete"
+                    else f"node group {group}: raised to {i.get('desiredCapacity')} node(s) at {i.get('startTime')},"
+                    " the block's start")  # fmt: skip
+        elif step.op == "delete":
+            line = f"node group {group}: its own scale-down goes; {eks} drains it"
+        else:
+            line = (f"node group {group}: scaled to 0 at {i.get('startTime')}, ahead of {eks}: time for its"
+                    " runs' last checkpoint to land")  # fmt: skip
+        out.append(Effect("schedule", line, False, urn))
     return out
