@@ -27,7 +27,7 @@ from workloads.manifests.security import NON_ROOT_UID
 
 STACK = "trn2-serve"
 NS = "llm-training-eks:"
-EDITS = {"maxModelLen": 4096, "maxNumSeqs": 16, "tensorParallel": 4}
+EDITS = {"maxModelLen": 4096, "maxNumSeqs": 16, "tensorParallel": 2}
 
 
 def dirs_script(plan: dict[str, Any]) -> str:
