@@ -23,6 +23,7 @@ PERSISTENT_ONLY = {
     "backup_retention_days": "backupRetentionDays",
     "daily_backup_start_time": "dailyBackupStartTime",
     "sync_deletes": "syncDeletes",
+    "export_retention_days": "exportRetentionDays",
 }
 
 # FSx for Lustre PERSISTENT_2 throughput tiers, MB/s per TiB of storage (FSx API reference,
@@ -33,6 +34,12 @@ LUSTRE_THROUGHPUT_TIERS = (125, 250, 500, 1000)
 _LIFECYCLE = "s3:PutBucketLifecycleConfiguration:LifecycleConfiguration.Rules.[]."
 NONCURRENT_DAYS = _LIFECYCLE + "NoncurrentVersionExpiration.NoncurrentDays"
 NEWER_NONCURRENT_VERSIONS = _LIFECYCLE + "NoncurrentVersionExpiration.NewerNoncurrentVersions"
+EXPIRATION_DAYS = _LIFECYCLE + "Expiration.Days"
+EXPORT_RETENTION_DAYS = 30
+"""Default days an exported run output stays current in S3. Bounded by default (the house rule):
+the S3 copy is a second copy of what /shared keeps (itself backed up daily), so a month covers
+fetching a run's results and checkpoints from S3 while every run ever made does not pile up
+there; the expired copy then stays recoverable for `bucketLifecycle.noncurrentVersionDays`."""
 
 
 class BucketLifecycleConfig(Model):
@@ -90,6 +97,29 @@ class StorageConfig(Model):
         description="Also import and export DELETED: deleting a file on /shared then deletes it in S3 too.",
     )
 
+    export_retention_days: int | None = Field(
+        EXPORT_RETENTION_DAYS,
+        description="Days after its last export that a run's output (`/shared/runs/`: checkpoints, logs, exports)"
+        " expires from S3; the /shared copy stays (teams' runs are not expired). null: kept in S3 until deleted (the"
+        " default with syncDeletes).",
+    )
+
+    @field_validator("export_retention_days")
+    @classmethod
+    def _export_days(cls, v: int | None) -> int | None:
+        return v if v is None else check(v, EXPIRATION_DAYS)
+
+    @property
+    def exports_expire_after(self) -> int | None:
+        """Days after which S3 expires a run's exported outputs, or None: never (no export on
+        scratch storage; with syncDeletes, a delete on /shared already reaches S3, and S3 is then
+        as bounded as the file system)."""
+        if not self.persistent:
+            return None
+        if self.sync_deletes and "export_retention_days" not in self.model_fields_set:
+            return None
+        return self.export_retention_days
+
     @field_validator("storage_capacity_gib")
     @classmethod
     def _capacity(cls, v: int) -> int:
@@ -146,11 +176,28 @@ class StorageConfig(Model):
         return FileSystem(self.storage_capacity_gib, self.persistent, self.throughput_per_tib)
 
     @model_validator(mode="after")
+    def _expiry_deletes(self) -> StorageConfig:
+        # With DELETED in the auto-import policy, FSx deletes a file on the file system when its
+        # object is deleted in S3 (FSx API reference, AutoImportPolicy): an expiry would then
+        # delete the run's only copy on /shared.
+        explicit = "export_retention_days" in self.model_fields_set
+        if self.sync_deletes and self.export_retention_days is not None and self.persistent and explicit:
+            raise KeyProblem(
+                "exportRetentionDays",
+                f"{self.export_retention_days} days with syncDeletes true: an expiry in S3 would delete the"
+                " file on /shared too (auto-import of DELETED)",
+                "conflict",
+                allowed="null with syncDeletes",
+                hint="leave exportRetentionDays out (or null), or set syncDeletes false",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _scratch(self) -> StorageConfig:
         if self.persistent:
             return self
         for name, key in PERSISTENT_ONLY.items():
-            if name in self.model_fields_set and getattr(self, name) is not False:
+            if name in self.model_fields_set and getattr(self, name) not in (False, None):
                 raise KeyProblem(
                     key,
                     f"is not applied to a {self.deployment_type} file system (no provisioned throughput, no backups,"

@@ -25,6 +25,12 @@ TEAMS_SUB_PATH = "teams"
 """A team sees `/shared` as `teams/<name>/` of the file system (a subPath of its own claim)."""
 
 
+RUNS_DIR = "runs"
+"""The top-level directory of `/shared` (and so an S3 prefix: `runs/`, or a team's
+`teams/<team>/runs/`) holding every run's checkpoints and exports: `runs/<workload>/<runId>/`
+(workloads.manifests.objects.run_dir)."""
+
+
 def team_namespace(team: str) -> str:
     """The namespace of a team's runs (teams.<name>: 1-40 lowercase letters, digits, hyphens)."""
     return f"{TEAM_NAMESPACE_PREFIX}{team}"

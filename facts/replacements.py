@@ -67,6 +67,8 @@ AWS_FORCE_NEW = {
         "outpostArn",
         "vpcId",
     ],
+    # Its rules are one PutBucketLifecycleConfiguration: a new retention is an update in place.
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": ["bucket", "expectedBucketOwner"],
     "aws:fsx/lustreFileSystem:LustreFileSystem": [
         "backupId",
         "copyTagsToBackups",

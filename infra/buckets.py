@@ -11,6 +11,8 @@ removed. Each setting is its own resource in pulumi-aws 7 (the inline arguments 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_aws as aws
 
@@ -18,6 +20,19 @@ from config.storage import BucketLifecycleConfig
 from infra.iam import deny_insecure_transport
 
 LIFECYCLE_RULE_ID = "bounded-versions"
+EXPIRY_RULE_ID = "expire-run-outputs"
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """Objects under `prefix` expire `days` after they were last written. On a versioned bucket an
+    expiry adds a delete marker; the bounded-versions rule then removes the old version after
+    `noncurrentVersionDays`, and the marker once it is alone (S3 user guide, lifecycle
+    expiration on versioning-enabled buckets)."""
+
+    rule_id: str
+    prefix: str
+    days: int
 
 
 def harden(
@@ -26,6 +41,7 @@ def harden(
     opts: pulumi.ResourceOptions,
     lifecycle: BucketLifecycleConfig,
     kms_key_arn: pulumi.Input[str] | None = None,
+    expiries: tuple[Expiry, ...] = (),
 ) -> None:
     """Declare the bucket's versioning, encryption, public-access block, ownership, TLS policy and
     lifecycle rule."""
@@ -68,19 +84,24 @@ def harden(
         opts=opts,
     )
     aws.s3.BucketPolicy(f"{prefix}-tls", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=opts)
-    lifecycle_rules(
-        prefix, bucket, lifecycle, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[versioning]))
-    )
+    after_versioning = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[versioning]))
+    lifecycle_rules(prefix, bucket, lifecycle, after_versioning, expiries)
 
 
 def lifecycle_rules(
-    prefix: str, bucket: aws.s3.Bucket, lifecycle: BucketLifecycleConfig, opts: pulumi.ResourceOptions
+    prefix: str,
+    bucket: aws.s3.Bucket,
+    lifecycle: BucketLifecycleConfig,
+    opts: pulumi.ResourceOptions,
+    expiries: tuple[Expiry, ...] = (),
 ) -> aws.s3.BucketLifecycleConfiguration:
     """One rule over the whole bucket (an empty prefix filter): noncurrent versions expire after
     `noncurrentVersionDays` (keeping `newerNoncurrentVersions` newest, if set), unfinished multipart
     uploads are aborted, and a delete marker whose versions have all expired is removed (S3 takes
     ExpiredObjectDeleteMarker only without Days or Date in the same Expiration: botocore's s3 model).
-    Declared after versioning, as the provider's documentation does for a versioned bucket."""
+    Then one rule per `expiries` (their own rules: an Expiration with Days cannot also carry
+    ExpiredObjectDeleteMarker). Declared after versioning, as the provider's documentation does
+    for a versioned bucket."""
     rule = aws.s3.BucketLifecycleConfigurationRuleArgs
     return aws.s3.BucketLifecycleConfiguration(
         prefix,
@@ -98,7 +119,16 @@ def lifecycle_rules(
                     days_after_initiation=lifecycle.abort_incomplete_upload_days
                 ),
                 expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True),
-            )
+            ),
+            *(
+                rule(
+                    id=e.rule_id,
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=e.prefix),
+                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=e.days),
+                )
+                for e in expiries
+            ),
         ],
         opts=opts,
     )

@@ -17,8 +17,15 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from config.storage import StorageConfig
-from facts.names import DEFAULT_QUEUE, SCRATCH_EXCEPTION_TAG, SHARED_VOLUME, VOLUME_LABEL, component_type
-from infra.buckets import harden
+from facts.names import (
+    DEFAULT_QUEUE,
+    RUNS_DIR,
+    SCRATCH_EXCEPTION_TAG,
+    SHARED_VOLUME,
+    VOLUME_LABEL,
+    component_type,
+)
+from infra.buckets import EXPIRY_RULE_ID, Expiry, harden
 from infra.context import StackContext
 from infra.iam import account_and_partition, data_key_policy, kms_key
 from infra.network import Network
@@ -28,6 +35,16 @@ from infra.protection import empties_on_delete, policy_exception, stateful
 # "File system access control with Amazon VPC").
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
+
+
+def run_output_expiries(days: int | None) -> tuple[Expiry, ...]:
+    """The lifecycle rule that expires exported run outputs: the file system links to the bucket
+    at its root, so the run directories `runs/<workload>/<runId>/` of the whole file system (a
+    stack without teams, and the default tenant's runs) are the key prefix `runs/`. One rule,
+    never one per run or workload, so a next run or a removed workload needs no new rule. A
+    team's runs (`teams/<team>/runs/`) are not covered: the aws layer, which declares the
+    bucket, does not read `teams`, and an all-in-one stack must declare what its layers do."""
+    return () if days is None else (Expiry(EXPIRY_RULE_ID, f"{RUNS_DIR}/", days),)
 
 
 def data_repository_events(sync_deletes: bool) -> list[str]:
@@ -56,6 +73,7 @@ class SharedStorage(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(component_type("infra", "SharedStorage"), name, None, opts)
+        self._expiries = run_output_expiries(storage.exports_expire_after)
         self._name = name
         self._ctx = ctx
         self._tags = ctx.owned_tags
@@ -114,7 +132,8 @@ class SharedStorage(pulumi.ComponentResource):
         """Versioned with bounded old versions, SSE-KMS, private, owner-enforced, TLS only; protected
         like the file system."""
         name, child, bucket = self._name, pulumi.ResourceOptions(parent=self), self.bucket
-        harden(f"{name}-data", bucket, child, self._ctx.bucket_lifecycle, kms_key_arn=self.key.arn)
+        lifecycle = self._ctx.bucket_lifecycle
+        harden(f"{name}-data", bucket, child, lifecycle, kms_key_arn=self.key.arn, expiries=self._expiries)
 
     def _file_system(
         self, s: StorageConfig, network: Network, rules: list[pulumi.Resource]

@@ -133,6 +133,7 @@ SHAPES: dict[str, dict[str, str]] = {
         "LifecycleConfiguration.Rules.[].NoncurrentVersionExpiration.NoncurrentDays",
         "rules[].noncurrentVersionExpiration.newerNoncurrentVersions": "s3:PutBucketLifecycleConfiguration:"
         "LifecycleConfiguration.Rules.[].NoncurrentVersionExpiration.NewerNoncurrentVersions",
+        "rules[].expiration.days": "s3:PutBucketLifecycleConfiguration:LifecycleConfiguration.Rules.[].Expiration.Days",
     },
     "aws:kms/key:Key": {
         "deletionWindowInDays": "kms:ScheduleKeyDeletion:PendingWindowInDays",

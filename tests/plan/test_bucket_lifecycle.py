@@ -32,7 +32,8 @@ def test_every_bucket_expires_old_versions_and_unfinished_uploads(stack: str):
         (config_,) = [c for c in resources(plan, LIFECYCLE) if c["name"] == bucket["name"]]
         # Declared after versioning (S3 applies noncurrent rules to a versioned bucket).
         assert versioning[bucket["name"]] in config_["dependencies"]
-        (rule,) = config_["inputs"]["rules"]
+        # The first rule; the data bucket's run-output expiries follow (tests/plan/test_export_retention.py).
+        rule = config_["inputs"]["rules"][0]
         assert rule["id"] == LIFECYCLE_RULE_ID and rule["status"] == "Enabled"
         assert rule["filter"] == {"prefix": ""}, "the whole bucket"
         assert rule["noncurrentVersionExpiration"]["noncurrentDays"] == 14
@@ -68,7 +69,7 @@ def test_the_stack_sets_the_rule():
         }
     )
     for c in resources(plan, LIFECYCLE):
-        (rule,) = c["inputs"]["rules"]
+        rule = c["inputs"]["rules"][0]
         assert rule["noncurrentVersionExpiration"] == {"noncurrentDays": 3, "newerNoncurrentVersions": 2}
         assert rule["abortIncompleteMultipartUpload"] == {"daysAfterInitiation": 1}
 

@@ -44,7 +44,7 @@ def test_a_longer_run_resumes_with_the_schedule_of_its_new_length() -> None:
     assert "scheduler.lr_decay_iters=1000" in _script(old) and "scheduler.lr_decay_iters=2000" in _script(new)
     assert "scheduler.lr_warmup_iters=200" in _script(new)
     # the same checkpoint directory: the restart resumes where the run was, with the new schedule
-    assert "checkpoint.load=/shared/qwen3-sft/run-001/checkpoints" in _script(new).replace("\\\n", "")
+    assert "checkpoint.load=/shared/runs/qwen3-sft/run-001/checkpoints" in _script(new).replace("\\\n", "")
     assert "override_opt_param_scheduler" not in _script(new)  # the recipe's True stands
     (component,) = [r for r in after["resources"] if r["type"] == WORKLOAD and r["name"] == "qwen3-sft"]
     assert component["inputs"]["schedule"]["decayEnd"] == 2000

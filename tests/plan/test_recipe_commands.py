@@ -55,8 +55,8 @@ def test_bert_precompile_is_the_tutorials_short_run_outside_the_checkpoints() ->
     (train,) = [s.obj for s in built_with("bert-neuron", {}) if s.obj["kind"] == "MPIJob"]
     precompile, training = arguments.bert_runs(_launcher(train))
     assert "--steps_this_run=10" in precompile
-    assert "--output_dir=/shared/w/r1/precompile" in precompile
-    assert "--output_dir=/shared/w/r1/checkpoints" in training
+    assert "--output_dir=/shared/runs/w/r1/precompile" in precompile
+    assert "--output_dir=/shared/runs/w/r1/checkpoints" in training
     assert "neuron_parallel_compile torchrun" in _launcher(train)
 
 
@@ -72,6 +72,8 @@ def test_llama2_precompile_is_upstreams_compile_only_run() -> None:
     assert args["exp_manager.create_tensorboard_logger"] == facts["CREATE_TB_LOGGER"]
     assert args["exp_manager.create_checkpoint_callback"] == facts["CHECKPOINT_CALLBACK"]
     assert args["trainer.max_steps"] == str(facts["TRAIN_ITERS"])
-    assert args["exp_manager.explicit_log_dir"] == "/shared/llama2/run-001/precompile"
-    assert dict(o.split("=", 1) for o in train.overrides)["exp_manager.explicit_log_dir"] == "/shared/llama2/run-001"
+    assert args["exp_manager.explicit_log_dir"] == "/shared/runs/llama2/run-001/precompile"
+    assert (
+        dict(o.split("=", 1) for o in train.overrides)["exp_manager.explicit_log_dir"] == "/shared/runs/llama2/run-001"
+    )
     assert "neuron_parallel_compile" not in train.prefix

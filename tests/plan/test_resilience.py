@@ -165,7 +165,7 @@ def test_retries_are_bounded_by_config(stack: str) -> None:
 def test_nemo_recipes_resume_from_the_latest_checkpoint(stack: str, workload: str) -> None:
     job = jobs(stack)[f"{workload}-run-001-train"]
     script = launcher_script(job)
-    run_dir = f"/shared/{workload}/run-001"
+    run_dir = f"/shared/runs/{workload}/run-001"
     for arg in (
         "exp_manager.resume_if_exists=True",
         "exp_manager.resume_ignore_no_checkpoint=True",
@@ -189,14 +189,14 @@ def test_bert_resumes_from_its_newest_checkpoint(stack: str, workload: str) -> N
     """The BERT script resumes only with --resume_ckpt, and refuses it when
     its output directory has no ckpt_<step>.pt (tests/upstream/dp-bert-hf-pretrain-v2.27.0.yaml)."""
     job = jobs(stack)[f"{workload}-run-001-train"]
-    ckpt = f"/shared/{workload}/run-001/checkpoints"
+    ckpt = f"/shared/runs/{workload}/run-001/checkpoints"
     assert worker_env(job)["CHECKPOINT_DIR"] == ckpt
     script = launcher_script(job)
     assert f'if compgen -G "{ckpt}/ckpt_*.pt" >/dev/null; then r=--resume_ckpt; fi;' in script
     train = script[script.index('echo "== training"') : script.index('echo "== done"')]
     assert f"--output_dir={ckpt}" in train and train.rstrip().endswith(" $r'")
     # Only a finished run marks itself (a serving run's conversion waits for the mark).
-    assert script.rstrip().endswith(f"touch /shared/{workload}/run-001/.trained")
+    assert script.rstrip().endswith(f"touch /shared/runs/{workload}/run-001/.trained")
 
 
 def test_workers_are_guaranteed_qos_so_they_are_evicted_last(example_stack: str) -> None:

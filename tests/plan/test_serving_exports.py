@@ -60,7 +60,7 @@ def test_the_conversion_copies_the_runs_own_export_into_a_folder_vllm_loads(
     shared = "/shared"
     root = tmp_path / "shared"
     local = script.replace(shared, str(root)).replace("sleep 60", "true")
-    run_dir = root / trained / "run-001"
+    run_dir = root / "runs" / trained / "run-001"  # objects.run_dir: /shared/runs/<workload>/<runId>
     trained_marker = next(w for w in local.split() if w.endswith("/.trained"))
     Path(trained_marker).parent.mkdir(parents=True, exist_ok=True)
     Path(trained_marker).touch()

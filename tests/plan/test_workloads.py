@@ -188,7 +188,7 @@ def test_llama2_stack_reproduces_the_seed_run() -> None:
         "model.optim.lr=0.0003",
         "model.optim.sched.min_lr=3e-05",
         "model.sequence_parallel=True",
-        "exp_manager.explicit_log_dir=/shared/llama2/run-001",
+        "exp_manager.explicit_log_dir=/shared/runs/llama2/run-001",
         "--config-name=megatron_llama_config",
     ):
         assert arg in script

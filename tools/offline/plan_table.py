@@ -159,9 +159,29 @@ def _storage_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:
             f" import {','.join(s3.get('autoImportPolicy', {}).get('events', []))},"
             f" export {','.join(s3.get('autoExportPolicy', {}).get('events', []))}"
         )
+    if view.of_type(kids, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"):
+        facts.append(_export_retention(view, kids))
     rules = view.of_type(kids, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     facts.append(f"security-group rules: {len(rules)} ingress (TCP 988, 1018-1023)")
     return facts
+
+
+def _export_retention(view: PlanView, kids: list[dict[str, Any]]) -> str:
+    """What the data bucket's lifecycle expires of the exported run outputs (infra.buckets)."""
+    expiring = [
+        (r.get("filter", {}).get("prefix", ""), r["expiration"]["days"])
+        for lc in view.of_type(kids, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+        for r in lc["inputs"].get("rules", [])
+        if r.get("expiration", {}).get("days")
+    ]
+    if not expiring:
+        return "run outputs in S3: kept until deleted (storage.exportRetentionDays: none)"
+    days = sorted({d for _, d in expiring})
+    prefixes = ", ".join(p for p, _ in expiring)
+    return (
+        f"run outputs in S3 ({prefixes}) expire {'/'.join(map(str, days))} days after export;"
+        " the /shared copy stays (storage.exportRetentionDays)"
+    )
 
 
 def _registry_facts(view: PlanView, comp: dict[str, Any]) -> list[str]:

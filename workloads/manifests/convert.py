@@ -24,8 +24,10 @@ from workloads.manifests.objects import (
     Source,
     Step,
     data_dir,
+    former_run_dir,
     job,
     labels,
+    run_dir,
     short_hash,
     trained_marker,
 )
@@ -179,7 +181,12 @@ def conversion(workload_name: str, ctx: Context, convert: Converter, after: tupl
     )
     group, awaited = placement(ctx, source, wait)
     on_source = dataclasses.replace(ctx, node_group=group, image=source.image)
-    name = f"{workload_name}-convert-{short_hash(source.workload, source.run_id, convert(source, out, ctx))}"
+    # Named by what it converts, read in the layout from before runs/ (objects.former_run_dir):
+    # the move changed where the source lies, not what is converted, so a stack from before
+    # keeps this Job's name and URN (its script is new: the Job is replaced, finds `.done`, exits).
+    moved = (run_dir(ctx, source.workload, source.run_id), former_run_dir(ctx, source.workload, source.run_id))
+    named_by = convert(source, out, ctx).replace(*moved)
+    name = f"{workload_name}-convert-{short_hash(source.workload, source.run_id, named_by)}"
     resources = None
     if wait.follow:
         limits = {"cpu": str(DATA_JOB_CPUS), "memory": f"{group.instance.allocatable_memory_gib // 2}Gi"}

@@ -27,7 +27,7 @@ from workloads.manifests.mpijob import (
     secret_env_name,
 )
 from workloads.manifests.network import job_peers
-from workloads.manifests.objects import SECRET_ENV, Context, Step, labels, secret, trained_marker
+from workloads.manifests.objects import SECRET_ENV, Context, Step, adopt_run_dir, labels, secret, trained_marker
 
 NCCOM_TEST = "/opt/aws/neuron/bin/nccom-test"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
@@ -241,10 +241,14 @@ def training(
     gate = health_gate(run, ctx, {**base_env(workload_name, run, ctx, name), **extra, **run.env})
     # The finished run marks itself, so a conversion for serving knows its checkpoints are final.
     done = f'echo "== done"\ntouch {trained_marker(ctx, workload_name, run.run_id)}\n'
+    # A run started before run outputs moved under runs/ resumes from its moved checkpoints: the
+    # launcher is the first of a run's steps to write its directory (the Jobs before it write
+    # only the workload's data), so it moves the old one before anything else.
+    adopt = adopt_run_dir(ctx, workload_name, run.run_id)
     spec = MPIJobSpec(
         name,
         "train",
-        gate + phases + done,
+        adopt + gate + phases + done,
         awaited=False,
         env=extra,
         processes_per_node=processes_per_node,

@@ -1,11 +1,13 @@
 """The small Kubernetes objects every recipe shares, and the shape of a step.
 
-Every run's checkpoints and logs go to `/shared/<workload>/<runId>/`; data shared by all
-runs of a workload (tokenizer, dataset, tokenized corpus, Neuron compile cache) goes to
-`/shared/<workload>/data/` and `/shared/<workload>/neuron-cache/`. A team's pods see its own
-directory of the file system (`teams/<team>/`) as `/shared`. Who may write where: root (the
-MPI launcher and workers) owns `/shared/<workload>/`; the non-root data steps own its `data/`
-(handed to them by the `<workload>-dirs` step); everything is readable by all the run's pods.
+Every run's checkpoints and logs go to `/shared/runs/<workload>/<runId>/` (RUNS_DIR: the S3
+prefix `storage.exportRetentionDays` expires, for runs of no team); data shared by all runs of a
+workload (tokenizer, dataset, tokenized corpus, Neuron compile cache) goes to
+`/shared/<workload>/data/` and `/shared/<workload>/neuron-cache/`, and never expires. A team's
+pods see its own directory of the file system (`teams/<team>/`) as `/shared`. Who may write
+where: root (the MPI launcher and workers) owns `/shared/<workload>/` and the runs' directories;
+the non-root data steps own its `data/` (handed to them by the `<workload>-dirs` step);
+everything is readable by all the run's pods.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from config.workloads import RunConfig, TrainingRun
 from facts.awaits import TIMEOUT
 from facts.images import PULL_SECONDS, Runtime
-from facts.names import EGRESS_INTERNET, EGRESS_LABEL, PRIORITY_LABEL, QUEUE_LABEL, RUN_ID_LABEL, app_labels
+from facts.names import EGRESS_INTERNET, EGRESS_LABEL, PRIORITY_LABEL, QUEUE_LABEL, RUN_ID_LABEL, RUNS_DIR, app_labels
 from facts.nodegroups import NodeGroup
 from infra.platform import InternalLoadBalancing
 from workloads.manifests.security import (
@@ -178,8 +180,30 @@ def short_hash(*parts: Any) -> str:
 
 
 def run_dir(ctx: Context, workload_name: str, run_id: str) -> str:
-    """Checkpoints and logs of one run."""
+    """Checkpoints and logs of one run: `/shared/runs/<workload>/<runId>`. Under one top-level
+    directory so their S3 copies share the prefix the export retention names (infra.buckets)."""
+    return f"{ctx.shared_mount}/{RUNS_DIR}/{workload_name}/{run_id}"
+
+
+def former_run_dir(ctx: Context, workload_name: str, run_id: str) -> str:
+    """Where a run's directory was before run outputs moved under RUNS_DIR."""
     return f"{ctx.shared_mount}/{workload_name}/{run_id}"
+
+
+def adopt_run_dir(ctx: Context, workload_name: str, run_id: str) -> str:
+    """Shell lines moving a run's directory from its former place into `run_dir` (a rename on
+    the same file system: atomic, nothing copied) and leaving a relative symlink behind, so
+    anything holding the old path still reaches it, and a resumed run finds its checkpoints. Run
+    by the run's launcher before anything else: the first of the run's steps to write there (the
+    Jobs before it write only the workload's data), replaced with the MPIJob when a stack from
+    before takes this layout. Does nothing once moved, when there is nothing to move, or when
+    the new place already exists (the old one then stays where it is)."""
+    old, new = former_run_dir(ctx, workload_name, run_id), run_dir(ctx, workload_name, run_id)
+    parent, link = new.rpartition("/")[0], f"../{RUNS_DIR}/{workload_name}/{run_id}"
+    return (
+        f"if [ -d {old} ] && [ ! -L {old} ] && [ ! -e {new} ]; then mkdir -p {parent}"
+        f' && mv {old} {new} && ln -s {link} {old} && echo "moved {old} to {new}"; fi\n'
+    )
 
 
 TRAINED = ".trained"
