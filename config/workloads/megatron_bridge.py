@@ -123,7 +123,7 @@ class BridgeTraining(Model):
 
 
 class BridgeCheckpoints(Model):
-    """Megatron Bridge's torch_dist checkpoints under `/shared/<workload>/<runId>/checkpoints`."""
+    """Megatron Bridge's torch_dist checkpoints under `/shared/runs/<workload>/<runId>/checkpoints`."""
 
     save_interval: int | None = Field(
         None,

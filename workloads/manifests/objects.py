@@ -216,7 +216,7 @@ def trained_marker(ctx: Context, workload_name: str, run_id: str) -> str:
 
 
 def checkpoint_dir(ctx: Context, workload_name: str, run_id: str) -> str:
-    """Where a run saves its checkpoints and resumes from: `/shared/<workload>/<runId>/checkpoints`."""
+    """Where a run saves its checkpoints and resumes from: `/shared/runs/<workload>/<runId>/checkpoints`."""
     return f"{run_dir(ctx, workload_name, run_id)}/checkpoints"
 
 
