@@ -126,7 +126,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     on_aws = pulumi.ResourceOptions(providers=[aws_provider(ctx)])
     network = Network("network", cfg.network, ctx, cfg.availability_zones, opts=on_aws, addresses=addresses_needed(cfg))
     # Takes nothing from the cluster, so FSx and EKS are created in parallel.
-    storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, opts=on_aws)
+    storage = SharedStorage("storage", cfg.storage, ctx, network, cfg.file_system_az, on_aws, cfg.expiring_teams)
     logs = ContainerInsightsLogs("container-insights", cfg.addons.observability, ctx, cfg.scrapes_serving, opts=on_aws)
     # The add-ons' log groups outlive every writer in a destroy: the cluster depends on them.
     after_logs = pulumi.ResourceOptions.merge(on_aws, pulumi.ResourceOptions(depends_on=logs.log_groups))
@@ -166,6 +166,7 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
         role_arns=dict(addons.role_arns),
         kubernetes_version=cfg.cluster.kubernetes_version,
         serving_metrics=cfg.scrapes_serving,
+        **run_output_expiry(cfg),
         **load_balancer_inputs(cfg.network, network.vpc_id, ctx.cluster_name, cfg.availability_zones, cfg.addons),
         provider=cluster.provider,
         nodes_ready=[cluster.system_node_group],
@@ -177,6 +178,11 @@ def build_aws(cfg: StackConfig, *, kubernetes: bool = True) -> AwsLayer:
     built = {r: registry.urls[r] for r in built_repositories(cfg)}
     images = ImageBuilds("images", built, ctx, opts=on_aws, rebuilds=rebuilds)
     return AwsLayer(network, cluster, node_groups, storage, registry, images, addons, runner, inputs)
+
+
+def run_output_expiry(cfg: StackConfig) -> dict[str, Any]:
+    """What the aws layer tells the cluster layer of its run-output expiry (infra.layers)."""
+    return {"expires_after": cfg.storage.exports_expire_after, "expiring_teams": cfg.expiring_teams}
 
 
 def _eks_addons(
@@ -350,6 +356,8 @@ def cluster_stack(cfg: StackConfig) -> Outputs:
     problems = checks.team_problems(cfg.teams, inputs.run_groups)
     accelerated = sum(1 for g in inputs.run_groups.values() if g.accelerated)
     problems += checks.flavors_fit(cfg.teams, accelerated, where="teams", default_queue=cfg.queueing.default_queue)
+    aws = f"the aws stack {cfg.lower_stack}"
+    problems += checks.run_outputs_expire(cfg.teams, inputs.expires_after, inputs.expiring_teams, aws)
     if inputs.region != cfg.region:
         problems.insert(
             0,

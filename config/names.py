@@ -16,6 +16,7 @@ from config.network import vpc_azs as network_azs
 from config.problems import problem
 from config.secrets import plain_secret
 from config.stackfile import SECRET
+from config.storage import TEAM_NAME_RULE
 from config.workloads import WorkloadConfig
 from facts import kubernetes
 from facts.names import DEFAULT_QUEUE, training_job_name
@@ -184,5 +185,5 @@ def team_name(name: str) -> list[str]:
         ]
     if len(name) <= 40 and matches(DNS_LABEL_RE, name):
         return []
-    rule = "1-40 lowercase letters, digits and hyphens"
+    rule = TEAM_NAME_RULE
     return [problem(f"teams.{name}", "invalid", f"the team name must be {rule}", value=repr(name), allowed=rule)]

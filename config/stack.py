@@ -120,6 +120,16 @@ class StackConfig(Model):
         return v
 
     @property
+    def expiring_teams(self) -> list[str]:
+        """The teams whose run outputs the data bucket expires: `storage.exportRetentionTeams`, by
+        default the stack's own teams in an all-in-one stack (which declares both the bucket and
+        the teams) and none in an aws-layer stack (which does not read `teams`)."""
+        listed = self.storage.export_retention_teams
+        if listed is not None:
+            return listed
+        return sorted(self.teams) if self.layer == "all" else []
+
+    @property
     def lower_stack_name(self) -> str:
         """The referenced stack's own name (the last part of `lowerStack`)."""
         return self.lower_stack.rpartition("/")[2]

@@ -8,8 +8,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.aws import check
-from config.base import AZ_RE, KeyProblem, Model, Refusal, matches
+from config.base import AZ_RE, DNS_LABEL_RE, KeyProblem, Model, Refusal, matches
 from estimates.checkpoints import FileSystem
+from facts.names import DEFAULT_QUEUE
 
 _HH_MM_RE = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]", re.ASCII)
 _FSX = "fsx:CreateFileSystem:"
@@ -24,6 +25,7 @@ PERSISTENT_ONLY = {
     "daily_backup_start_time": "dailyBackupStartTime",
     "sync_deletes": "syncDeletes",
     "export_retention_days": "exportRetentionDays",
+    "export_retention_teams": "exportRetentionTeams",
 }
 
 # FSx for Lustre PERSISTENT_2 throughput tiers, MB/s per TiB of storage (FSx API reference,
@@ -40,6 +42,12 @@ EXPORT_RETENTION_DAYS = 30
 the S3 copy is a second copy of what /shared keeps (itself backed up daily), so a month covers
 fetching a run's results and checkpoints from S3 while every run ever made does not pile up
 there; the expired copy then stays recoverable for `bucketLifecycle.noncurrentVersionDays`."""
+MAX_LIFECYCLE_RULES = 1000
+"""Rules one S3 lifecycle configuration may hold, not adjustable (botocore s3 model,
+PutBucketLifecycleConfiguration: "up to 1,000 rules"; tests/upstream/botocore-s3-lifecycle.yaml)."""
+SHARED_RULES = 2
+"""The data bucket's rules that name no team: bounded-versions and expire-run-outputs (infra.buckets)."""
+TEAM_NAME_RULE = "1-40 lowercase letters, digits and hyphens"
 
 
 class BucketLifecycleConfig(Model):
@@ -100,14 +108,42 @@ class StorageConfig(Model):
     export_retention_days: int | None = Field(
         EXPORT_RETENTION_DAYS,
         description="Days after its last export that a run's output (`/shared/runs/`: checkpoints, logs, exports)"
-        " expires from S3; the /shared copy stays (teams' runs are not expired). null: kept in S3 until deleted (the"
-        " default with syncDeletes).",
+        " expires from S3; the /shared copy stays (teams' runs: exportRetentionTeams). null: kept in S3 until"
+        " deleted (the default with syncDeletes).",
+    )
+    export_retention_teams: list[str] | None = Field(
+        None,
+        description="Teams whose run outputs (`teams/<team>/runs/` in S3) also expire after exportRetentionDays, one"
+        " lifecycle rule each (at most 998: S3 holds 1,000 rules). A layered aws stack lists every team of its"
+        " cluster stack, which refuses a team missing here.",
+        json_schema_extra={"x-default": "the stack's `teams` in an all-in-one stack; none in an aws-layer stack"},
     )
 
     @field_validator("export_retention_days")
     @classmethod
     def _export_days(cls, v: int | None) -> int | None:
         return v if v is None else check(v, EXPIRATION_DAYS)
+
+    @field_validator("export_retention_teams")
+    @classmethod
+    def _export_teams(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        for name in v:
+            if name == DEFAULT_QUEUE or len(name) > 40 or not matches(DNS_LABEL_RE, name):
+                said = f"{name!r} is not a team name ({TEAM_NAME_RULE}, not {DEFAULT_QUEUE!r})"
+                raise Refusal(said, allowed=TEAM_NAME_RULE)
+        if len(set(v)) != len(v):
+            raise Refusal(f"{sorted({n for n in v if v.count(n) > 1})} listed twice", "duplicate")
+        most = MAX_LIFECYCLE_RULES - SHARED_RULES
+        if len(v) > most:
+            raise Refusal(
+                f"{len(v)} teams need {len(v)} lifecycle rules beside the bucket's {SHARED_RULES}; S3 allows"
+                f" {MAX_LIFECYCLE_RULES} per bucket",
+                "too-many",
+                allowed=f"at most {most} teams",
+            )
+        return sorted(v)
 
     @property
     def exports_expire_after(self) -> int | None:

@@ -42,6 +42,8 @@ NO_BALANCER = (
     " (addons.loadBalancerController in the aws stack)"
 )
 """Why a runs layer refuses an internal load balancer its platform does not offer."""
+RUN_OUTPUT_EXPIRY = "runOutputExpiry"
+"""The aws layer's `awsLayer` key saying which run outputs its data bucket expires, and when."""
 KUBECONFIG_OUTPUT = "kubeconfig"
 """The secret kubeconfig: exported by the aws layer, passed on by the cluster layer."""
 
@@ -96,6 +98,11 @@ class ClusterInputs:
     """Where internal load balancers go (infra.network.internal_load_balancing)."""
     serving_metrics: bool = False
     """Whether the CloudWatch add-on (aws layer) runs the serving scraper (config scrapes_serving)."""
+    expires_after: int | None = None
+    """Days after which the data bucket expires exported run outputs (None: never)."""
+    expiring_teams: list[str] | None = field(default_factory=list)
+    """The teams whose `teams/<team>/runs/` the bucket expires; None: an aws stack from before
+    this contract says nothing (the cluster layer then refuses teams while it cannot tell)."""
 
     @property
     def run_groups(self) -> dict[str, NodeGroup]:
@@ -239,8 +246,27 @@ def aws_layer_output(ci: ClusterInputs) -> dict[str, Any]:
         "serviceAccountRoleArns": dict(ci.role_arns),
         "vpcId": ci.vpc_id,
         "servingMetrics": ci.serving_metrics,
+        RUN_OUTPUT_EXPIRY: run_output_expiry_output(ci.expires_after, ci.expiring_teams),
         **load_balancing_output(ci.load_balancing),
     }
+
+
+def run_output_expiry_output(days: int | None, teams: list[str] | None) -> dict[str, Any]:
+    """`runOutputExpiry`: whether run outputs expire, after how many days, and which teams'
+    (a null crosses a stack reference as no key at all, so `expires` says it)."""
+    return {"expires": days is not None, **({"days": days} if days is not None else {}), "teams": list(teams or [])}
+
+
+def _run_output_expiry(r: _Reader) -> tuple[int | None, list[str] | None]:
+    """The aws layer's run-output expiry: its days (None: never) and the teams it covers; (None,
+    None) from an aws stack deployed before it exported them."""
+    if not isinstance(r.value, Mapping) or RUN_OUTPUT_EXPIRY not in r.value:
+        return None, None
+    teams = r.get(f"{RUN_OUTPUT_EXPIRY}.teams", list) or []
+    if not all(isinstance(t, str) for t in teams):
+        r.problem(f"{RUN_OUTPUT_EXPIRY}.teams", f"expected a list of team names, got {teams!r}")
+    days = r.get(f"{RUN_OUTPUT_EXPIRY}.days", int) if r.get(f"{RUN_OUTPUT_EXPIRY}.expires", bool) else None
+    return days, [t for t in teams if isinstance(t, str)]
 
 
 def load_balancing_output(lb: InternalLoadBalancing | None) -> dict[str, Any]:
@@ -283,6 +309,7 @@ def parse_aws_layer(outputs: Mapping[str, Any], kubeconfig: pulumi.Input[str], s
         vpc_id=r.get("vpcId", str) or "",
         serving_metrics=bool(r.get("servingMetrics", bool)),
     )
+    inputs.expires_after, inputs.expiring_teams = _run_output_expiry(r)
     needed = [
         FSX_CSI_ROLE.name,
         *([NEURON_HEALTH_ROLE.name] if any(g.accelerator == "neuron" for g in inputs.node_groups.values()) else []),

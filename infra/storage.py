@@ -8,7 +8,7 @@ are separate resources declared once both sides exist.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from facts.names import (
     SHARED_VOLUME,
     VOLUME_LABEL,
     component_type,
+    team_sub_path,
 )
 from infra.buckets import EXPIRY_RULE_ID, Expiry, harden
 from infra.context import StackContext
@@ -37,14 +38,27 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 
 
-def run_output_expiries(days: int | None) -> tuple[Expiry, ...]:
-    """The lifecycle rule that expires exported run outputs: the file system links to the bucket
+def run_output_expiries(days: int | None, teams: Sequence[str] = ()) -> tuple[Expiry, ...]:
+    """The lifecycle rules that expire exported run outputs: the file system links to the bucket
     at its root, so the run directories `runs/<workload>/<runId>/` of the whole file system (a
-    stack without teams, and the default tenant's runs) are the key prefix `runs/`. One rule,
-    never one per run or workload, so a next run or a removed workload needs no new rule. A
-    team's runs (`teams/<team>/runs/`) are not covered: the aws layer, which declares the
-    bucket, does not read `teams`, and an all-in-one stack must declare what its layers do."""
-    return () if days is None else (Expiry(EXPIRY_RULE_ID, f"{RUNS_DIR}/", days),)
+    stack without teams, and the default tenant's runs) are the key prefix `runs/`, and a team's
+    (its pods see `teams/<team>/` as /shared) are `teams/<team>/runs/`. One rule for the shared
+    prefix and one per team in `teams` (`storage.exportRetentionTeams`), never one per run or
+    workload, so a next run or a removed workload needs no new rule."""
+    if days is None:
+        return ()
+    shared = Expiry(EXPIRY_RULE_ID, f"{RUNS_DIR}/", days)
+    return (shared, *(Expiry(team_expiry_rule_id(t), team_runs_prefix(t), days) for t in sorted(teams)))
+
+
+def team_runs_prefix(team: str) -> str:
+    """The S3 key prefix of a team's run outputs."""
+    return f"{team_sub_path(team)}/{RUNS_DIR}/"
+
+
+def team_expiry_rule_id(team: str) -> str:
+    """The lifecycle rule of a team's run outputs (at most 60 characters: S3 allows 255)."""
+    return f"{EXPIRY_RULE_ID}-{team}"
 
 
 def data_repository_events(sync_deletes: bool) -> list[str]:
@@ -71,9 +85,10 @@ class SharedStorage(pulumi.ComponentResource):
         network: Network,
         availability_zone: str,
         opts: pulumi.ResourceOptions | None = None,
+        expiring_teams: Sequence[str] = (),
     ):
         super().__init__(component_type("infra", "SharedStorage"), name, None, opts)
-        self._expiries = run_output_expiries(storage.exports_expire_after)
+        self._expiries = run_output_expiries(storage.exports_expire_after, expiring_teams)
         self._name = name
         self._ctx = ctx
         self._tags = ctx.owned_tags

@@ -23,6 +23,7 @@ from config.checks.serving import WARNING_PREFIX, layered_serving, serving_probl
 from config.checks.teams import (
     default_queue_decided,
     pods_ready_covers_launcher_pull,
+    run_outputs_expire,
     run_teams,
     system_name_reserved,
     team_problems,
@@ -45,6 +46,7 @@ __all__ = [
     "hub_tokens",
     "images_exist",
     "layered_serving",
+    "run_outputs_expire",
     "run_teams",
     "runs_problems",
     "serving_problems",
@@ -84,6 +86,7 @@ def config_problems(cfg: StackConfig) -> list[str]:
             *checkpoint_share(cfg.workloads, groups, cfg.storage),
             *team_problems(cfg.teams, groups, bool(cfg.queueing.default_queue)),
             *run_teams(cfg.workloads, cfg.teams, _default_queue_quota(cfg, groups)),
+            *run_outputs_expire(cfg.teams, cfg.storage.exports_expire_after, cfg.expiring_teams, "this stack"),
             *system_name_reserved(cfg),
             *efa_plugin_counts_devices(cfg),
             *release_problems(cfg),

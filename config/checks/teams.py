@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from config.base import did_you_mean
 from config.checks.groups import Groups
@@ -248,3 +248,26 @@ def pods_ready_covers_launcher_pull(cfg: StackConfig) -> list[str]:
             hint="or a smaller systemNodeGroup.rootVolumeSizeGiB",
         )
     ]
+
+
+def run_outputs_expire(teams: Iterable[str], days: int | None, expiring: Iterable[str] | None, aws: str) -> list[str]:
+    """With run outputs expiring (`storage.exportRetentionDays`), every team's outputs expire too:
+    a team's pods write `teams/<team>/runs/`, which only a rule of its own expires, and the aws
+    layer (`aws`: the stack that declares the bucket) makes one per `storage.exportRetentionTeams`.
+    `expiring` None: that stack does not say (deployed before the key existed)."""
+    names = sorted(teams)
+    if not names or (days is None and expiring is not None):
+        return []
+    listed = set(expiring or ())
+    out: list[str] = []
+    for team in [t for t in names if t not in listed]:
+        said = (
+            f"its run outputs (teams/{team}/runs/ in S3) would never expire: {aws} expires run outputs"
+            + (f" after {days} days" if days is not None else "")
+            + f" but storage.exportRetentionTeams there does not list {team!r}"
+            + ("" if expiring is not None else " (that stack predates the key)")
+            + "; add it there and deploy that stack first, then this one"
+        )
+        hint = f"add {team!r} to storage.exportRetentionTeams of {aws} and deploy it first, then this stack"
+        out.append(problem(f"teams.{team}", "conflict", said, value=repr(team), hint=hint))
+    return out

@@ -51,9 +51,10 @@ def test_the_first_team_leaves_running_runs_where_they_are() -> None:
     ]
     assert update.steps[training].op == "same"
     assert not update.of("delete") and not update.of("replace"), sorted(update.of("delete") | update.of("replace"))
-    # The default queue is guaranteed what no team is, and may borrow the rest.
+    # The default queue is guaranteed what no team is, and may borrow the rest; the data bucket's
+    # lifecycle gains the team's run-output expiry rule (tests/plan/test_team_run_expiry.py).
     updated = {s.type.rsplit(":", 1)[1] for s in update.of("update").values()}
-    assert updated <= {"ClusterQueue"}, updated
+    assert updated <= {"ClusterQueue", "BucketLifecycleConfiguration"}, updated
 
 
 def test_teams_must_say_whether_the_default_queue_stays(tmp_path: Any) -> None:

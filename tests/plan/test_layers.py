@@ -202,7 +202,9 @@ def _with_team(v: dict[str, Any]) -> None:
 DAY2 = {
     "new runId": (_set_run(runId="run-002"), {"runs"}),
     "a run's config": (_set_run(training={"maxSteps": 20000}), {"runs"}),
-    "a team": (_with_team, {"cluster", "runs"}),
+    # The aws layer's part of a new team is its run outputs' expiry rule on the data bucket (a
+    # lifecycle update only: tests/plan/test_team_run_expiry.py).
+    "a team": (_with_team, {"aws", "cluster", "runs"}),
 }
 
 
@@ -220,9 +222,9 @@ def test_a_day2_change_touches_only_its_layers(change: str) -> None:
     assert touched <= allowed, f"{change} touches the {sorted(touched - allowed)} layer(s)"
 
 
-def _layered_files(tmp_path: Path, edit: dict[str, Any]) -> Path:
+def _layered_files(tmp_path: Path, edit: dict[str, Any], layered: dict[str, str] = LAYERED) -> Path:
     """Copies of the three layered stack files in tmp_path, with `edit` applied per layer."""
-    for layer, stack in LAYERED.items():
+    for layer, stack in layered.items():
         doc = yaml.safe_load(example_file(stack).read_text())
         if layer in edit:
             edit[layer](doc["config"])

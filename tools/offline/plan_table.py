@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from facts import amis
-from facts.names import NODE_GROUP_LABEL, PROJECT, component_type
+from facts.names import NODE_GROUP_LABEL, PROJECT, RUNS_DIR, TEAMS_SUB_PATH, component_type
 from infra.ci_runner import runner_label
 from tools.offline.plan_view import PlanView, Reads
 from tools.offline.remote_components import OPAQUE_TYPES, PULUMI_EKS_VERSION
@@ -177,10 +177,14 @@ def _export_retention(view: PlanView, kids: list[dict[str, Any]]) -> str:
     if not expiring:
         return "run outputs in S3: kept until deleted (storage.exportRetentionDays: none)"
     days = sorted({d for _, d in expiring})
-    prefixes = ", ".join(p for p, _ in expiring)
+    teams = [p for p, _ in expiring if p.startswith(f"{TEAMS_SUB_PATH}/")]
+    shared = [p for p, _ in expiring if p not in teams]
+    # A stack may list hundreds of teams (one rule each): past a few, the line counts them.
+    named = teams if len(teams) <= 4 else [f"{TEAMS_SUB_PATH}/<team>/{RUNS_DIR}/ of {len(teams)} teams"]
+    keys = "storage.exportRetentionDays, exportRetentionTeams" if teams else "storage.exportRetentionDays"
     return (
-        f"run outputs in S3 ({prefixes}) expire {'/'.join(map(str, days))} days after export;"
-        " the /shared copy stays (storage.exportRetentionDays)"
+        f"run outputs in S3 ({', '.join(shared + named)}) expire {'/'.join(map(str, days))} days after export;"
+        f" the /shared copy stays ({keys})"
     )
 
 
